@@ -1,0 +1,3 @@
+"""Built-in hparams sets; importing this package registers them."""
+
+from t2t_keras.hparams import transformer  # noqa: F401

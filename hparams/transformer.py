@@ -1,0 +1,148 @@
+"""Hparams sets of "Attention Is All You Need" (Vaswani et al., 2017).
+
+`transformer_base` and `transformer_big` are the paper's models; every row of
+Table 3 is its own set (`transformer_table3_a1` ... `transformer_table3_e`);
+`*_single_gpu` sets use a smaller token batch and a longer warmup, as t2t's do;
+`transformer_tiny` / `transformer_small` are for CPU work.
+
+Conventions:
+  hidden_size = d_model, filter_size = d_ff, num_heads = h.
+  attention_key_channels / attention_value_channels are d_k / d_v *per head*;
+  0 means hidden_size // num_heads (the paper's d_k = d_v = d_model / h).
+  batch_size is the token budget of one training step summed over replicas
+  (padded length of the longer side times sentences).
+"""
+
+from t2t_keras import registry
+from t2t_keras.hparam import HParams
+
+
+def _paper_defaults():
+  return dict(
+      # Model (section 3).
+      num_encoder_layers=6,
+      num_decoder_layers=6,
+      hidden_size=512,
+      filter_size=2048,
+      num_heads=8,
+      attention_key_channels=0,
+      attention_value_channels=0,
+      layer_prepostprocess_dropout=0.1,  # P_drop: sublayer outputs and embeddings.
+      attention_dropout=0.0,
+      relu_dropout=0.0,
+      norm_type="post",  # "post": LayerNorm(x + Sublayer(x)); "pre": x + Sublayer(LayerNorm(x)).
+      norm_epsilon=1e-6,
+      pos="timing",  # "timing": sinusoids (3.5); "emb": learned (Table 3 row E).
+      max_positions=1024,  # Size of the learned position table (pos="emb").
+      shared_embedding_and_softmax_weights=True,
+      # Training (section 5).
+      label_smoothing=0.1,
+      optimizer_adam_beta1=0.9,
+      optimizer_adam_beta2=0.98,
+      optimizer_adam_epsilon=1e-9,
+      learning_rate_constant=1.0,
+      learning_rate_warmup_steps=4000,
+      batch_size=25000,
+      max_length=256,  # Longer pairs (in subword tokens) are dropped in training.
+      train_steps=100000,
+      gradient_accumulation_steps=1,
+      clip_grad_norm=0.0,  # 0 disables clipping (the paper does not clip).
+      precision="float32",  # Or "mixed_bfloat16" / "mixed_float16" (GPU runs).
+  )
+
+
+@registry.register_hparams
+def transformer_base():
+  """The paper's base model: 65M parameters, 100k steps of ~25k+25k tokens."""
+  return HParams(**_paper_defaults())
+
+
+@registry.register_hparams
+def transformer_big():
+  """The paper's big model (en-de): d_model 1024, d_ff 4096, h 16, P_drop 0.3."""
+  return transformer_base().replace(
+      hidden_size=1024, filter_size=4096, num_heads=16,
+      layer_prepostprocess_dropout=0.3, train_steps=300000)
+
+
+@registry.register_hparams
+def transformer_big_enfr():
+  """The paper's big model for en-fr, with P_drop 0.1."""
+  return transformer_big().replace(layer_prepostprocess_dropout=0.1)
+
+
+@registry.register_hparams
+def transformer_base_single_gpu():
+  """Base on one device: 4096-token batches, warmup 16000 (as t2t)."""
+  return transformer_base().replace(batch_size=4096, learning_rate_warmup_steps=16000)
+
+
+@registry.register_hparams
+def transformer_big_single_gpu():
+  """Big on one device: P_drop 0.1, 4096-token batches, warmup 16000 (as t2t)."""
+  return transformer_big().replace(
+      layer_prepostprocess_dropout=0.1, batch_size=4096,
+      learning_rate_warmup_steps=16000)
+
+
+@registry.register_hparams
+def transformer_small():
+  """2+2 layers, d_model 256, d_ff 1024, 4 heads: minutes-scale CPU runs."""
+  return transformer_base().replace(
+      num_encoder_layers=2, num_decoder_layers=2, hidden_size=256,
+      filter_size=1024, num_heads=4, batch_size=4096,
+      learning_rate_warmup_steps=1000, train_steps=20000)
+
+
+@registry.register_hparams
+def transformer_tiny():
+  """2+2 layers, d_model 128, d_ff 512, 4 heads: learns the default problem on a laptop."""
+  return transformer_small().replace(
+      hidden_size=128, filter_size=512, batch_size=2048,
+      learning_rate_warmup_steps=400, learning_rate_constant=2.0,
+      layer_prepostprocess_dropout=0.1, max_length=64, train_steps=2000)
+
+
+# Table 3 of the paper: each row changes the base model as listed; the paper's
+# parameter count (millions, where the paper gives one) rides along for the
+# comparison printed by `t2t-param-table`.
+TABLE3 = {
+    # (A) attention heads and per-head sizes, computation kept constant.
+    "a1": (dict(num_heads=1, attention_key_channels=512, attention_value_channels=512), None),
+    "a2": (dict(num_heads=4, attention_key_channels=128, attention_value_channels=128), None),
+    "a3": (dict(num_heads=16, attention_key_channels=32, attention_value_channels=32), None),
+    "a4": (dict(num_heads=32, attention_key_channels=16, attention_value_channels=16), None),
+    # (B) smaller attention keys.
+    "b1": (dict(attention_key_channels=16), 58),
+    "b2": (dict(attention_key_channels=32), 60),
+    # (C) model size.
+    "c1": (dict(num_encoder_layers=2, num_decoder_layers=2), 36),
+    "c2": (dict(num_encoder_layers=4, num_decoder_layers=4), 50),
+    "c3": (dict(num_encoder_layers=8, num_decoder_layers=8), 80),
+    "c4": (dict(hidden_size=256, attention_key_channels=32, attention_value_channels=32), 28),
+    "c5": (dict(hidden_size=1024, attention_key_channels=128, attention_value_channels=128), 168),
+    "c6": (dict(filter_size=1024), 53),
+    "c7": (dict(filter_size=4096), 90),
+    # (D) dropout and label smoothing.
+    "d1": (dict(layer_prepostprocess_dropout=0.0), None),
+    "d2": (dict(layer_prepostprocess_dropout=0.2), None),
+    "d3": (dict(label_smoothing=0.0), None),
+    "d4": (dict(label_smoothing=0.2), None),
+    # (E) learned positional embedding instead of sinusoids.
+    "e": (dict(pos="emb"), None),
+}
+
+PAPER_PARAMS_MILLIONS = {"transformer_base": 65, "transformer_big": 213}
+
+
+def _make_table3_set(row, changes):
+  def fn():
+    return transformer_base().replace(**changes)
+  fn.__name__ = f"transformer_table3_{row}"
+  fn.__doc__ = f"Table 3 row ({row.upper()}): base with {changes}."
+  return fn
+
+
+for _row, (_changes, _paper) in TABLE3.items():
+  registry.register_hparams(_make_table3_set(_row, _changes))
+  PAPER_PARAMS_MILLIONS[f"transformer_table3_{_row}"] = _paper
