@@ -34,7 +34,6 @@ def _paper_defaults():
       norm_epsilon=1e-6,
       pos="timing",  # "timing": sinusoids (3.5); "emb": learned (Table 3 row E).
       max_positions=1024,  # Size of the learned position table (pos="emb").
-      shared_embedding_and_softmax_weights=True,
       # Training (section 5).
       label_smoothing=0.1,
       optimizer_adam_beta1=0.9,

@@ -1,0 +1,27 @@
+"""Command-line binaries. They only parse flags and call library functions.
+
+Importing this package imports TensorFlow with its start-up chatter (the CUDA
+probe and oneDNN notices the PyPI wheel prints on CPU machines) sent to
+/dev/null, so binaries print clean logs. Set T2T_VERBOSE_TF=1 to see it.
+"""
+
+import os
+
+
+def _import_tensorflow_quietly():
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  if os.environ.get("T2T_VERBOSE_TF"):
+    import tensorflow  # noqa: F401
+    return
+  saved = os.dup(2)
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    import tensorflow  # noqa: F401
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
+
+
+_import_tensorflow_quietly()

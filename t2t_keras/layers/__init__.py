@@ -1,0 +1,8 @@
+"""Keras layers of the Transformer; they know nothing of flags, files or problems."""
+
+from t2t_keras.layers.attention import (MultiHeadAttention, cache_step_mask, causal_mask,
+                                        padding_mask, scaled_dot_product_attention)
+from t2t_keras.layers.embedding import PositionalEncoding, SharedEmbedding, sinusoid_encoding
+from t2t_keras.layers.feed_forward import FeedForward
+from t2t_keras.layers.residual import Residual
+from t2t_keras.layers.transformer_layers import DecoderLayer, EncoderLayer

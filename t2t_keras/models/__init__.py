@@ -1,0 +1,3 @@
+"""Models; importing this package registers them."""
+
+from t2t_keras.models.transformer import Transformer  # noqa: F401

@@ -1,0 +1,110 @@
+"""The shared embedding / pre-softmax matrix and positional encodings (sections 3.4, 3.5)."""
+
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+class SharedEmbedding(keras.layers.Layer):
+  """One [vocab, d_model] matrix for source, target and the pre-softmax projection.
+
+  `call(ids)` returns embeddings multiplied by sqrt(d_model) (section 3.4);
+  `logits(x)` projects decoder outputs onto the same matrix.
+
+  Args:
+    vocab_size: V, shared by source and target.
+    hidden_size: d_model.
+
+  Example:
+    emb = SharedEmbedding(37000, 512)
+    x = emb(ids)          # [batch, len] -> [batch, len, 512]
+    logits = emb.logits(x)  # [batch, len, 512] -> [batch, len, 37000]
+  """
+
+  def __init__(self, vocab_size, hidden_size, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+
+  def build(self, input_shape=None):
+    self.embeddings = self.add_weight(
+        name="embeddings", shape=(self.vocab_size, self.hidden_size),
+        initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
+    self.built = True
+
+  def call(self, ids):
+    table = tf.cast(self.embeddings, self.compute_dtype)
+    return tf.gather(table, ids) * math.sqrt(self.hidden_size)
+
+  def logits(self, x):
+    """[batch, len, d_model] -> float32 logits [batch, len, vocab]."""
+    table = tf.cast(self.embeddings, x.dtype)
+    return tf.cast(tf.einsum("btd,vd->btv", x, table), tf.float32)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size)
+    return config
+
+
+def sinusoid_encoding(positions, hidden_size):
+  """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+
+  Args:
+    positions: int [len] (or any int tensor).
+    hidden_size: d_model (even).
+  Returns:
+    float32 [..., d_model], sin and cos interleaved as in the paper.
+  """
+  positions = tf.cast(positions, tf.float32)[..., None]
+  two_i = np.arange(0, hidden_size, 2, dtype=np.float32)
+  angles = positions / tf.constant(np.power(10000.0, two_i / hidden_size), tf.float32)
+  stacked = tf.stack([tf.sin(angles), tf.cos(angles)], axis=-1)  # [..., d/2, 2]
+  return tf.reshape(stacked, tf.concat([tf.shape(angles)[:-1], [hidden_size]], 0))
+
+
+class PositionalEncoding(keras.layers.Layer):
+  """Adds position information to embeddings: sinusoids, or a learned table (row E).
+
+  Args:
+    hidden_size: d_model.
+    kind: "timing" (sinusoids, any length) or "emb" (learned, up to max_positions).
+    max_positions: size of the learned table.
+
+  Call args:
+    x: [batch, len, d_model].
+    start_index: position of x[:, 0] (the decoding step when decoding with a cache).
+  Returns:
+    [batch, len, d_model].
+  """
+
+  def __init__(self, hidden_size, kind="timing", max_positions=1024, **kwargs):
+    super().__init__(**kwargs)
+    if kind not in ("timing", "emb"):
+      raise ValueError(f"pos must be 'timing' or 'emb', got {kind!r}")
+    self.hidden_size = hidden_size
+    self.kind = kind
+    self.max_positions = max_positions
+
+  def build(self, input_shape=None):
+    if self.kind == "emb":
+      self.position_embeddings = self.add_weight(
+          name="position_embeddings", shape=(self.max_positions, self.hidden_size),
+          initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
+    self.built = True
+
+  def call(self, x, start_index=0):
+    positions = start_index + tf.range(tf.shape(x)[1])
+    if self.kind == "timing":
+      table = sinusoid_encoding(positions, self.hidden_size)
+    else:
+      table = tf.gather(self.position_embeddings, positions)
+    return x + tf.cast(table, x.dtype)[None]
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, kind=self.kind,
+                  max_positions=self.max_positions)
+    return config

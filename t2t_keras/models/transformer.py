@@ -1,0 +1,141 @@
+"""The Transformer of "Attention Is All You Need" as a subclassed Keras 3 model.
+
+    model = Transformer(vocab_size=8000, hparams=registry.hparams("transformer_tiny"))
+    logits = model({"inputs": src_ids, "targets": tgt_ids})      # teacher forcing
+    memory, mask = model.encode(src_ids)
+    cache = model.init_cache(memory, max_decode_length=60)
+    step_logits, cache = model.decode(prev_ids, memory, mask, cache=cache, cache_index=i)
+
+Ids: 0 is padding (and the decoder's start symbol, as in t2t), 1 is EOS.
+"""
+
+import keras
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.hparam import HParams
+from t2t_keras.layers import (DecoderLayer, EncoderLayer, PositionalEncoding,
+                              SharedEmbedding, cache_step_mask, causal_mask,
+                              padding_mask)
+
+
+def shift_right(targets):
+  """[batch, len] -> decoder input [batch, len]: a 0 (start) then targets[:, :-1]."""
+  return tf.pad(targets, [[0, 0], [1, 0]])[:, :-1]
+
+
+def head_sizes(hparams):
+  """(d_k, d_v) per head; 0 in hparams means d_model // h."""
+  default = hparams.hidden_size // hparams.num_heads
+  return (hparams.attention_key_channels or default,
+          hparams.attention_value_channels or default)
+
+
+@registry.register_model
+class Transformer(keras.Model):
+  """Encoder-decoder Transformer with one shared embedding / softmax matrix.
+
+  Args:
+    vocab_size: size of the shared source/target vocabulary.
+    hparams: `HParams` (or its dict of values) of a transformer hparams set.
+  """
+
+  def __init__(self, vocab_size, hparams, **kwargs):
+    super().__init__(**kwargs)
+    hp = hparams if isinstance(hparams, HParams) else HParams(**hparams)
+    self.vocab_size = vocab_size
+    self.hparams = hp
+    key_size, value_size = head_sizes(hp)
+    layer_args = dict(
+        hidden_size=hp.hidden_size, filter_size=hp.filter_size, num_heads=hp.num_heads,
+        key_size=key_size, value_size=value_size, dropout=hp.layer_prepostprocess_dropout,
+        attention_dropout=hp.attention_dropout, relu_dropout=hp.relu_dropout,
+        norm_type=hp.norm_type, norm_epsilon=hp.norm_epsilon, dtype=self.dtype_policy)
+    self.embedding = SharedEmbedding(vocab_size, hp.hidden_size, name="shared_embedding",
+                                     dtype=self.dtype_policy)
+    positions = lambda name: PositionalEncoding(hp.hidden_size, hp.pos, hp.max_positions,
+                                                name=name, dtype=self.dtype_policy)
+    self.encoder_positions = positions("encoder_positions")
+    self.decoder_positions = positions("decoder_positions")
+    self.encoder_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
+    self.decoder_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
+    self.encoder_layers = [EncoderLayer(name=f"encoder_layer_{i}", **layer_args)
+                           for i in range(hp.num_encoder_layers)]
+    self.decoder_layers = [DecoderLayer(name=f"decoder_layer_{i}", **layer_args)
+                           for i in range(hp.num_decoder_layers)]
+    self.pre_norm = hp.norm_type == "pre"
+    if self.pre_norm:  # pre-norm stacks end with a LayerNorm
+      norm = lambda name: keras.layers.LayerNormalization(
+          epsilon=hp.norm_epsilon, name=name, dtype=self.dtype_policy)
+      self.encoder_norm = norm("encoder_norm")
+      self.decoder_norm = norm("decoder_norm")
+
+  def build_for_ids(self):
+    """Creates every variable by running a one-token batch through the model."""
+    ids = tf.ones([1, 1], tf.int32)
+    self({"inputs": ids, "targets": ids})
+
+  def encode(self, inputs, training=False):
+    """inputs int [batch, src_len] -> (memory [batch, src_len, d], mask bool [batch, 1, 1, src_len])."""
+    mask = padding_mask(inputs)
+    x = self.encoder_positions(self.embedding(inputs))
+    x = self.encoder_dropout(x, training=training)
+    for layer in self.encoder_layers:
+      x = layer(x, attention_mask=mask, training=training)
+    if self.pre_norm:
+      x = self.encoder_norm(x)
+    return x, mask
+
+  def init_cache(self, memory, max_decode_length):
+    """Per-layer decoding cache for `max_decode_length` steps over `memory` [batch, src_len, d]."""
+    return {f"layer_{i}": layer.init_cache(memory, max_decode_length)
+            for i, layer in enumerate(self.decoder_layers)}
+
+  def decode(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
+             training=False, return_attention=False):
+    """Decoder stack and tied softmax.
+
+    Args:
+      decoder_input: int [batch, tgt_len] (shifted targets; tgt_len 1 with a cache).
+      memory, memory_mask: from `encode` (memory may be None with a cache).
+      cache: from `init_cache`, or None for teacher forcing.
+      cache_index: int scalar, the step being decoded (with a cache).
+      return_attention: also return each layer's encoder-decoder attention
+        weights, float32 [batch, heads, tgt_len, src_len].
+    Returns:
+      (logits float32 [batch, tgt_len, vocab], updated cache or None[, attention list]).
+    """
+    start = 0 if cache is None else cache_index
+    x = self.decoder_positions(self.embedding(decoder_input), start_index=start)
+    x = self.decoder_dropout(x, training=training)
+    if cache is None:
+      self_mask = causal_mask(tf.shape(decoder_input)[1])
+    else:
+      self_mask = cache_step_mask(tf.shape(cache["layer_0"]["self"]["k"])[1], cache_index)
+    new_cache = None if cache is None else {}
+    attention = []
+    for i, layer in enumerate(self.decoder_layers):
+      name = f"layer_{i}"
+      x, layer_cache, weights = layer(
+          x, memory, self_mask=self_mask, memory_mask=memory_mask,
+          cache=None if cache is None else cache[name], cache_index=cache_index,
+          training=training, return_attention=True)
+      attention.append(weights)
+      if cache is not None:
+        new_cache[name] = layer_cache
+    if self.pre_norm:
+      x = self.decoder_norm(x)
+    logits = self.embedding.logits(x)
+    if return_attention:
+      return logits, new_cache, attention
+    return logits, new_cache
+
+  def call(self, features, training=False):
+    """Teacher forcing: {"inputs" [batch, src_len], "targets" [batch, tgt_len]} -> logits [batch, tgt_len, vocab]."""
+    memory, mask = self.encode(features["inputs"], training=training)
+    logits, _ = self.decode(shift_right(features["targets"]), memory, mask, training=training)
+    return logits
+
+  def get_config(self):
+    return {"vocab_size": self.vocab_size, "hparams": self.hparams.values(),
+            "name": self.name}

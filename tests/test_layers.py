@@ -1,0 +1,120 @@
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_keras import layers
+
+
+def test_sinusoid_matches_section_3_5():
+  d = 16
+  got = layers.sinusoid_encoding(tf.range(50), d).numpy()
+  for pos in (0, 1, 7, 49):
+    for i in range(d // 2):
+      angle = pos / 10000 ** (2 * i / d)
+      assert got[pos, 2 * i] == pytest.approx(math.sin(angle), abs=1e-5)
+      assert got[pos, 2 * i + 1] == pytest.approx(math.cos(angle), abs=1e-5)
+
+
+def test_positional_encoding_start_index_is_an_offset():
+  pe = layers.PositionalEncoding(8)
+  x = tf.zeros([1, 5, 8])
+  full = pe(x).numpy()
+  step = pe(tf.zeros([1, 1, 8]), start_index=3).numpy()
+  np.testing.assert_allclose(step[0, 0], full[0, 3], atol=1e-6)
+
+
+def test_shared_embedding_scales_by_sqrt_d_and_ties_softmax():
+  emb = layers.SharedEmbedding(11, 4)
+  ids = tf.constant([[3, 5]])
+  x = emb(ids).numpy()
+  table = emb.embeddings.numpy()
+  np.testing.assert_allclose(x[0, 0], table[3] * 2.0, rtol=1e-6)
+  h = tf.constant(np.random.RandomState(0).randn(1, 2, 4), tf.float32)
+  np.testing.assert_allclose(emb.logits(h).numpy(), h.numpy() @ table.T, rtol=1e-5, atol=1e-5)
+  assert len(emb.weights) == 1
+
+
+def test_scaled_dot_product_attention_against_numpy():
+  rng = np.random.RandomState(1)
+  q, k, v = (rng.randn(2, 3, 2, 4).astype("f"), rng.randn(2, 5, 2, 4).astype("f"),
+             rng.randn(2, 5, 2, 6).astype("f"))
+  mask = np.ones([2, 1, 1, 5], bool)
+  mask[1, ..., 3:] = False
+  out, w = layers.scaled_dot_product_attention(tf.constant(q), tf.constant(k), tf.constant(v),
+                                               tf.constant(mask))
+  logits = np.einsum("bqhd,bkhd->bhqk", q, k) / 2.0
+  logits = np.where(mask, logits, -1e9)
+  ref_w = np.exp(logits - logits.max(-1, keepdims=True))
+  ref_w /= ref_w.sum(-1, keepdims=True)
+  np.testing.assert_allclose(w.numpy(), ref_w, atol=1e-6)
+  np.testing.assert_allclose(out.numpy(), np.einsum("bhqk,bkhd->bqhd", ref_w, v), atol=1e-5)
+  assert np.all(w.numpy()[1, ..., 3:] == 0)
+
+
+def test_masks():
+  np.testing.assert_array_equal(layers.causal_mask(3)[0, 0].numpy(),
+                                [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
+  np.testing.assert_array_equal(layers.padding_mask(tf.constant([[4, 1, 0]]))[0, 0, 0].numpy(),
+                                [True, True, False])
+  np.testing.assert_array_equal(layers.cache_step_mask(4, 1)[0, 0, 0].numpy(),
+                                [True, True, False, False])
+
+
+def test_multi_head_attention_weight_shapes():
+  mha = layers.MultiHeadAttention(num_heads=4, key_size=3, value_size=5, output_size=8)
+  y, cache = mha(tf.zeros([2, 6, 8]))
+  assert y.shape == (2, 6, 8) and cache is None
+  shapes = sorted(tuple(w.shape) for w in mha.weights)
+  assert shapes == sorted([(8, 4, 3), (8, 4, 3), (8, 4, 5), (4, 5, 8)])
+
+
+def test_residual_post_and_pre_norm():
+  x = tf.constant(np.random.RandomState(0).randn(1, 2, 4), tf.float32)
+  y = tf.constant(np.random.RandomState(1).randn(1, 2, 4), tf.float32)
+  post = layers.Residual(dropout=0.0, norm_type="post")
+  np.testing.assert_allclose(post(x, y).numpy(), post.layer_norm(x + y).numpy(), atol=1e-6)
+  np.testing.assert_allclose(post.sublayer_input(x).numpy(), x.numpy())
+  pre = layers.Residual(dropout=0.0, norm_type="pre")
+  np.testing.assert_allclose(pre(x, y).numpy(), (x + y).numpy(), atol=1e-6)
+  np.testing.assert_allclose(pre.sublayer_input(x).numpy(), pre.layer_norm(x).numpy())
+  with pytest.raises(ValueError, match="norm_type must be 'post' or 'pre', got 'mid'"):
+    layers.Residual(norm_type="mid")
+  with pytest.raises(ValueError, match="pos must be 'timing' or 'emb', got 'rope'"):
+    layers.PositionalEncoding(8, kind="rope")
+
+
+LAYER_CASES = [
+    (layers.MultiHeadAttention, dict(num_heads=2, key_size=3, value_size=4, output_size=8, dropout=0.1)),
+    (layers.FeedForward, dict(hidden_size=8, filter_size=16, relu_dropout=0.1)),
+    (layers.Residual, dict(dropout=0.2, norm_type="pre", epsilon=1e-5)),
+    (layers.SharedEmbedding, dict(vocab_size=10, hidden_size=8)),
+    (layers.PositionalEncoding, dict(hidden_size=8, kind="emb", max_positions=32)),
+    (layers.EncoderLayer, dict(hidden_size=8, filter_size=16, num_heads=2, key_size=4,
+                               value_size=4, dropout=0.1, norm_type="pre")),
+    (layers.DecoderLayer, dict(hidden_size=8, filter_size=16, num_heads=2, key_size=4,
+                               value_size=4, dropout=0.1)),
+]
+
+
+@pytest.mark.parametrize("cls,kwargs", LAYER_CASES, ids=[c[0].__name__ for c in LAYER_CASES])
+def test_get_config_round_trip(cls, kwargs):
+  layer = cls(**kwargs)
+  config = layer.get_config()
+  for key, value in kwargs.items():
+    assert config[key] == value
+  again = cls.from_config(config)
+  assert again.get_config() == config
+
+
+def test_encoder_and_decoder_layer_shapes_and_weight_counts():
+  enc = layers.EncoderLayer(8, 16, 2, 4, 4)
+  assert enc(tf.zeros([2, 5, 8])).shape == (2, 5, 8)
+  # 4 attention kernels, 2 dense kernels + 2 biases, 2 LayerNorms x (gamma, beta)
+  assert len(enc.weights) == 4 + 4 + 4
+  dec = layers.DecoderLayer(8, 16, 2, 4, 4)
+  y, cache = dec(tf.zeros([2, 3, 8]), tf.zeros([2, 5, 8]))
+  assert y.shape == (2, 3, 8) and cache is None
+  assert len(dec.weights) == 8 + 4 + 6
