@@ -59,16 +59,26 @@ class Transformer(keras.Model):
     self.decoder_positions = positions("decoder_positions")
     self.encoder_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
     self.decoder_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
-    self.encoder_layers = [EncoderLayer(name=f"encoder_layer_{i}", **layer_args)
-                           for i in range(hp.num_encoder_layers)]
-    self.decoder_layers = [DecoderLayer(name=f"decoder_layer_{i}", **layer_args)
-                           for i in range(hp.num_decoder_layers)]
+    # Layers are attributes, not list items: tf.train.Checkpoint does not see
+    # into Keras 3's tracked lists, and attributes give readable names.
+    for i in range(hp.num_encoder_layers):
+      setattr(self, f"encoder_layer_{i}", EncoderLayer(name=f"encoder_layer_{i}", **layer_args))
+    for i in range(hp.num_decoder_layers):
+      setattr(self, f"decoder_layer_{i}", DecoderLayer(name=f"decoder_layer_{i}", **layer_args))
     self.pre_norm = hp.norm_type == "pre"
     if self.pre_norm:  # pre-norm stacks end with a LayerNorm
       norm = lambda name: keras.layers.LayerNormalization(
           epsilon=hp.norm_epsilon, name=name, dtype=self.dtype_policy)
       self.encoder_norm = norm("encoder_norm")
       self.decoder_norm = norm("decoder_norm")
+
+  @property
+  def encoder_layers(self):
+    return [getattr(self, f"encoder_layer_{i}") for i in range(self.hparams.num_encoder_layers)]
+
+  @property
+  def decoder_layers(self):
+    return [getattr(self, f"decoder_layer_{i}") for i in range(self.hparams.num_decoder_layers)]
 
   def build_for_ids(self):
     """Creates every variable by running a one-token batch through the model."""
