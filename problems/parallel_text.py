@@ -1,0 +1,178 @@
+"""Problems read from aligned parallel text files (plain or .gz, one sentence a line).
+
+Two ways to use them:
+
+1. The generic registered problem `translate_parallel_text`, pointed at files by
+   datagen flags (`--parallel_train=SRC,TGT --parallel_dev=SRC,TGT
+   --parallel_test=SRC,TGT`), constructor arguments or the environment
+   variables T2T_PARALLEL_TRAIN / _DEV / _TEST ("SRC,TGT") and
+   T2T_PARALLEL_VOCAB_SIZE. Its files in data_dir are named
+   `translate_parallel_text-*`, so use one data_dir per corpus.
+
+2. A few lines in a user directory (`--t2t_usr_dir`):
+
+       from t2t_keras import registry
+       from t2t_keras.problems.parallel_text import ParallelTextProblem
+
+       @registry.register_problem
+       class TranslateEnfrMyCorpus(ParallelTextProblem):
+         vocab_size = 16000
+         raw_dir_env = "MY_CORPUS_DIR"   # optional; else --raw_dir, else --tmp_dir
+         files = {"train": ("train.en.gz", "train.fr.gz"),
+                  "dev": ("dev.en", "dev.fr"),
+                  "test": ("test.en", "test.fr")}
+
+Relative file names are looked up in the raw directory: the `raw_dir`
+argument (datagen `--raw_dir`), else the environment variable `raw_dir_env`,
+else tmp_dir.
+
+Bad input fails loudly before anything is marked finished: a missing file
+names its path; line counts that differ name both files and both counts;
+invalid UTF-8 names the file and line. Pairs with an empty side are skipped
+and counted in the datagen summary.
+"""
+
+import gzip
+import itertools
+import os
+
+from t2t_keras import registry
+from t2t_keras.data.problem import SPLITS, Text2TextProblem
+
+
+def _open_binary(path):
+  with open(path, "rb") as f:
+    magic = f.read(2)
+  if path.endswith(".gz") or magic == b"\x1f\x8b":
+    return gzip.open(path, "rb")
+  return open(path, "rb")
+
+
+def _decode_lines(path):
+  with _open_binary(path) as f:
+    for lineno, raw in enumerate(f, start=1):
+      try:
+        yield raw.decode("utf-8").rstrip("\r\n")
+      except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{path}:{lineno}: invalid UTF-8 ({e.reason} at byte {e.start} of the line)"
+        ) from None
+
+
+def read_parallel(source_path, target_path):
+  """Yields (source, target) line pairs; raises ValueError on bad input.
+
+  Line counts are checked as the files are read: if one file runs out first,
+  the rest of the other is counted and the error names both files and counts.
+  """
+  count = 0
+  sentinel = object()
+  src_lines, tgt_lines = _decode_lines(source_path), _decode_lines(target_path)
+  for src, tgt in itertools.zip_longest(src_lines, tgt_lines, fillvalue=sentinel):
+    if src is sentinel or tgt is sentinel:
+      n_src = count + (0 if src is sentinel else 1 + sum(1 for _ in src_lines))
+      n_tgt = count + (0 if tgt is sentinel else 1 + sum(1 for _ in tgt_lines))
+      raise ValueError(
+          f"parallel files have different line counts: {source_path} has {n_src} "
+          f"lines, {target_path} has {n_tgt} lines")
+    count += 1
+    yield src, tgt
+
+
+class ParallelTextProblem(Text2TextProblem):
+  """Base of problems made of aligned source/target text files.
+
+  Subclasses set `files = {split: (source, target)}` (paths absolute or
+  relative to the raw directory), `vocab_size`, and optionally `raw_dir_env`.
+  """
+
+  files = None
+  raw_dir_env = None
+
+  def __init__(self, was_reversed=False, *, raw_dir=None, files=None, **kwargs):
+    super().__init__(was_reversed, **kwargs)
+    self.raw_dir = raw_dir
+    if files is not None:
+      self.files = dict(files)
+
+  def resolve_raw_dir(self, tmp_dir):
+    if self.raw_dir:
+      return self.raw_dir
+    if self.raw_dir_env and os.environ.get(self.raw_dir_env):
+      return os.environ[self.raw_dir_env]
+    return tmp_dir
+
+  def split_files(self, split, tmp_dir):
+    """(source path, target path) of `split`."""
+    if not self.files or split not in self.files:
+      raise ValueError(
+          f"problem {self.data_name} has no files for split {split!r}; "
+          f"give files for {', '.join(SPLITS)}")
+    raw_dir = self.resolve_raw_dir(tmp_dir)
+    paths = []
+    for p in self.files[split]:
+      p = os.path.expanduser(p)
+      if not os.path.isabs(p):
+        if not raw_dir:
+          where = (f"--raw_dir, ${self.raw_dir_env} or --tmp_dir" if self.raw_dir_env
+                   else "--raw_dir or --tmp_dir")
+          raise ValueError(f"{self.data_name}: relative file {p!r} needs a directory: set {where}")
+        p = os.path.join(raw_dir, p)
+      paths.append(p)
+    return tuple(paths)
+
+  def check_inputs(self, tmp_dir):
+    missing = [p for split in SPLITS for p in self.split_files(split, tmp_dir)
+               if not os.path.isfile(p)]
+    if missing:
+      raise FileNotFoundError(
+          f"{self.data_name}: missing input file(s): {', '.join(missing)}")
+
+  def generate_forward_samples(self, split, tmp_dir=None):
+    source, target = self.split_files(split, tmp_dir)
+    for path in (source, target):
+      if not os.path.isfile(path):
+        raise FileNotFoundError(f"{self.data_name}: missing input file: {path}")
+    for src, tgt in read_parallel(source, target):
+      yield {"inputs": src, "targets": tgt}
+
+
+def _env_pair(name):
+  value = os.environ.get(name)
+  if not value:
+    return None
+  parts = [p.strip() for p in value.split(",")]
+  if len(parts) != 2 or not all(parts):
+    raise ValueError(f"${name} must be 'SOURCE,TARGET', got {value!r}")
+  return tuple(parts)
+
+
+@registry.register_problem
+class TranslateParallelText(ParallelTextProblem):
+  """Any aligned corpus named by flags/arguments/environment (see the module doc)."""
+
+  ENV = {"train": "T2T_PARALLEL_TRAIN", "dev": "T2T_PARALLEL_DEV", "test": "T2T_PARALLEL_TEST"}
+
+  def __init__(self, was_reversed=False, *, train=None, dev=None, test=None,
+               vocab_size=None, **kwargs):
+    if vocab_size is None and os.environ.get("T2T_PARALLEL_VOCAB_SIZE"):
+      vocab_size = int(os.environ["T2T_PARALLEL_VOCAB_SIZE"])
+    super().__init__(was_reversed, vocab_size=vocab_size, **kwargs)
+    given = {"train": train, "dev": dev, "test": test}
+    files = {}
+    for split in SPLITS:
+      pair = given[split] or _env_pair(self.ENV[split])
+      if pair is not None:
+        if isinstance(pair, str):
+          pair = tuple(p.strip() for p in pair.split(","))
+        if len(pair) != 2:
+          raise ValueError(f"{split} files must be (source, target), got {pair!r}")
+        files[split] = tuple(pair)
+    self.files = files
+
+  def split_files(self, split, tmp_dir):
+    if split not in self.files:
+      raise ValueError(
+          f"translate_parallel_text: no {split} files; pass --parallel_{split}=SRC,TGT "
+          f"(or set ${self.ENV[split]})")
+    return super().split_files(split, tmp_dir)

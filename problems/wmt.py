@@ -1,0 +1,64 @@
+"""WMT14 English-German and English-French, as in "Attention Is All You Need".
+
+Raw text comes from the `tensorflow_datasets` builder `wmt14_translate`
+(configs "de-en" and "fr-en"), downloaded and prepared under
+`<tmp_dir>/tfds` (downloads in `<tmp_dir>/tfds/downloads`). Splits:
+
+  train  tfds "train" (en-de: europarl v7, commoncrawl, news commentary v9; ~4.5M pairs)
+  dev    tfds "validation" (newstest2013)
+  test   tfds "test" (newstest2014, full 3,003-line set)
+
+Vocabulary: one joint BPE model, 37000 pieces for en-de and 32000 for en-fr
+(section 5.1 of the paper), trained on a 2M-sentence sample of train.
+"""
+
+import os
+
+from t2t_keras import registry
+from t2t_keras.data.problem import Text2TextProblem
+
+_TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
+
+
+class Wmt14Problem(Text2TextProblem):
+  """English -> `target_language` from tfds `wmt14_translate/<target>-en`."""
+
+  target_language = None
+  num_shards = {"train": 100, "dev": 1, "test": 1}
+  vocab_character_coverage = 0.9999
+  vocab_input_sentence_size = 2_000_000
+
+  @property
+  def tfds_name(self):
+    return f"wmt14_translate/{self.target_language}-en"
+
+  def tfds_builder(self, tmp_dir):
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+    if not tmp_dir:
+      raise ValueError(f"{self.data_name} needs --tmp_dir (tfds download and prepare area)")
+    return tfds.builder(self.tfds_name, data_dir=os.path.join(tmp_dir, "tfds"))
+
+  def generate_forward_samples(self, split, tmp_dir=None):
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+    builder = self.tfds_builder(tmp_dir)
+    builder.download_and_prepare(download_dir=os.path.join(tmp_dir, "tfds", "downloads"))
+    ds = builder.as_dataset(split=_TFDS_SPLITS[split], shuffle_files=False)
+    for ex in tfds.as_numpy(ds):
+      yield {"inputs": ex["en"].decode("utf-8"),
+             "targets": ex[self.target_language].decode("utf-8")}
+
+
+@registry.register_problem
+class TranslateEndeWmt32k(Wmt14Problem):
+  """WMT14 English -> German, 37000-piece joint BPE (the paper's setup)."""
+
+  target_language = "de"
+  vocab_size = 37000
+
+
+@registry.register_problem
+class TranslateEnfrWmt32k(Wmt14Problem):
+  """WMT14 English -> French, 32000-piece joint BPE (the paper's setup)."""
+
+  target_language = "fr"
+  vocab_size = 32000

@@ -1,0 +1,67 @@
+"""t2t-datagen: writes a problem's vocabulary and TFRecords into --data_dir.
+
+  t2t-datagen --problem=translate_ende_numbers --data_dir=~/t2t_data
+  t2t-datagen --problem=translate_ende_multi30k --data_dir=~/t2t_data/multi30k \
+      --raw_dir=/path/to/multi30k
+  t2t-datagen --problem=translate_parallel_text --data_dir=~/t2t_data/mine \
+      --parallel_train=train.en.gz,train.de.gz --parallel_dev=dev.en,dev.de \
+      --parallel_test=test.en,test.de --vocab_size=16000
+  t2t-datagen --registry_help
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+from t2t_keras import registry  # noqa: E402
+from t2t_keras.data import datagen  # noqa: E402
+from t2t_keras.usr_dir import import_usr_dir  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("problem", None, "Registered problem name (a `_rev` suffix is allowed).")
+flags.DEFINE_string("data_dir", None, "Where vocabulary and TFRecords go.")
+flags.DEFINE_string("tmp_dir", None, "Download / scratch area (tfds data, raw files).")
+flags.DEFINE_string("t2t_usr_dir", None, "A directory of modules registering more problems.")
+flags.DEFINE_bool("registry_help", False, "Print the registered names and exit.")
+flags.DEFINE_string("raw_dir", None,
+                    "Directory of raw parallel files for parallel-text problems "
+                    "(e.g. Multi30k; else $T2T_MULTI30K_DIR, else --tmp_dir).")
+flags.DEFINE_string("parallel_train", None, "translate_parallel_text: SRC,TGT train files.")
+flags.DEFINE_string("parallel_dev", None, "translate_parallel_text: SRC,TGT dev files.")
+flags.DEFINE_string("parallel_test", None, "translate_parallel_text: SRC,TGT test files.")
+flags.DEFINE_integer("vocab_size", None, "Override the problem's target vocabulary size.")
+flags.DEFINE_integer("max_pairs", None, "Cap every split at this many raw pairs (quick runs).")
+
+
+def _problem_kwargs():
+  kwargs = {"vocab_size": FLAGS.vocab_size, "max_pairs": FLAGS.max_pairs,
+            "raw_dir": FLAGS.raw_dir}
+  for split in ("train", "dev", "test"):
+    kwargs[split] = getattr(FLAGS, f"parallel_{split}")
+  return kwargs
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if FLAGS.t2t_usr_dir:
+    import_usr_dir(FLAGS.t2t_usr_dir)
+  if FLAGS.registry_help:
+    print(registry.help_string())
+    return 0
+  if not FLAGS.problem or not FLAGS.data_dir:
+    raise app.UsageError("--problem and --data_dir are required (see --registry_help)")
+  summary = datagen.generate(FLAGS.problem, FLAGS.data_dir, FLAGS.tmp_dir, **_problem_kwargs())
+  print(datagen.format_summary(summary))
+  return 0
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,318 @@
+"""The problem API: a problem knows its raw data and its vocabulary, never the model.
+
+A problem is a `Text2TextProblem` subclass registered with
+`@registry.register_problem`. It implements one method,
+
+    generate_forward_samples(split, tmp_dir) -> iterator of {"inputs": str, "targets": str}
+
+for split in ("train", "dev", "test"), always in the forward direction. The base
+class does the rest:
+
+  generate_data(data_dir, tmp_dir)  trains the vocabulary on both sides of train,
+                                    writes TFRecord shards of ids (EOS appended)
+                                    and returns a summary dict; idempotent.
+  get_vocabulary(data_dir)          -> SubwordVocabulary
+  dataset(data_dir, split)          -> tf.data of {"inputs", "targets"} int32 ids
+
+Files in data_dir (the reversed problem `<name>_rev` shares them and swaps
+features when reading):
+
+  vocab.<name>.model                          sentencepiece model (shared vocab)
+  <name>-<split>-<i:05d>-of-<n:05d>.tfrecord  tf.train.Example with int64 lists
+                                              "inputs" and "targets"
+  <name>-<split>.stats.json                   pairs written / skipped for that split
+
+Every file is written under a temporary `.incomplete` name and renamed when
+complete, so a failed run never leaves a finished-looking file behind.
+"""
+
+import collections
+import json
+import os
+import re
+import time
+
+from t2t_keras.data import vocabulary as vocab_lib
+
+SPLITS = ("train", "dev", "test")
+_TMP_SUFFIX = ".incomplete"
+_ENCODE_CHUNK = 4096
+
+
+def _camel_to_snake(name):
+  s1 = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+  return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s1).lower()
+
+
+def _check_split(split):
+  if split not in SPLITS:
+    raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+
+
+class Text2TextProblem:
+  """Base class of all problems: text in, text out, one shared subword vocabulary.
+
+  Class attributes a subclass may set:
+    vocab_size        target size of the sentencepiece BPE vocabulary.
+    num_shards        TFRecord shards per split (more for big corpora).
+    vocab_character_coverage, vocab_input_sentence_size: sentencepiece options
+                      (a sample of that many sentences if > 0).
+    registered_name   only if registered under a name other than the
+                      snake_case of the class name.
+  """
+
+  vocab_size = 8000
+  num_shards = {"train": 1, "dev": 1, "test": 1}
+  vocab_character_coverage = 1.0
+  vocab_input_sentence_size = 0
+  registered_name = None
+
+  def __init__(self, was_reversed=False, *, vocab_size=None, max_pairs=None):
+    """`vocab_size` overrides the class's target; `max_pairs` caps each split (quick runs)."""
+    self.was_reversed = bool(was_reversed)
+    if vocab_size is not None:
+      self.vocab_size = int(vocab_size)
+    self.max_pairs = max_pairs
+
+  # Names and files.
+
+  @property
+  def data_name(self):
+    """The forward registry name; names the files in data_dir."""
+    return self.registered_name or _camel_to_snake(type(self).__name__)
+
+  @property
+  def name(self):
+    """The registry name, with `_rev` when reversed."""
+    return self.data_name + ("_rev" if self.was_reversed else "")
+
+  @property
+  def vocab_filename(self):
+    return f"vocab.{self.data_name}.model"
+
+  def vocab_path(self, data_dir):
+    return os.path.join(data_dir, self.vocab_filename)
+
+  def shard_paths(self, data_dir, split):
+    _check_split(split)
+    n = self.num_shards.get(split, 1)
+    return [os.path.join(data_dir, f"{self.data_name}-{split}-{i:05d}-of-{n:05d}.tfrecord")
+            for i in range(n)]
+
+  def filepattern(self, data_dir, split):
+    _check_split(split)
+    return os.path.join(data_dir, f"{self.data_name}-{split}-*-of-*.tfrecord")
+
+  def stats_path(self, data_dir, split):
+    return os.path.join(data_dir, f"{self.data_name}-{split}.stats.json")
+
+  # Samples.
+
+  def generate_forward_samples(self, split, tmp_dir):
+    """Yields {"inputs": str, "targets": str} in the forward direction. Subclasses implement."""
+    raise NotImplementedError
+
+  def check_inputs(self, tmp_dir):
+    """Raises before anything is written if raw inputs are missing. Optional hook."""
+
+  def _forward_samples(self, split, tmp_dir):
+    _check_split(split)
+    for i, sample in enumerate(self.generate_forward_samples(split, tmp_dir)):
+      if self.max_pairs is not None and i >= self.max_pairs:
+        return
+      yield sample
+
+  def generate_samples(self, split, tmp_dir=None):
+    """Raw text pairs of `split`, swapped when the problem is reversed."""
+    for s in self._forward_samples(split, tmp_dir):
+      if self.was_reversed:
+        yield {"inputs": s["targets"], "targets": s["inputs"]}
+      else:
+        yield s
+
+  def _clean_samples(self, split, tmp_dir, skipped):
+    """Forward samples with surrounding whitespace stripped; empty sides skipped and counted."""
+    for s in self._forward_samples(split, tmp_dir):
+      inputs, targets = s["inputs"].strip(), s["targets"].strip()
+      if not inputs or not targets:
+        reason = ("empty_inputs_and_targets" if not inputs and not targets
+                  else "empty_inputs" if not inputs else "empty_targets")
+        skipped[reason] += 1
+        continue
+      yield inputs, targets
+
+  # Data generation.
+
+  def get_vocabulary(self, data_dir):
+    return vocab_lib.SubwordVocabulary(self.vocab_path(data_dir))
+
+  def generate_data(self, data_dir, tmp_dir=None, log=None):
+    """Writes vocabulary and TFRecords for every split; skips finished files.
+
+    Returns a summary dict: {"problem", "data_dir", "vocab_file", "vocab_size",
+    "vocab_trained", "splits": {split: {"pairs", "skipped": {reason: n},
+    "files", "reused"}}, "seconds"}.
+    """
+    log = log or (lambda msg: None)
+    start = time.time()
+    os.makedirs(data_dir, exist_ok=True)
+    if tmp_dir:
+      os.makedirs(tmp_dir, exist_ok=True)
+    self.check_inputs(tmp_dir)
+
+    vocab_path = self.vocab_path(data_dir)
+    vocab_trained = False
+    if os.path.exists(vocab_path):
+      log(f"vocabulary {vocab_path} exists; reusing it")
+      vocab = vocab_lib.SubwordVocabulary(vocab_path)
+    else:
+      log(f"training a {self.vocab_size}-piece BPE vocabulary on both sides of train")
+      skipped = collections.Counter()
+
+      def sentences():
+        for inputs, targets in self._clean_samples("train", tmp_dir, skipped):
+          yield inputs
+          yield targets
+
+      vocab = vocab_lib.train_sentencepiece(
+          sentences(), vocab_path, self.vocab_size,
+          character_coverage=self.vocab_character_coverage,
+          input_sentence_size=self.vocab_input_sentence_size)
+      vocab_trained = True
+      log(f"wrote {vocab_path} ({vocab.vocab_size} pieces)")
+
+    splits = {}
+    for split in SPLITS:
+      splits[split] = self._generate_split(data_dir, tmp_dir, split, vocab, log)
+    return {
+        "problem": self.data_name,
+        "data_dir": data_dir,
+        "vocab_file": vocab_path,
+        "vocab_size": vocab.vocab_size,
+        "vocab_trained": vocab_trained,
+        "splits": splits,
+        "seconds": round(time.time() - start, 3),
+    }
+
+  def _generate_split(self, data_dir, tmp_dir, split, vocab, log):
+    paths = self.shard_paths(data_dir, split)
+    stats_path = self.stats_path(data_dir, split)
+    if all(os.path.exists(p) for p in paths):
+      if os.path.exists(stats_path):
+        with open(stats_path) as f:
+          stats = json.load(f)
+      else:
+        stats = {"pairs": _count_records(paths), "skipped": {}}
+      log(f"{split}: {len(paths)} finished file(s) exist; skipping")
+      return dict(stats, files=paths, reused=True)
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    skipped = collections.Counter()
+    tmp_paths = [p + _TMP_SUFFIX for p in paths]
+    writers = [tf.io.TFRecordWriter(p) for p in tmp_paths]
+    count = 0
+    try:
+      chunk = []
+
+      def flush():
+        nonlocal count
+        ids_in = vocab.encode_batch([c[0] for c in chunk])
+        ids_tg = vocab.encode_batch([c[1] for c in chunk])
+        for a, b in zip(ids_in, ids_tg):
+          writers[count % len(writers)].write(_example(a + [vocab_lib.EOS], b + [vocab_lib.EOS]))
+          count += 1
+        chunk.clear()
+
+      for pair in self._clean_samples(split, tmp_dir, skipped):
+        chunk.append(pair)
+        if len(chunk) >= _ENCODE_CHUNK:
+          flush()
+      if chunk:
+        flush()
+      for w in writers:
+        w.close()
+      stats = {"pairs": count, "skipped": dict(skipped)}
+      _write_json_atomic(stats_path, stats)
+      for tmp, final in zip(tmp_paths, paths):
+        os.replace(tmp, final)
+    except BaseException:
+      for w in writers:
+        try:
+          w.close()
+        except Exception:  # pylint: disable=broad-except
+          pass
+      for tmp in tmp_paths:
+        if os.path.exists(tmp):
+          os.remove(tmp)
+      raise
+    log(f"{split}: wrote {count} pairs to {len(paths)} file(s); skipped {dict(skipped) or 0}")
+    return dict(stats, files=paths, reused=False)
+
+  # Reading.
+
+  def dataset(self, data_dir, split, *, shuffle_files=False, seed=None,
+              num_input_pipelines=1, input_pipeline_id=0):
+    """A tf.data.Dataset of {"inputs": int32 [len], "targets": int32 [len]} (EOS included).
+
+    Reads `filepattern(data_dir, split)`; swaps the features when reversed. With
+    several input pipelines, shards by file when there are enough files, else by
+    record.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    pattern = self.filepattern(data_dir, split)
+    files = sorted(tf.io.gfile.glob(pattern))
+    if not files:
+      raise FileNotFoundError(
+          f"no data files match {pattern}; run "
+          f"`t2t-datagen --problem={self.data_name} --data_dir={data_dir}` first")
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    by_file = num_input_pipelines > 1 and len(files) >= num_input_pipelines
+    if by_file:
+      ds = ds.shard(num_input_pipelines, input_pipeline_id)
+    if shuffle_files and len(files) > 1:
+      ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(files)),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if num_input_pipelines > 1 and not by_file:
+      ds = ds.shard(num_input_pipelines, input_pipeline_id)
+    swap = self.was_reversed
+    features = _features()
+
+    def parse(record):
+      parsed = tf.io.parse_single_example(record, features)
+      inputs = tf.cast(parsed["inputs"], tf.int32)
+      targets = tf.cast(parsed["targets"], tf.int32)
+      if swap:
+        inputs, targets = targets, inputs
+      return {"inputs": inputs, "targets": targets}
+
+    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+  def __repr__(self):
+    return f"<{type(self).__name__} {self.name}>"
+
+
+def _features():
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return {"inputs": tf.io.RaggedFeature(tf.int64), "targets": tf.io.RaggedFeature(tf.int64)}
+
+
+def _example(inputs, targets):
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  feature = {
+      "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
+      "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
+  }
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def _count_records(paths):
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return sum(1 for p in paths for _ in tf.data.TFRecordDataset(p).as_numpy_iterator())
+
+
+def _write_json_atomic(path, obj):
+  tmp = path + _TMP_SUFFIX
+  with open(tmp, "w") as f:
+    json.dump(obj, f, indent=2, sort_keys=True)
+  os.replace(tmp, path)

@@ -1,0 +1,115 @@
+"""One sentencepiece BPE vocabulary shared by source and target.
+
+It is trained once by datagen on both sides of the training split and stored in
+`data_dir` as `vocab.<problem>.model` (a serialized sentencepiece ModelProto).
+The same proto serves python-side encoding (datagen, decoding) and the in-graph
+`tensorflow_text.SentencepieceTokenizer` (serving), so ids always agree.
+
+Reserved ids: PAD = 0, EOS = 1, UNK = 2; there is no BOS.
+"""
+
+import io
+import os
+
+import sentencepiece as spm
+
+PAD = 0
+EOS = 1
+UNK = 2
+PAD_ID, EOS_ID, UNK_ID = PAD, EOS, UNK
+
+
+def train_sentencepiece(sentences, model_path, vocab_size, *,
+                        character_coverage=1.0, input_sentence_size=0,
+                        num_threads=None):
+  """Trains a BPE model on an iterable of strings; writes `model_path` atomically.
+
+  `vocab_size` is a target: with `hard_vocab_limit=False` a small corpus may
+  give fewer pieces. `input_sentence_size` > 0 samples that many sentences.
+  Returns the SubwordVocabulary.
+  """
+  writer = io.BytesIO()
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(sentences),
+      model_writer=writer,
+      model_type="bpe",
+      vocab_size=int(vocab_size),
+      hard_vocab_limit=False,
+      character_coverage=character_coverage,
+      pad_id=PAD, eos_id=EOS, unk_id=UNK, bos_id=-1,
+      input_sentence_size=int(input_sentence_size),
+      shuffle_input_sentence=True,
+      num_threads=num_threads or max(1, min(16, os.cpu_count() or 1)),
+      minloglevel=2,
+  )
+  tmp = model_path + ".incomplete"
+  with open(tmp, "wb") as f:
+    f.write(writer.getvalue())
+  os.replace(tmp, model_path)
+  return SubwordVocabulary(model_path)
+
+
+class SubwordVocabulary:
+  """A sentencepiece model: text <-> ids, in python and in TF graphs.
+
+    vocab = SubwordVocabulary("data/vocab.translate_ende_numbers.model")
+    ids = vocab.encode("one hundred")        # no EOS
+    vocab.decode(ids + [EOS, PAD])          # "one hundred"
+    tok = vocab.tf_tokenizer()              # tensorflow_text tokenizer, same ids
+  """
+
+  def __init__(self, model_path=None, *, model_proto=None):
+    if model_proto is None:
+      if not os.path.exists(model_path):
+        raise FileNotFoundError(
+            f"vocabulary {model_path!r} not found; run t2t-datagen first")
+      with open(model_path, "rb") as f:
+        model_proto = f.read()
+    self.model_path = model_path
+    self._proto = bytes(model_proto)
+    self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
+
+  @property
+  def model_proto(self):
+    """The serialized sentencepiece model (bytes)."""
+    return self._proto
+
+  @property
+  def vocab_size(self):
+    """Number of ids (the model's embedding size), specials included."""
+    return self._sp.get_piece_size()
+
+  def encode(self, text):
+    """Text -> list of ids, without EOS."""
+    return self._sp.encode(text)
+
+  def encode_batch(self, texts, num_threads=-1):
+    """List of texts -> list of id lists (threaded in C++), without EOS."""
+    return self._sp.encode(list(texts), num_threads=num_threads)
+
+  def decode(self, ids):
+    """Ids -> text; stops at the first EOS and drops PAD (and other control ids)."""
+    out = []
+    for i in ids:
+      i = int(i)
+      if i == EOS:
+        break
+      if i == PAD:
+        continue
+      out.append(i)
+    return self._sp.decode(out)
+
+  def id_to_piece(self, i):
+    return self._sp.id_to_piece(int(i))
+
+  def piece_to_id(self, piece):
+    return self._sp.piece_to_id(piece)
+
+  def tf_tokenizer(self):
+    """A `tensorflow_text.SentencepieceTokenizer` over the same model (int32 ids, no EOS)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
+    return tf_text.SentencepieceTokenizer(model=self._proto, out_type=tf.int32)
+
+  def __repr__(self):
+    return f"SubwordVocabulary({self.model_path!r}, vocab_size={self.vocab_size})"
