@@ -29,8 +29,33 @@ def train_sentencepiece(sentences, model_path, vocab_size, *,
   Returns the SubwordVocabulary.
   """
   writer = io.BytesIO()
+  errors = []
+
+  def guarded():  # sentencepiece would wrap a reader's exception in a RuntimeError.
+    try:
+      yield from sentences
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(e)
+
+  try:
+    _train(guarded(), writer, vocab_size, character_coverage, input_sentence_size, num_threads)
+  except Exception:
+    if errors:
+      raise errors[0] from None
+    raise
+  if errors:
+    raise errors[0]
+  tmp = model_path + ".incomplete"
+  with open(tmp, "wb") as f:
+    f.write(writer.getvalue())
+  os.replace(tmp, model_path)
+  return SubwordVocabulary(model_path)
+
+
+def _train(sentences, writer, vocab_size, character_coverage, input_sentence_size,
+           num_threads):
   spm.SentencePieceTrainer.train(
-      sentence_iterator=iter(sentences),
+      sentence_iterator=sentences,
       model_writer=writer,
       model_type="bpe",
       vocab_size=int(vocab_size),
@@ -42,11 +67,6 @@ def train_sentencepiece(sentences, model_path, vocab_size, *,
       num_threads=num_threads or max(1, min(16, os.cpu_count() or 1)),
       minloglevel=2,
   )
-  tmp = model_path + ".incomplete"
-  with open(tmp, "wb") as f:
-    f.write(writer.getvalue())
-  os.replace(tmp, model_path)
-  return SubwordVocabulary(model_path)
 
 
 class SubwordVocabulary:

@@ -1,0 +1,171 @@
+"""tf.data input pipeline: TFRecords -> length-bucketed token-budget batches.
+
+    ds = make_dataset(problem, data_dir, "train", hparams, shuffle=True, seed=1, repeat=True)
+    # elements: {"inputs": int32 [B, S], "targets": int32 [B, T]}, pad id 0, EOS included
+
+    dist = strategy.distribute_datasets_from_function(
+        lambda ctx: make_dataset(problem, data_dir, "train", hparams, shuffle=True,
+                                 seed=1, repeat=True, input_context=ctx))
+
+How batches are made:
+  * pairs with max(len(inputs), len(targets)) > hparams.max_length (subword ids,
+    EOS included) are dropped; `count_long_pairs` reports how many.
+  * each side's length is rounded up to a bucket boundary (`bucket_boundaries`:
+    every integer up to 10, then geometric steps of ~10%); a batch holds pairs
+    of one (input boundary, target boundary) cell, padded to exactly those
+    lengths, so the model sees few distinct shapes and little padding.
+  * sentences per batch = per-replica budget // max(input boundary, target
+    boundary), so padded max(S, T) * B <= budget. `hparams.batch_size` is the
+    GLOBAL token budget: with an input_context each replica gets
+    batch_size // num_replicas_in_sync.
+  * with several replicas per input pipeline, batches come in runs of
+    `replicas per pipeline` with identical shapes (incomplete runs dropped), so
+    every replica of a step gets the same shape.
+  * order is deterministic given `seed`.
+"""
+
+import tensorflow as tf
+
+from t2t_keras.data.vocabulary import PAD
+
+DEFAULT_SHUFFLE_BUFFER = 10000
+
+
+def bucket_boundaries(max_length, step=1.1, exact_up_to=10):
+  """Sorted bucket upper bounds ending at `max_length`.
+
+  Every length up to `exact_up_to` is its own bucket; above it each bound
+  grows by `step` (at least 1), so padding per side is under (step - 1).
+  """
+  if max_length < 1:
+    raise ValueError(f"max_length must be >= 1, got {max_length}")
+  bounds, b = [], 1
+  while b < max_length:
+    bounds.append(b)
+    b = b + 1 if b < exact_up_to else max(b + 1, int(b * step + 0.999999))
+  bounds.append(max_length)
+  return bounds
+
+
+def _pair_length(ex):
+  return tf.maximum(tf.shape(ex["inputs"])[0], tf.shape(ex["targets"])[0])
+
+
+def _length_limit(hparams, max_length, per_replica_budget):
+  if max_length is None:
+    max_length = hparams.max_length
+  limit = per_replica_budget if not max_length or max_length <= 0 else max_length
+  return min(limit, per_replica_budget)
+
+
+def count_long_pairs(problem, data_dir, split, max_length):
+  """Counts pairs of a split longer than `max_length` ids (either side, EOS included).
+
+  Returns {"total": n, "dropped": d, "kept": n - d}.
+  """
+  ds = problem.dataset(data_dir, split)
+  lengths = ds.map(_pair_length, num_parallel_calls=tf.data.AUTOTUNE)
+  total, dropped = lengths.reduce(
+      (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+      lambda acc, n: (acc[0] + 1, acc[1] + tf.cast(n > max_length, tf.int64)))
+  total, dropped = int(total), int(dropped)
+  return {"total": total, "dropped": dropped, "kept": total - dropped}
+
+
+def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
+                 input_context=None, batch_size=None, max_length=None,
+                 shuffle_buffer=DEFAULT_SHUFFLE_BUFFER, bucket_step=None,
+                 bucket_mode=None):
+  """Batches of {"inputs": int32 [B, S], "targets": int32 [B, T]} for one replica.
+
+  Args:
+    problem: a Text2TextProblem (reversed problems swap the features).
+    data_dir: where t2t-datagen wrote the problem's files.
+    split: "train", "dev" or "test".
+    hparams: uses `batch_size` (global token budget) and `max_length`.
+    shuffle: shuffle files and records (buffer `shuffle_buffer`) with `seed`.
+    seed: int; same seed, same order.
+    repeat: repeat forever (training) or one pass (evaluation).
+    input_context: a tf.distribute.InputContext; shards the data by
+      input_pipeline_id and divides the budget by num_replicas_in_sync.
+    batch_size: overrides hparams.batch_size (global tokens).
+    max_length: overrides hparams.max_length (<= 0: no limit but the budget).
+    bucket_step: geometric step of bucket boundaries above length 10
+      (default hparams.bucket_step if present, else 1.1).
+    bucket_mode: "pair" buckets on (input boundary, target boundary) cells:
+      least padding, more distinct shapes. "max" buckets on the boundary of
+      max(len inputs, len targets) and pads both sides to it: one shape per
+      boundary (fewest XLA programs), more padding when the sides' lengths differ.
+      Default hparams.bucket_mode if present, else "pair".
+  """
+  global_budget = int(batch_size or hparams.batch_size)
+  bucket_step = bucket_step or hparams.get("bucket_step", 1.1)
+  bucket_mode = bucket_mode or hparams.get("bucket_mode", "pair")
+  num_replicas, num_pipelines, pipeline_id = 1, 1, 0
+  if input_context is not None:
+    num_replicas = input_context.num_replicas_in_sync
+    num_pipelines = input_context.num_input_pipelines
+    pipeline_id = input_context.input_pipeline_id
+  budget = global_budget // num_replicas
+  group = max(1, num_replicas // num_pipelines)  # replicas fed by this pipeline
+  limit = _length_limit(hparams, max_length, budget)
+  if limit < 1:
+    raise ValueError(f"token budget per replica is {budget}: batch_size {global_budget} "
+                     f"is too small for {num_replicas} replicas")
+  bounds = bucket_boundaries(limit, step=bucket_step)
+  nb = len(bounds)
+  bounds_t = tf.constant(bounds, tf.int32)
+  sizes = [max(1, budget // max(bi, bt)) for bi in bounds for bt in bounds]
+  sizes_t = tf.constant(sizes, tf.int64)
+
+  ds = problem.dataset(data_dir, split, shuffle_files=shuffle, seed=seed,
+                       num_input_pipelines=num_pipelines, input_pipeline_id=pipeline_id)
+  ds = ds.filter(lambda ex: _pair_length(ex) <= limit)
+  if shuffle:
+    ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+  if repeat:
+    ds = ds.repeat()
+
+  if bucket_mode not in ("pair", "max"):
+    raise ValueError(f"bucket_mode must be 'pair' or 'max', got {bucket_mode!r}")
+
+  def bucket(ex):
+    if bucket_mode == "max":
+      b = tf.searchsorted(bounds_t, tf.reshape(_pair_length(ex), [1]), side="left")[0]
+      return tf.cast(b * nb + b, tf.int64)
+    bi = tf.searchsorted(bounds_t, tf.shape(ex["inputs"])[:1], side="left")[0]
+    bt = tf.searchsorted(bounds_t, tf.shape(ex["targets"])[:1], side="left")[0]
+    return tf.cast(bi * nb + bt, tf.int64)
+
+  def window_size(key):
+    return sizes_t[key] * group
+
+  def reduce(key, window):
+    bi, bt = key // nb, key % nb
+    shapes = {"inputs": tf.reshape(tf.cast(tf.gather(bounds_t, bi), tf.int64), [1]),
+              "targets": tf.reshape(tf.cast(tf.gather(bounds_t, bt), tf.int64), [1])}
+    batches = window.padded_batch(
+        sizes_t[key], padded_shapes=shapes,
+        padding_values={"inputs": PAD, "targets": PAD}, drop_remainder=group > 1)
+    if group > 1:
+      batches = batches.batch(group, drop_remainder=True).unbatch()
+    return batches
+
+  ds = ds.group_by_window(bucket, reduce, window_size_func=window_size)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def padding_fraction(batch):
+  """Fraction of pad ids among all ids of a batch (both features)."""
+  total = pads = 0
+  for key in ("inputs", "targets"):
+    x = batch[key]
+    total += int(tf.size(x))
+    pads += int(tf.reduce_sum(tf.cast(tf.equal(x, PAD), tf.int32)))
+  return pads / max(1, total)
+
+
+def batch_tokens(batch):
+  """Padded tokens of a batch as the budget counts them: B * max(S, T)."""
+  b, s = batch["inputs"].shape[0], batch["inputs"].shape[1]
+  return b * max(s, batch["targets"].shape[1])

@@ -1,0 +1,36 @@
+"""Test session set-up: quiet TF and split the CPU into 2 logical devices.
+
+Two logical CPU devices let tests run `tf.distribute.MirroredStrategy` with two
+replicas. Logical devices must be configured before TensorFlow initializes its
+runtime, so this runs once, at collection time, before any test module imports
+something that touches a device.
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import tensorflow as tf  # noqa: E402
+
+NUM_LOGICAL_CPUS = 2
+_configured = False
+
+
+def _split_cpu():
+  global _configured
+  if _configured:
+    return
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  try:
+    if len(tf.config.get_logical_device_configuration(cpu) or []) < NUM_LOGICAL_CPUS:
+      tf.config.set_logical_device_configuration(
+          cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)
+  except RuntimeError:
+    pass  # Runtime already initialized (e.g. configured elsewhere); keep what exists.
+  _configured = True
+
+
+_split_cpu()
+
+SHARED_DATA = os.path.normpath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))

@@ -1,0 +1,128 @@
+import pytest
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.data import pipeline
+from t2t_keras.problems import numbers
+
+HP = registry.hparams("transformer_tiny").replace(batch_size=512, max_length=20)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  d = str(tmp_path_factory.mktemp("numbers"))
+  numbers.TranslateEndeNumbers(num_train=1500, num_dev=60, num_test=60).generate_data(d)
+  return d
+
+
+@pytest.fixture(scope="module")
+def problem():
+  return registry.problem("translate_ende_numbers")
+
+
+def _lengths(problem, data_dir, split):
+  return [max(len(ex["inputs"]), len(ex["targets"]))
+          for ex in problem.dataset(data_dir, split).as_numpy_iterator()]
+
+
+def test_bucket_boundaries():
+  b = pipeline.bucket_boundaries(256)
+  assert b[:10] == list(range(1, 11)) and b[-1] == 256
+  assert all(y > x for x, y in zip(b, b[1:]))
+  assert all(y / x <= 1.1 + 1 / x for x, y in zip(b, b[1:]))
+  assert pipeline.bucket_boundaries(5) == [1, 2, 3, 4, 5]
+
+
+def test_long_pairs_dropped_and_counted(problem, data_dir):
+  lengths = _lengths(problem, data_dir, "train")
+  limit = 12
+  counted = pipeline.count_long_pairs(problem, data_dir, "train", limit)
+  assert counted["total"] == len(lengths) == 1500
+  assert counted["dropped"] == sum(n > limit for n in lengths) > 0
+  ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=False, seed=0,
+                             repeat=False, max_length=limit)
+  kept = 0
+  for b in ds:
+    kept += int(tf.reduce_sum(tf.cast(b["targets"][:, 0] != 0, tf.int32)))
+    assert b["inputs"].shape[1] <= limit and b["targets"].shape[1] <= limit
+  assert kept == counted["kept"]
+
+
+def test_batches_respect_budget_dtype_and_padding(problem, data_dir):
+  ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=3, repeat=True)
+  assert ds.element_spec["inputs"].dtype == tf.int32
+  pads = total = 0
+  for b in ds.take(60):
+    assert b["inputs"].dtype == tf.int32 and b["targets"].dtype == tf.int32
+    assert pipeline.batch_tokens(b) <= HP.batch_size
+    assert b["inputs"].shape[1] in pipeline.bucket_boundaries(HP.max_length)
+    size = int(tf.size(b["inputs"])) + int(tf.size(b["targets"]))
+    pads += pipeline.padding_fraction(b) * size
+    total += size
+  assert pads / total <= 0.05
+
+
+def test_one_epoch_sees_every_pair_once(problem, data_dir):
+  ds = pipeline.make_dataset(problem, data_dir, "dev", HP, shuffle=True, seed=1,
+                             repeat=False, max_length=256)
+  seen = sorted(tuple(x[x != 0].tolist()) for b in ds.as_numpy_iterator() for x in b["targets"])
+  expected = sorted(tuple(ex["targets"].tolist())
+                    for ex in problem.dataset(data_dir, "dev").as_numpy_iterator())
+  assert seen == expected
+
+
+def test_deterministic_given_seed(problem, data_dir):
+  def first(seed):
+    ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=seed,
+                               repeat=True)
+    return [b["inputs"].numpy().tolist() for b in ds.take(8)]
+  assert first(5) == first(5)
+  assert first(5) != first(6)
+
+
+def test_max_mode_pads_both_sides_to_one_boundary(problem, data_dir):
+  ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=1,
+                             repeat=True, bucket_mode="max")
+  for b in ds.take(10):
+    assert b["inputs"].shape[1] == b["targets"].shape[1]
+    assert pipeline.batch_tokens(b) <= HP.batch_size
+
+
+def test_reversed_problem_swaps_features(data_dir):
+  fwd = registry.problem("translate_ende_numbers").dataset(data_dir, "dev")
+  rev = registry.problem("translate_ende_numbers_rev").dataset(data_dir, "dev")
+  for a, b in zip(fwd.take(3).as_numpy_iterator(), rev.take(3).as_numpy_iterator()):
+    assert a["inputs"].tolist() == b["targets"].tolist()
+
+
+def test_missing_data_says_run_datagen(problem, tmp_path):
+  with pytest.raises(FileNotFoundError, match="t2t-datagen --problem=translate_ende_numbers"):
+    pipeline.make_dataset(problem, str(tmp_path), "train", HP, shuffle=False, seed=0, repeat=False)
+
+
+def test_mirrored_strategy_two_replicas_equal_shapes_and_split_budget(problem, data_dir):
+  devices = tf.config.list_logical_devices("CPU")
+  if len(devices) < 2:
+    pytest.skip("needs 2 logical CPU devices (tests/conftest.py configures them)")
+  strategy = tf.distribute.MirroredStrategy([d.name for d in devices[:2]])
+  contexts = []
+
+  def dataset_fn(ctx):
+    contexts.append(ctx)
+    return pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=2,
+                                 repeat=True, input_context=ctx)
+
+  dist = strategy.distribute_datasets_from_function(dataset_fn)
+  assert contexts[0].num_replicas_in_sync == 2
+  it = iter(dist)
+  for _ in range(6):
+    batch = next(it)
+    per_replica = [strategy.experimental_local_results(batch[k]) for k in ("inputs", "targets")]
+    for values in per_replica:
+      assert len(values) == 2
+      assert values[0].shape == values[1].shape
+    inputs = per_replica[0]
+    assert inputs[0].numpy().tolist() != inputs[1].numpy().tolist()  # different data
+    for inp, tgt in zip(*per_replica):
+      b = {"inputs": inp, "targets": tgt}
+      assert pipeline.batch_tokens(b) <= HP.batch_size // 2

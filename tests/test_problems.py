@@ -1,0 +1,90 @@
+import itertools
+
+import pytest
+from num2words import num2words
+
+from t2t_keras import registry
+from t2t_keras.data import problem as problem_lib
+from t2t_keras.problems import algorithmic, numbers, parallel_text, wmt  # noqa: F401
+
+SMALL = dict(num_train=2000, num_dev=100, num_test=100)
+
+
+def _pairs(p, split):
+  return [(s["inputs"], s["targets"]) for s in p.generate_samples(split)]
+
+
+def test_builtin_problems_registered():
+  names = registry.list_problems()
+  for name in ("translate_ende_numbers", "algorithmic_copy", "algorithmic_reverse",
+               "translate_parallel_text", "translate_ende_multi30k",
+               "translate_ende_wmt32k", "translate_enfr_wmt32k"):
+    assert name in names
+  assert isinstance(registry.problem("translate_ende_numbers"), problem_lib.Text2TextProblem)
+
+
+def test_names_and_vocab_sizes():
+  p = registry.problem("translate_ende_numbers")
+  r = registry.problem("translate_ende_numbers_rev")
+  assert (p.name, r.name) == ("translate_ende_numbers", "translate_ende_numbers_rev")
+  assert not p.was_reversed and r.was_reversed
+  assert p.vocab_filename == r.vocab_filename == "vocab.translate_ende_numbers.model"
+  assert p.filepattern("/d", "train") == r.filepattern("/d", "train")
+  assert registry.problem("translate_ende_wmt32k").vocab_size == 37000
+  assert registry.problem("translate_enfr_wmt32k").vocab_size == 32000
+  assert registry.problem("translate_ende_multi30k").vocab_size == 8000
+  assert p.vocab_size <= 1000
+
+
+def test_numbers_deterministic_disjoint_and_real_num2words():
+  p = numbers.TranslateEndeNumbers(**SMALL)
+  q = numbers.TranslateEndeNumbers(**SMALL)
+  splits = {s: _pairs(p, s) for s in problem_lib.SPLITS}
+  assert splits == {s: _pairs(q, s) for s in problem_lib.SPLITS}
+  assert [len(splits[s]) for s in problem_lib.SPLITS] == [2000, 100, 100]
+  sets = {s: {en for en, _ in v} for s, v in splits.items()}
+  for a, b in itertools.combinations(problem_lib.SPLITS, 2):
+    assert not sets[a] & sets[b], (a, b)
+  for s in problem_lib.SPLITS:
+    assert len(sets[s]) == len(splits[s])  # no repeats within a split
+  # The strings are num2words' own.
+  nums = numbers.sample_numbers("dev", 100, 1234)
+  assert splits["dev"] == [(num2words(n, lang="en"), num2words(n, lang="de")) for n in nums]
+  assert ("twenty-one", "einundzwanzig") in splits["train"]  # numbers < 100 are all train
+  assert max(numbers.sample_numbers("train", 2000, 1234)) >= 99_999
+  assert all(0 <= n <= numbers.MAX_NUMBER for n in nums)
+  # A different seed gives different data.
+  other = numbers.TranslateEndeNumbers(seed=7, **SMALL)
+  assert _pairs(other, "dev") != splits["dev"]
+
+
+def test_rev_swaps_inputs_and_targets():
+  fwd = _pairs(registry.problem("algorithmic_reverse"), "dev")
+  rev = _pairs(registry.problem("algorithmic_reverse_rev"), "dev")
+  assert rev == [(t, i) for i, t in fwd]
+
+
+@pytest.mark.parametrize("name,fn", [("algorithmic_copy", lambda s: s),
+                                     ("algorithmic_reverse", lambda s: s[::-1])])
+def test_algorithmic(name, fn):
+  p = registry.problem(name)
+  p2 = type(p)(num_train=300, num_dev=30, num_test=30)
+  splits = {s: _pairs(p2, s) for s in problem_lib.SPLITS}
+  for s, pairs in splits.items():
+    for i, t in pairs:
+      assert t.split() == fn(i.split())
+      assert 1 <= len(i.split()) <= 20 and set(i.split()) <= set("abcdefghij")
+  for a, b in itertools.combinations(problem_lib.SPLITS, 2):
+    assert not {i for i, _ in splits[a]} & {i for i, _ in splits[b]}
+  assert splits == {s: _pairs(type(p)(num_train=300, num_dev=30, num_test=30), s)
+                    for s in problem_lib.SPLITS}
+
+
+def test_max_pairs_caps_every_split():
+  p = numbers.TranslateEndeNumbers(max_pairs=7, **SMALL)
+  assert [len(_pairs(p, s)) for s in problem_lib.SPLITS] == [7, 7, 7]
+
+
+def test_unknown_split():
+  with pytest.raises(ValueError, match="unknown split 'valid'"):
+    list(registry.problem("algorithmic_copy").generate_samples("valid"))
