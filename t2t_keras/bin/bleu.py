@@ -1,0 +1,37 @@
+"""t2t-bleu: BLEU of a translation file against a reference file.
+
+    t2t-bleu --translation=newstest2014.de.decoded --reference=newstest2014.de [--lang=de]
+
+Prints sacreBLEU (cased, 13a) and chrF with their signatures, the paper's
+tokenized BLEU with compound splitting (clearly labelled), and the lowercased
+tokenized BLEU of the Multi30k papers. Both files hold detokenized text, one
+sentence per line.
+"""
+
+import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
+
+from absl import app, flags
+
+from t2t_keras.metrics import bleu
+
+flags.DEFINE_string("translation", None, "File of translations, one per line.")
+flags.DEFINE_string("reference", None, "File of references, one per line.")
+flags.DEFINE_string("lang", "de", "Target language for Moses tokenization.")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  if not FLAGS.translation or not FLAGS.reference:
+    raise app.UsageError("--translation and --reference are required")
+  report = bleu.bleu_report(bleu.read_lines(FLAGS.translation),
+                            bleu.read_lines(FLAGS.reference), lang=FLAGS.lang)
+  print(bleu.format_report(report))
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

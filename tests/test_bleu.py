@@ -1,0 +1,45 @@
+import pytest
+import sacrebleu
+
+from t2t_keras.metrics import bleu
+
+REFS = ["The cat sat on the mat.", "A state-of-the-art model translates well-known texts."]
+HYPS = ["The cat sat on a mat.", "A state-of-the-art model translates known texts."]
+
+
+def test_reference_against_itself_is_100():
+  report = bleu.bleu_report(REFS, REFS)
+  for key in ("bleu", "chrf", "tokenized_bleu", "multi30k_tok_bleu", "exact_match"):
+    assert abs(report[key] - 100.0) < 1e-9, key
+
+
+def test_sacrebleu_matches_sacrebleu_and_known_value():
+  report = bleu.sacrebleu_scores(HYPS, REFS)
+  assert report["bleu"] == sacrebleu.corpus_bleu(HYPS, [REFS]).score
+  # BLEU("the cat sat on the mat" vs "... a mat"): 83.3/60.0/50.0/33.3, BP 1 -> 53.73.
+  single = bleu.sacrebleu_scores(["the cat sat on the mat"], ["the cat sat on a mat"])
+  assert round(single["bleu"], 2) == 53.73
+  assert "tok:13a" in report["bleu_signature"] and "case:mixed" in report["bleu_signature"]
+  assert "chrF2" in report["chrf_signature"] or "nc:6" in report["chrf_signature"]
+
+
+def test_compound_splitting_as_get_ende_bleu_sh():
+  assert bleu.split_compounds("rich-text format") == "rich ##AT##-##AT## text format"
+  # perl s///g does not overlap matches: the second hyphen of a-b-c stays.
+  assert bleu.split_compounds("a-b-c") == "a ##AT##-##AT## b-c"
+  assert bleu.split_compounds("- x -y") == "- x -y"
+  tok = bleu.tokenize_for_bleu("Das Ende-zu-Ende-Modell, gut.")
+  assert tok == "Das Ende ##AT##-##AT## zu ##AT##-##AT## Ende ##AT##-##AT## Modell , gut ."
+
+
+def test_tokenized_bleu_counts_compound_parts():
+  # Only the second half of the compound differs: tokenized BLEU (with ##AT##
+  # splitting) gives partial credit, sacreBLEU's 13a keeps the compound whole.
+  hyps, refs = ["das ist ein gut-gemacht Haus"], ["das ist ein gut-gebaut Haus"]
+  assert bleu.tokenized_bleu(hyps, refs) > bleu.sacrebleu_scores(hyps, refs)["bleu"]
+
+
+def test_multi30k_lowercases_and_escapes():
+  assert bleu.multi30k_tokenize('Ein "Hund" & Katze.') == "ein &quot; hund &quot; &amp; katze ."
+  assert bleu.multi30k_tok_bleu(["EIN HUND LÄUFT ÜBER DIE WIESE ."],
+                                ["Ein Hund läuft über die Wiese."]) == pytest.approx(100.0)
