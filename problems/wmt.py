@@ -38,6 +38,10 @@ class Wmt14Problem(Text2TextProblem):
       raise ValueError(f"{self.data_name} needs --tmp_dir (tfds download and prepare area)")
     return tfds.builder(self.tfds_name, data_dir=os.path.join(tmp_dir, "tfds"))
 
+  def check_inputs(self, tmp_dir):
+    if not tmp_dir:
+      raise ValueError(f"{self.data_name} needs --tmp_dir (tfds download and prepare area)")
+
   def generate_forward_samples(self, split, tmp_dir=None):
     import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
     builder = self.tfds_builder(tmp_dir)

@@ -10,6 +10,7 @@
 """
 
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -54,7 +55,11 @@ def main(argv):
     return 0
   if not FLAGS.problem or not FLAGS.data_dir:
     raise app.UsageError("--problem and --data_dir are required (see --registry_help)")
-  summary = datagen.generate(FLAGS.problem, FLAGS.data_dir, FLAGS.tmp_dir, **_problem_kwargs())
+  try:
+    summary = datagen.generate(FLAGS.problem, FLAGS.data_dir, FLAGS.tmp_dir,
+                               **_problem_kwargs())
+  except (ValueError, OSError, TypeError, registry.RegistryError) as e:
+    sys.exit(f"t2t-datagen: error: {e}")
   print(datagen.format_summary(summary))
   return 0
 
