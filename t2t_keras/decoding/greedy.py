@@ -1,0 +1,79 @@
+"""Greedy decoding over the cached decoder, in static shapes (XLA-compilable).
+
+    ids, scores = greedy_decode(model, inputs, extra_length=50)
+    # ids int32 [batch, max_len] (0 after EOS); scores float32 [batch] = sum of log probs
+
+The encoder runs once; each step feeds the last token through the decoder with
+the model's k/v cache. A sentence stops at EOS or at its maximum length
+(non-pad input length + extra_length); the loop ends when every sentence has.
+"""
+
+import tensorflow as tf
+
+from t2t_keras.decoding.beam_search import (EOS_ID, _write, buffer_length, cached_logits_fn,
+                                            decode_lengths_for, uncached_logits_fn)
+
+
+def greedy_loop(symbols_to_logits_fn, state, batch_size, max_length, decode_lengths,
+                eos_id=EOS_ID):
+  """Argmax decoding over any next-token function (see `beam_search_loop`).
+
+  Returns (ids int32 [batch, max_length], scores float32 [batch] (sum of the
+  chosen tokens' log probs, EOS included), steps int32).
+  """
+  decode_lengths = tf.cast(decode_lengths, tf.int32)
+  ids = tf.zeros([batch_size, max_length + 1], tf.int32)
+  scores = tf.zeros([batch_size], tf.float32)
+  done = tf.zeros([batch_size], tf.bool)
+
+  def cond(i, ids, scores, done, state):
+    del ids, scores, state
+    return tf.logical_and(i < max_length, tf.logical_not(tf.reduce_all(done)))
+
+  def body(i, ids, scores, done, state):
+    logits, state = symbols_to_logits_fn(ids, i, state)
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+    token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+    token_log_prob = tf.gather(log_probs, token, axis=1, batch_dims=1)
+    token = tf.where(done, 0, token)
+    scores += tf.where(done, 0.0, token_log_prob)
+    ids = _write(ids, i + 1, token)
+    done = tf.logical_or(done, tf.logical_or(tf.equal(token, eos_id), i + 1 >= decode_lengths))
+    return i + 1, ids, scores, done, state
+
+  steps, ids, scores, _, _ = tf.while_loop(
+      cond, body, (tf.constant(0), ids, scores, done, state))
+  return ids[:, 1:], scores, steps
+
+
+def greedy_decode(model, inputs, extra_length=50, max_decode_length=None, eos_id=EOS_ID,
+                  cached=True):
+  """Greedy translation of a batch of source ids.
+
+  Args:
+    model: a Transformer (encode / init_cache / decode).
+    inputs: int32 [batch, src_len] (EOS-terminated, 0-padded).
+    extra_length: maximum output length = non-pad input length + extra_length.
+    max_decode_length: optional cap (and buffer length) on output lengths.
+    eos_id: end symbol.
+    cached: False re-runs the full decoder at every step (reference).
+  Returns:
+    (ids int32 [batch, max_len], 0 after EOS; scores float32 [batch], sum of log probs).
+  """
+  ids, scores, _ = _greedy_with_steps(model, inputs, extra_length, max_decode_length,
+                                      eos_id, cached)
+  return ids, scores
+
+
+def _greedy_with_steps(model, inputs, extra_length, max_decode_length, eos_id, cached):
+  inputs = tf.convert_to_tensor(inputs, tf.int32)
+  length = buffer_length(model, inputs, extra_length, max_decode_length)
+  decode_lengths = decode_lengths_for(inputs, extra_length, length)
+  memory, mask = model.encode(inputs)
+  if cached:
+    state = model.init_cache(memory, length)
+    fn = cached_logits_fn(model, mask)
+  else:
+    state = {}
+    fn = uncached_logits_fn(model, memory, mask)
+  return greedy_loop(fn, state, tf.shape(inputs)[0], length, decode_lengths, eos_id)

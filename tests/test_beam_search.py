@@ -1,0 +1,148 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.decoding import beam_search as bs
+from t2t_keras.decoding.greedy import _greedy_with_steps, greedy_decode, greedy_loop
+from t2t_keras.models.transformer import Transformer, shift_right
+
+VOCAB = 23
+
+
+@pytest.fixture(scope="module")
+def model():
+  tf.keras.utils.set_random_seed(1)
+  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32, num_heads=2)
+  m = Transformer(VOCAB, hp)
+  m.build_for_ids()
+  # Tie EOS's embedding to a common token's, so that some hypotheses end early
+  # (sentences 0 and 2) and some run to their maximum length (sentence 1).
+  emb = m.embedding.embeddings
+  emb.assign(tf.tensor_scatter_nd_update(emb, [[1]], emb[7:8] * 0.9))
+  return m
+
+
+SRC = tf.constant([[3, 4, 5, 1, 0, 0], [6, 7, 8, 9, 10, 1], [11, 1, 0, 0, 0, 0]])
+
+
+def _search(model, **kw):
+  args = dict(beam_size=3, alpha=0.6, extra_length=5, max_decode_length=None, eos_id=1,
+              stop_early=True, cached=True)
+  args.update(kw)
+  return bs._beam_search_with_steps(model, SRC, **args)
+
+
+def test_length_penalty_formula():
+  for length, alpha in [(1, 0.6), (7, 0.6), (30, 1.0), (5, 0.0)]:
+    assert float(bs.length_penalty(length, alpha)) == pytest.approx(((5 + length) / 6) ** alpha)
+
+
+@pytest.mark.parametrize("prefix_only", [False, True])
+def test_cached_equals_uncached_beam(model, prefix_only):
+  ids, scores, steps = _search(model)
+  finished = (ids.numpy() == 1).any(-1)
+  assert finished[0].all() and finished[2].all() and not finished[1].any()
+  ids2, scores2, steps2 = _search(model, cached=False, prefix_only=prefix_only)
+  np.testing.assert_array_equal(ids.numpy(), ids2.numpy())
+  np.testing.assert_allclose(scores.numpy(), scores2.numpy(), rtol=1e-5)
+  assert int(steps) == int(steps2)
+
+
+def test_cached_equals_uncached_greedy(model):
+  a = _greedy_with_steps(model, SRC, 5, None, 1, cached=True)
+  b = _greedy_with_steps(model, SRC, 5, None, 1, cached=False)
+  np.testing.assert_array_equal(a[0].numpy(), b[0].numpy())
+  np.testing.assert_allclose(a[1].numpy(), b[1].numpy(), rtol=1e-5)
+
+
+def _rescore(model, src, ids, alpha, max_length):
+  """Teacher-forced log prob of each hypothesis / GNMT length penalty."""
+  ids = np.asarray(ids)
+  logits, _ = model.decode(shift_right(tf.constant(ids)), *model.encode(src))
+  log_probs = tf.nn.log_softmax(logits).numpy()
+  out = []
+  for row, lp in zip(ids, log_probs):
+    length = int(np.argmax(row == 1)) + 1 if (row == 1).any() else max_length
+    total = sum(lp[t, row[t]] for t in range(length))
+    out.append(total / ((5 + length) / 6) ** alpha)
+  return np.array(out)
+
+
+def test_scores_are_log_prob_over_length_penalty(model):
+  ids, scores, _ = _search(model, alpha=0.6, stop_early=False)
+  for b in range(SRC.shape[0]):
+    valid = scores[b].numpy() > -bs.INF / 2
+    max_length = int(np.sum(SRC[b].numpy() != 0)) + 5
+    expected = _rescore(model, SRC[b:b + 1].numpy().repeat(3, 0), ids[b].numpy(), 0.6,
+                        max_length)
+    np.testing.assert_allclose(scores[b].numpy()[valid], expected[valid], rtol=1e-4)
+    # n-best lists come best first.
+    assert np.all(np.diff(scores[b].numpy()) <= 1e-6)
+
+
+def test_beam_one_equals_greedy(model):
+  ids, scores = bs.beam_search(model, SRC, beam_size=1, alpha=0.6, extra_length=5)
+  gids, gscores = greedy_decode(model, SRC, extra_length=5)
+  np.testing.assert_array_equal(ids.numpy()[:, 0], gids.numpy())
+  lengths = [int(np.argmax(r == 1)) + 1 if (r == 1).any() else int(np.sum(s != 0)) + 5
+             for r, s in zip(gids.numpy(), SRC.numpy())]
+  np.testing.assert_allclose(scores.numpy()[:, 0],
+                             gscores.numpy() / ((5 + np.array(lengths)) / 6) ** 0.6, rtol=1e-5)
+
+
+def _eos_at(step_of_eos, vocab=7):
+  """A next-token function whose EOS is certain at decoding step `step_of_eos` (0-based)."""
+  def fn(ids, i, state):
+    n = tf.shape(ids)[0]
+    base = tf.one_hot(tf.fill([n], 3 + (i % 3)), vocab) * 2.0  # a preferred non-EOS token
+    eos = tf.one_hot(tf.fill([n], 1), vocab) * 100.0
+    return tf.where(i >= step_of_eos, eos, base), state
+  return fn
+
+
+@pytest.mark.parametrize("eos_step", [0, 3])
+def test_early_stopping_counts_steps(eos_step):
+  batch, beam, length = 2, 4, 20
+  lengths = tf.fill([batch], length)
+  ids, scores, steps = bs.beam_search_loop(_eos_at(eos_step), {}, batch, beam, length, lengths)
+  assert int(steps) == eos_step + 1
+  assert ids.numpy()[0, 0, eos_step] == 1 and not ids.numpy()[0, 0, eos_step + 1:].any()
+  _, _, steps = bs.beam_search_loop(_eos_at(eos_step), {}, batch, beam, length, lengths,
+                                    stop_early=False)
+  assert int(steps) == length
+  _, _, steps = greedy_loop(_eos_at(eos_step), {}, batch, length, lengths)
+  assert int(steps) == eos_step + 1
+
+
+def test_max_length_without_eos():
+  # No end symbol (eos_id=-1): every sentence stops at its own maximum length.
+  lengths = tf.constant([4, 9])
+  ids, scores, steps = bs.beam_search_loop(_eos_at(100), {}, 2, 3, 12, lengths, alpha=0.6,
+                                           eos_id=-1)
+  assert int(steps) == 9
+  assert ids.numpy()[0, 0].tolist() == [3, 4, 5, 3] + [0] * 8
+  assert ids.numpy()[1, 0].tolist() == [3, 4, 5] * 3 + [0] * 3
+  assert scores.numpy()[0, 0] == pytest.approx(
+      float(tf.reduce_sum(tf.nn.log_softmax(tf.one_hot(3, 7) * 2.0)[3])) * 4
+      / ((5 + 4) / 6) ** 0.6, rel=1e-4)
+
+
+def test_sentence_result_does_not_depend_on_batch(model):
+  ids, scores, _ = _search(model)
+  for b in range(SRC.shape[0]):
+    alone = tf.constant(SRC.numpy()[b:b + 1])
+    ids1, scores1 = bs.beam_search(model, alone, beam_size=3, extra_length=5,
+                                   max_decode_length=ids.shape[-1])
+    np.testing.assert_array_equal(ids1.numpy()[0], ids.numpy()[b])
+    np.testing.assert_allclose(scores1.numpy()[0], scores.numpy()[b], rtol=1e-5)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_compiles_in_tf_function(model, jit):
+  fn = tf.function(lambda x: bs.beam_search(model, x, beam_size=3, extra_length=5),
+                   jit_compile=jit, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+  ids, scores = fn(SRC)
+  eager_ids, eager_scores = bs.beam_search(model, SRC, beam_size=3, extra_length=5)
+  np.testing.assert_array_equal(ids.numpy(), eager_ids.numpy())
+  np.testing.assert_allclose(scores.numpy(), eager_scores.numpy(), rtol=1e-4)
