@@ -1,0 +1,134 @@
+"""Checkpoint averaging (section 6.1: "the last 5 checkpoints, written at 10-minute intervals").
+
+    path = average_checkpoints(output_dir, num_last=5)      # output_dir/averaged/ckpt-<step>
+    model, hparams, info, _ = model_io.load_model(output_dir, checkpoint_path=path)
+
+Works on the checkpoint files alone (no model is built): every float variable
+of the `model` object is averaged over the chosen checkpoints; everything else
+(optimizer slots, step, input iterator, RNG state, the object graph) is copied
+from the newest one, so the result is a complete checkpoint that
+`tf.train.Checkpoint(model=...)` restores like any other.
+"""
+
+import os
+
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+ROOT_CHILD = "model"  # the trainer's tf.train.Checkpoint(model=..., optimizer=..., ...)
+AVERAGED_DIR = "averaged"
+
+
+def checkpoint_paths(output_dir):
+  """The CheckpointManager's kept checkpoints in output_dir, oldest first."""
+  state = tf.train.get_checkpoint_state(output_dir)
+  if state is None or not state.all_model_checkpoint_paths:
+    raise FileNotFoundError(f"no checkpoints found in {output_dir!r}")
+  return [p if os.path.isabs(p) else os.path.join(output_dir, p)
+          for p in state.all_model_checkpoint_paths]
+
+
+def _step_of(path):
+  tail = os.path.basename(path).rsplit("-", 1)[-1]
+  return int(tail) if tail.isdigit() else None
+
+
+def object_checkpoint_keys(reader, child):
+  """Checkpoint keys of every variable reachable from the root's `child` (e.g. "model").
+
+  A variable is saved once, under the first path that reaches it (the model's
+  weights often appear as `optimizer/_trainable_variables/<i>/...`), so keys are
+  found by walking the saved object graph rather than by name prefix.
+  """
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  todo = [c.node_id for c in graph.nodes[0].children if c.local_name == child]
+  if not todo:
+    raise ValueError(f"checkpoint has no {child!r} object")
+  seen, keys = set(todo), []
+  while todo:
+    node = graph.nodes[todo.pop()]
+    keys.extend(a.checkpoint_key for a in node.attributes)
+    for c in node.children:
+      if c.node_id not in seen:
+        seen.add(c.node_id)
+        todo.append(c.node_id)
+  return keys
+
+
+def _read(prefix, names, dtypes):
+  if not names:
+    return []
+  return tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=names,
+                              shape_and_slices=[""] * len(names), dtypes=dtypes)
+
+
+def average_checkpoint_files(paths, output_prefix):
+  """Averages the `model` object's float variables of `paths` into a new checkpoint at `output_prefix`.
+
+  Non-model and non-float tensors come from the last path. Returns the
+  number of averaged tensors. Raises ValueError if the checkpoints disagree on
+  the model's variables or shapes.
+  """
+  if not paths:
+    raise ValueError("no checkpoints to average")
+  readers = [tf.train.load_checkpoint(p) for p in paths]
+  last = readers[-1]
+  dtypes = last.get_variable_to_dtype_map()
+  shapes = last.get_variable_to_shape_map()
+  model_keys = sorted(k for k in object_checkpoint_keys(last, ROOT_CHILD)
+                      if dtypes[k].is_floating)
+  for path, reader in zip(paths, readers):
+    other = reader.get_variable_to_shape_map()
+    missing = [k for k in model_keys if k not in other or other[k] != shapes[k]]
+    if missing:
+      raise ValueError(f"{path} does not match {paths[-1]} at {missing[:3]}")
+
+  names = sorted(dtypes)
+  # RestoreV2 reads every dtype, the iterator's variant state included.
+  tensors = _read(paths[-1], names, [dtypes[k] for k in names])
+  averaged = set(model_keys)
+  model_dtypes = [dtypes[k] for k in model_keys]
+  totals = [tf.cast(t, tf.float64) for t in _read(paths[0], model_keys, model_dtypes)]
+  for path in paths[1:]:
+    totals = [a + tf.cast(t, tf.float64)
+              for a, t in zip(totals, _read(path, model_keys, model_dtypes))]
+  means = {k: tf.cast(t / len(paths), dtypes[k]) for k, t in zip(model_keys, totals)}
+  tensors = [means[k] if k in averaged else t for k, t in zip(names, tensors)]
+  tf.io.gfile.makedirs(os.path.dirname(output_prefix) or ".")
+  tf.raw_ops.SaveV2(prefix=output_prefix, tensor_names=names,
+                    shape_and_slices=[""] * len(names), tensors=tensors)
+  return len(model_keys)
+
+
+def average_checkpoints(output_dir, num_last=5, output_path=None, paths=None):
+  """Averages the last `num_last` checkpoints of a training run.
+
+  Args:
+    output_dir: the trainer's output_dir.
+    num_last: how many of the newest kept checkpoints to average (the paper: 5
+      for base models, 20 for big ones); fewer if fewer are kept.
+    output_path: checkpoint prefix to write; default
+      output_dir/averaged/ckpt-<newest step>. Its directory gets a `checkpoint`
+      index, so `tf.train.latest_checkpoint` finds it.
+    paths: explicit checkpoints to average instead of the newest of output_dir.
+  Returns:
+    (the written checkpoint prefix, the averaged checkpoint paths).
+  """
+  paths = list(paths or checkpoint_paths(output_dir)[-num_last:])
+  if output_path is None:
+    step = _step_of(paths[-1])
+    output_path = os.path.join(output_dir, AVERAGED_DIR,
+                               f"ckpt-{step}" if step is not None else "ckpt")
+  average_checkpoint_files(paths, output_path)
+  _write_checkpoint_index(output_path)
+  return output_path, paths
+
+
+def _write_checkpoint_index(prefix):
+  """The `checkpoint` file that makes tf.train.latest_checkpoint(dir) find `prefix`."""
+  name = os.path.basename(prefix)
+  path = os.path.join(os.path.dirname(prefix), "checkpoint")
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
