@@ -1,0 +1,94 @@
+"""t2t-decoder: translate with a trained run (beam search over the cached decoder).
+
+    # a file (outputs in input order), BLEU against a reference
+    t2t-decoder --output_dir=runs/tiny --decode_from_file=in.en \\
+        --decode_to_file=out.de --decode_reference=ref.de
+    # a problem's test split, BLEU against its references
+    t2t-decoder --output_dir=runs/tiny --data_dir=data --decode_split=test
+    # interactive: one sentence per line on stdin
+    t2t-decoder --output_dir=runs/tiny --decode_interactive
+    # options: --decode_hparams="beam_size=4,alpha=0.6,extra_length=50,batch_size=32"
+    #          --checkpoint_path=runs/tiny/averaged/ckpt-2000 --attention_plot_dir=plots
+
+The model, its hparams, problem and vocabulary come from output_dir (what the
+trainer wrote there); --checkpoint_path picks another checkpoint, e.g. one
+written by t2t-avg-all.
+"""
+
+import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
+
+from absl import app, flags
+
+from t2t_keras.decoding import decoder
+
+FLAGS = flags.FLAGS
+
+
+def _define(kind, name, default, help_text):
+  """Defines a flag unless another binary's module (imported in the same process) did."""
+  if name not in FLAGS:
+    getattr(flags, f"DEFINE_{kind}")(name, default, help_text)
+
+
+_define("string", "output_dir", None, "The trainer's output_dir (hparams, vocab, checkpoints).")
+_define("string", "checkpoint_path", None, "A checkpoint prefix (default: output_dir's latest).")
+_define("string", "decode_from_file", None, "Translate this text file, one sentence per line.")
+_define("string", "decode_to_file", None,
+        "Where translations go (default: <decode_from_file>.beam<k>.alpha<a>.decodes).")
+_define("string", "decode_reference", None, "Reference translations: print BLEU.")
+_define("bool", "decode_interactive", False, "Translate lines read from stdin.")
+_define("string", "decode_hparams", "", 'Decoding overrides, e.g. "beam_size=4,alpha=0.6".')
+_define("string", "attention_plot_dir", None, "Write an encoder-decoder attention PNG per sentence.")
+_define("string", "t2t_usr_dir", None, "A directory of modules registering more problems.")
+_define("string", "problem", None, "Problem of --decode_split (default: the run's problem).")
+_define("string", "data_dir", None, "Data directory of --decode_split's TFRecords.")
+_define("string", "tmp_dir", None, "Raw data of downloaded problems (for raw references).")
+_define("string", "decode_split", None, "Translate this split (test/dev) of the problem, with BLEU.")
+
+
+def load(output_dir, checkpoint_path=None):
+  """(model, vocabulary, run info) of a training run."""
+  from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
+  from t2t_keras.training import model_io  # pylint: disable=import-outside-toplevel
+  model, _, info, path = model_io.load_model(output_dir, checkpoint_path)
+  if not info.get("vocab_path"):
+    raise FileNotFoundError(f"{output_dir} has no vocabulary copy (run.json vocab_file)")
+  info = dict(info, checkpoint_path=path)
+  return model, SubwordVocabulary(info["vocab_path"]), info
+
+
+def main(argv):
+  del argv
+  if not FLAGS.output_dir:
+    raise app.UsageError("--output_dir is required")
+  modes = [bool(FLAGS.decode_interactive), bool(FLAGS.decode_from_file),
+           bool(FLAGS.decode_split)]
+  if sum(modes) != 1:
+    raise app.UsageError("give exactly one of --decode_from_file, --decode_split, "
+                         "--decode_interactive")
+  if FLAGS.t2t_usr_dir:
+    from t2t_keras.usr_dir import import_usr_dir  # pylint: disable=import-outside-toplevel
+    import_usr_dir(FLAGS.t2t_usr_dir)
+  hparams = decoder.decode_hparams(FLAGS.decode_hparams)
+  model, vocab, info = load(FLAGS.output_dir, FLAGS.checkpoint_path)
+  print(f"loaded {info['checkpoint_path']} ({info['problem']}, vocab {vocab.vocab_size})")
+  if FLAGS.decode_interactive:
+    print("type a sentence per line; Ctrl-D ends")
+    decoder.decode_interactive(model, vocab, hparams)
+  elif FLAGS.decode_from_file:
+    decoder.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,
+                        reference_path=FLAGS.decode_reference,
+                        attention_plot_dir=FLAGS.attention_plot_dir)
+  else:
+    decoder.decode_split(model, vocab, FLAGS.problem or info["problem"], FLAGS.data_dir,
+                         FLAGS.decode_split, hparams, tmp_dir=FLAGS.tmp_dir,
+                         output_path=FLAGS.decode_to_file,
+                         attention_plot_dir=FLAGS.attention_plot_dir)
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,115 @@
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.data import vocabulary
+from t2t_keras.decoding import decoder
+from t2t_keras.models.transformer import Transformer
+from t2t_keras.training import model_io
+
+SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
+             "nine", "eighty-eight thousand and one", "six hundred and twelve"]
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp("vocab") / "vocab.model")
+  corpus = SENTENCES * 20 + ["einhundertfünf", "dreiundzwanzig", "neun"] * 20
+  return vocabulary.train_sentencepiece(corpus, path, 60, num_threads=1)
+
+
+@pytest.fixture(scope="module")
+def model(vocab):
+  tf.keras.utils.set_random_seed(3)
+  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32, num_heads=2)
+  m = Transformer(vocab.vocab_size, hp)
+  m.build_for_ids()
+  return m
+
+
+def _hp(**changes):
+  return decoder.decode_hparams("beam_size=2,extra_length=4,batch_size=2,jit=false").replace(
+      **changes)
+
+
+def test_decode_hparams_overrides():
+  hp = decoder.decode_hparams("beam_size=1,alpha=0.0,batch_size=8")
+  assert (hp.beam_size, hp.alpha, hp.batch_size, hp.extra_length) == (1, 0.0, 8, 50)
+
+
+def test_outputs_come_back_in_input_order():
+  # A fake search that "translates" a sentence into its own length: any
+  # mix-up of the length-sorted batches shows in the output.
+  def search(batch):
+    lengths = tf.reduce_sum(tf.cast(batch > 0, tf.int32), 1)
+    ids = tf.stack([lengths + 10, tf.ones_like(lengths)], 1)[:, None]  # [b, 1, 2]
+    return ids, tf.cast(lengths, tf.float32)[:, None]
+
+  sources = [[5] * n + [1] for n in (3, 9, 1, 6, 2, 2, 7)]
+  out = decoder.translate_ids(None, sources, _hp(batch_size=3), search_fn=search)
+  assert [hyps[0][0] for hyps in out] == [[len(s) + 10] for s in sources]
+  assert [hyps[0][1] for hyps in out] == [float(len(s)) for s in sources]
+
+
+def test_batched_decoding_equals_one_by_one(model, vocab):
+  batched = decoder.translate_lines(model, vocab, SENTENCES, _hp())
+  one = _hp(batch_size=1)
+  search_fn = decoder.make_search_fn(model, one)
+  for line, hyps in zip(SENTENCES, batched):
+    alone = decoder.translate_lines(model, vocab, [line], one, search_fn=search_fn)[0]
+    assert [h.ids for h in hyps] == [h.ids for h in alone]
+    np.testing.assert_allclose([h.score for h in hyps], [h.score for h in alone], rtol=1e-4)
+  assert decoder.decode_lines(model, vocab, SENTENCES, _hp()) == [h[0].text for h in batched]
+
+
+def test_decode_file_with_reference_and_plots(model, vocab, tmp_path):
+  src, ref = tmp_path / "in.en", tmp_path / "ref.de"
+  src.write_text("\n".join(SENTENCES[:3]) + "\n")
+  ref.write_text("\n".join(["a b c", "d e", "f"]) + "\n")
+  out = tmp_path / "out" / "decoded.de"
+  summary = decoder.decode_file(model, vocab, str(src), str(out), _hp(max_attention_plots=2),
+                                reference_path=str(ref), attention_plot_dir=str(tmp_path / "p"),
+                                progress=False, log=lambda msg: None)
+  lines = out.read_text().split("\n")[:-1]
+  assert lines == summary["translations"] and len(lines) == 3
+  assert set(summary["bleu"]) >= {"bleu", "bleu_signature", "chrf", "tokenized_bleu"}
+  assert sorted(os.listdir(tmp_path / "p")) == ["attention_00000.png", "attention_00001.png"]
+
+
+def test_attention_weights_shape(model, vocab):
+  from t2t_keras.decoding.attention import attention_weights
+  w = attention_weights(model, [5, 6, 7, 1], [8, 9])
+  assert w.shape == (2, 2, 3, 4)  # layers, heads, output + EOS, source
+  np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
+
+
+def test_decode_split_of_generated_problem(model, vocab):
+  summary = decoder.decode_split(model, vocab, "translate_ende_numbers", split="test",
+                                 hparams=_hp(num_samples=3), progress=False,
+                                 log=lambda msg: None)
+  assert len(summary["translations"]) == 3 and summary["bleu"]["sentences"] == 3
+
+
+def test_t2t_decoder_binary(model, vocab, tmp_path):
+  run_dir = tmp_path / "run"
+  model_io.save_run_info(str(run_dir), model.hparams, "translate_ende_numbers",
+                         vocab.vocab_size, vocab_path=vocab.model_path)
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(run_dir), 1,
+                             checkpoint_name="ckpt").save()
+  src = tmp_path / "in.en"
+  src.write_text("\n".join(SENTENCES[:2]) + "\n")
+  out = tmp_path / "out.de"
+  result = subprocess.run(
+      [sys.executable, "-m", "t2t_keras.bin.decoder", f"--output_dir={run_dir}",
+       f"--decode_from_file={src}", f"--decode_to_file={out}", f"--decode_reference={src}",
+       "--decode_hparams=beam_size=2,extra_length=3,jit=false"],
+      capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "sacreBLEU" in result.stdout and "tokenized BLEU" in result.stdout
+  expected = decoder.decode_lines(model, vocab, SENTENCES[:2], _hp(extra_length=3))
+  assert out.read_text().split("\n")[:-1] == expected
