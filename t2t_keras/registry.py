@@ -49,6 +49,8 @@ class _Table:
     if name in self._items:
       raise RegistryError(f"{self.kind} {name!r} is already registered")
     self._items[name] = obj
+    if self.kind == "problem" and isinstance(obj, type):
+      obj.registered_name = name  # data files are named after the registered name
     return obj
 
   def names(self):

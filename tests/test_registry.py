@@ -51,3 +51,14 @@ def test_usr_dir_registers_hparams(tmp_path):
 def test_usr_dir_missing():
   with pytest.raises(FileNotFoundError, match="not a directory"):
     import_usr_dir("/nonexistent/usr/dir")
+
+
+def test_problem_registered_under_another_name_uses_it():
+  from t2t_keras.problems.algorithmic import AlgorithmicCopy
+
+  @registry.register_problem("my_renamed_copy")
+  class Renamed(AlgorithmicCopy):
+    pass
+
+  p = registry.problem("my_renamed_copy_rev")
+  assert p.data_name == "my_renamed_copy" and p.name == "my_renamed_copy_rev"

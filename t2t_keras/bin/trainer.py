@@ -1,0 +1,83 @@
+"""t2t-trainer: trains a registered model on a registered problem.
+
+    t2t-trainer --problem=translate_ende_numbers --hparams_set=transformer_tiny \
+        --data_dir=t2t_data --output_dir=t2t_train/numbers --generate_data
+
+Re-running with the same --output_dir resumes from its last checkpoint.
+Everything here is `t2t_keras.training.trainer.train(...)` in Python.
+"""
+
+import sys
+
+import t2t_keras.bin  # noqa: F401  (quiet TensorFlow start-up)
+from absl import app, flags
+
+from t2t_keras import registry
+from t2t_keras.hparam import HParamsError
+from t2t_keras.usr_dir import import_usr_dir
+
+flags.DEFINE_string("problem", "translate_ende_numbers", "Registered problem (`_rev` reverses).")
+flags.DEFINE_string("model", "transformer", "Registered model.")
+flags.DEFINE_string("hparams_set", "transformer_tiny", "Registered hparams set.")
+flags.DEFINE_string("hparams", "", 'Overrides, e.g. "hidden_size=256,norm_type=pre".')
+flags.DEFINE_string("data_dir", "t2t_data", "Where t2t-datagen wrote the problem's data.")
+flags.DEFINE_string("tmp_dir", "t2t_tmp", "Downloads and raw files (with --generate_data).")
+flags.DEFINE_string("output_dir", None, "Checkpoints, hparams, logs, curves.")
+flags.DEFINE_integer("train_steps", None, "Steps to train to (default: the hparams set's).")
+flags.DEFINE_integer("eval_steps", 20, "Dev batches per evaluation.")
+flags.DEFINE_integer("eval_every", 500, "Evaluate every N steps (0: never).")
+flags.DEFINE_integer("save_every", 500, "Checkpoint every N steps.")
+flags.DEFINE_float("save_every_minutes", 10.0, "Also checkpoint every M minutes.")
+flags.DEFINE_integer("keep_checkpoints", 5, "How many recent checkpoints to keep.")
+flags.DEFINE_integer("log_every", 50, "Progress line every N steps.")
+flags.DEFINE_integer("worker_gpu", None, "GPUs to use on this machine (default: all visible).")
+flags.DEFINE_boolean("use_xla", True, "XLA-compile the per-replica forward/backward.")
+flags.DEFINE_string("t2t_usr_dir", None, "A directory of modules registering problems/hparams.")
+flags.DEFINE_boolean("generate_data", False, "Run datagen first (finished files are skipped).")
+flags.DEFINE_boolean("registry_help", False, "List registered problems, hparams sets, models.")
+flags.DEFINE_integer("seed", 1, "Seed for model init, dropout and data order.")
+flags.DEFINE_boolean("deterministic", False, "Enable TensorFlow op determinism (slower).")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  if FLAGS.t2t_usr_dir:
+    import_usr_dir(FLAGS.t2t_usr_dir)
+  if FLAGS.registry_help:
+    print(registry.help_string())
+    return 0
+  if not FLAGS.output_dir:
+    raise app.UsageError("--output_dir is required")
+  if FLAGS.deterministic:
+    import tensorflow as tf
+    tf.config.experimental.enable_op_determinism()
+  from t2t_keras.training import trainer
+  try:
+    summary = trainer.train(
+        FLAGS.problem, FLAGS.hparams_set, FLAGS.data_dir, FLAGS.output_dir,
+        hparams=FLAGS.hparams, train_steps=FLAGS.train_steps,
+        generate_data=FLAGS.generate_data, tmp_dir=FLAGS.tmp_dir,
+        model_name=FLAGS.model, use_xla=FLAGS.use_xla, seed=FLAGS.seed,
+        save_every=FLAGS.save_every, save_every_minutes=FLAGS.save_every_minutes,
+        keep_checkpoints=FLAGS.keep_checkpoints, eval_every=FLAGS.eval_every,
+        eval_steps=FLAGS.eval_steps, log_every=FLAGS.log_every,
+        strategy=_strategy())
+  except (registry.RegistryError, HParamsError, FileNotFoundError,
+          trainer.NonFiniteLossError) as e:
+    print(f"t2t-trainer: {e}", file=sys.stderr)
+    return 1
+  return 0
+
+
+def _strategy():
+  from t2t_keras.training.strategy import make_strategy
+  return make_strategy(FLAGS.worker_gpu)
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,58 @@
+"""Learning-curve history (JSON lines) and its PNG plot in output_dir."""
+
+import json
+import os
+
+HISTORY_FILE = "metrics.jsonl"
+PNG_FILE = "learning_curves.png"
+
+
+class History:
+  """Appends {"step", metric: value} records; drops records past `start_step` (a resumed run redoes them)."""
+
+  def __init__(self, path, start_step=0):
+    self.path = path
+    if os.path.exists(path):
+      with open(path) as f:
+        keep = [line for line in f if line.strip() and json.loads(line)["step"] <= start_step]
+      with open(path + ".tmp", "w") as f:
+        f.writelines(keep)
+      os.replace(path + ".tmp", path)
+
+  def add(self, step, **metrics):
+    with open(self.path, "a") as f:
+      f.write(json.dumps({"step": int(step), **{k: float(v) for k, v in metrics.items()}}) + "\n")
+
+
+def read(path):
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def plot(history_path, output_dir):
+  """Writes learning_curves.png (train loss, dev loss, dev accuracy, lr); returns its path."""
+  if not os.path.exists(history_path):
+    return None
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  records = read(history_path)
+  series = lambda key: ([r["step"] for r in records if key in r], [r[key] for r in records if key in r])
+  fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+  for key, label in (("loss", "train loss (smoothed)"), ("dev_loss", "dev loss")):
+    xs, ys = series(key)
+    if xs:
+      axes[0].plot(xs, ys, label=label)
+  axes[0].set_xlabel("step"); axes[0].set_ylabel("cross-entropy / token"); axes[0].legend()
+  xs, ys = series("dev_accuracy")
+  axes[1].plot(xs, ys, color="tab:green")
+  axes[1].set_xlabel("step"); axes[1].set_ylabel("dev token accuracy")
+  xs, ys = series("lr")
+  axes[2].plot(xs, ys, color="tab:orange")
+  axes[2].set_xlabel("step"); axes[2].set_ylabel("learning rate")
+  fig.tight_layout()
+  path = os.path.join(output_dir, PNG_FILE)
+  fig.savefig(path + ".tmp.png", dpi=90)
+  plt.close(fig)
+  os.replace(path + ".tmp.png", path)
+  return path

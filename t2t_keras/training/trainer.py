@@ -1,0 +1,361 @@
+"""The training loop: the paper's recipe on tf.distribute, XLA-compiled steps, exact resume.
+
+    from t2t_keras.training import trainer
+    summary = trainer.train("translate_ende_numbers", "transformer_tiny",
+                            data_dir="t2t_data", output_dir="t2t_train/numbers",
+                            train_steps=1500)
+
+Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy in this TF/Keras
+version, so the loop is our own. Per replica, an XLA-compiled function runs
+forward and backward; gradients are applied outside it (an XLA function that
+touches another logical device's variables fails). The loss is the
+label-smoothed cross-entropy summed over non-pad target tokens divided by the
+token count summed over all replicas, and the optimizer sums replica gradients.
+"""
+
+import math
+import os
+import signal
+import time
+
+import keras
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.data.pipeline import make_dataset
+from t2t_keras.hparam import HParams, HParamsError
+from t2t_keras.training import curves, model_io
+from t2t_keras.training.loss import smoothed_cross_entropy, token_metrics
+from t2t_keras.training.schedule import make_optimizer
+from t2t_keras.training.strategy import is_chief, make_strategy
+
+# Keys that may change between runs in one output_dir (extending training).
+RESUMABLE_KEYS = ("train_steps",)
+
+
+class NonFiniteLossError(RuntimeError):
+  """A NaN or Inf loss; the last good checkpoint is kept."""
+
+
+def check_hparams_match(output_dir, hparams):
+  """Refuses an output_dir whose saved hparams differ, naming the differing keys."""
+  path = os.path.join(output_dir, model_io.HPARAMS_FILE)
+  if not os.path.exists(path):
+    return
+  saved = HParams.load(path)
+  diff = [k for k in saved.diff(hparams) if k not in RESUMABLE_KEYS]
+  if diff:
+    details = ", ".join(f"{k}: saved {saved.get(k)!r} != new {hparams.get(k)!r}" for k in diff)
+    raise HParamsError(
+        f"{output_dir} holds a run with different hparams ({details}); "
+        "use a new --output_dir or the same hparams")
+
+
+class Trainer:
+  """Owns model, optimizer, data, checkpoints and the loop of one run.
+
+  Args:
+    problem: a Text2TextProblem whose data is in data_dir.
+    hparams: the run's HParams.
+    model_name: a registered model.
+    data_dir, output_dir: where data is read and checkpoints/logs are written.
+    strategy: a tf.distribute strategy (default: `make_strategy()`).
+    use_xla: jit-compile the per-replica forward/backward.
+    seed: model init, dropout and data order.
+    save_every: checkpoint every N steps; save_every_minutes: and every M minutes.
+    keep_checkpoints: how many recent checkpoints to keep.
+    eval_every / eval_steps: dev metrics every N steps over M batches (0: off).
+    log_every: progress line every N steps.
+    log: a print-like function.
+  """
+
+  def __init__(self, problem, hparams, data_dir, output_dir, *, model_name="transformer",
+               strategy=None,
+               use_xla=True, seed=1, save_every=500, save_every_minutes=10.0,
+               keep_checkpoints=5, eval_every=500, eval_steps=20, log_every=50,
+               log=print):
+    self.problem = problem
+    self.model_name = model_name
+    self.hparams = hparams
+    self.data_dir = data_dir
+    self.output_dir = output_dir
+    self.strategy = strategy or make_strategy()
+    self.use_xla = use_xla
+    self.seed = seed
+    self.save_every = save_every
+    self.save_every_seconds = save_every_minutes * 60
+    self.eval_every = eval_every
+    self.eval_steps = eval_steps
+    self.log_every = log_every
+    self.chief = is_chief(self.strategy)
+    self.log = log if self.chief else (lambda *a, **k: None)
+
+    check_hparams_match(output_dir, hparams)
+    keras.utils.set_random_seed(seed)
+    if hparams.precision != "float32":
+      keras.mixed_precision.set_dtype_policy(hparams.precision)
+    self.vocab = problem.get_vocabulary(data_dir)
+    with self.strategy.scope():
+      self.model = model_io.build_model(hparams, self.vocab.vocab_size, model_name)
+      optimizer = make_optimizer(hparams)
+      if hparams.precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+      self.optimizer = optimizer
+      self.optimizer.build(self.model.trainable_variables)
+      self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    keras.mixed_precision.set_dtype_policy("float32")
+
+    self.input_context = _input_context(self.strategy)
+    self.local_replicas = max(1, self.input_context.num_replicas_in_sync
+                              // self.input_context.num_input_pipelines)
+    # One tf.data iterator per worker, checkpointed with the model: a resumed
+    # run continues the exact batch sequence. (tf.distribute's own distributed
+    # iterators cannot be checkpointed in this TF version.)
+    self.iterator = iter(make_dataset(problem, data_dir, "train", hparams, shuffle=True,
+                                      seed=seed, repeat=True,
+                                      input_context=self.input_context))
+    rng_states = [v for v in self.model.variables if "seed_generator_state" in v.path]
+    self.checkpoint = tf.train.Checkpoint(
+        model=self.model, optimizer=self.optimizer, step=self.step,
+        iterator=self.iterator, rng_states=rng_states)
+    directory = output_dir if self.chief else os.path.join(
+        output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}")
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, directory, max_to_keep=keep_checkpoints, checkpoint_name="ckpt")
+    self._train_step = self._make_train_step()
+    self._eval_step = None
+    self._stop_signal = None
+
+  # Steps.
+
+  def _make_train_step(self):
+    model, optimizer, hp = self.model, self.optimizer, self.hparams
+    scale = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+    @tf.function(jit_compile=self.use_xla)
+    def forward_backward(batch, global_tokens):
+      with tf.GradientTape() as tape:
+        logits = model(batch, training=True)
+        loss_sum, _ = smoothed_cross_entropy(logits, batch["targets"], hp.label_smoothing)
+        loss = loss_sum / global_tokens
+        scaled = optimizer.scale_loss(loss) if scale else loss
+      return tape.gradient(scaled, model.trainable_variables), loss_sum
+
+    def replica_step(batch):
+      ctx = tf.distribute.get_replica_context()
+      tokens = tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], 0), tf.float32))
+      global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
+      grads, loss_sum = forward_backward(batch, tf.maximum(global_tokens, 1.0))
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      return loss_sum, tokens
+
+    # One trace per batch shape (the pipeline's buckets keep them few): static
+    # shapes give the same kernels in a resumed run, so resume is bit-exact.
+    @tf.function
+    def train_step(batches):
+      loss_sum, tokens = self.strategy.run(replica_step, args=(batches,))
+      loss_sum = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss_sum, axis=None)
+      tokens = self.strategy.reduce(tf.distribute.ReduceOp.SUM, tokens, axis=None)
+      return loss_sum / tf.maximum(tokens, 1.0), tokens
+
+    return train_step
+
+  def _next_batches(self):
+    """This worker's next batch for each of its replicas, as distributed values."""
+    if self.local_replicas == 1 and self.strategy.num_replicas_in_sync == 1:
+      return next(self.iterator)
+    local = [next(self.iterator) for _ in range(self.local_replicas)]
+    return self.strategy.experimental_distribute_values_from_function(
+        lambda ctx: local[ctx.replica_id_in_sync_group % self.local_replicas])
+
+  def train_step(self):
+    """One update (gradient_accumulation_steps micro-batches); returns (loss, target tokens)."""
+    losses, tokens = [], 0.0
+    for _ in range(self.hparams.gradient_accumulation_steps):
+      loss, n = self._train_step(self._next_batches())
+      losses.append(float(loss))
+      tokens += float(n)
+    self.step.assign_add(1)
+    return sum(losses) / len(losses), tokens
+
+  def _make_eval_step(self):
+    model = self.model
+
+    @tf.function(reduce_retracing=True)
+    def eval_step(batch):
+      def replica(batch):
+        return token_metrics(model(batch, training=False), batch["targets"])
+      sums = self.strategy.run(replica, args=(batch,))
+      return [self.strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None) for s in sums]
+
+    return eval_step
+
+  def evaluate(self, steps=None):
+    """Dev loss (plain cross-entropy per token), perplexity and token accuracy."""
+    steps = steps or self.eval_steps
+    if self._eval_step is None:
+      self._eval_step = self._make_eval_step()
+    dataset = self.strategy.distribute_datasets_from_function(
+        lambda ctx: make_dataset(self.problem, self.data_dir, "dev", self.hparams,
+                                 shuffle=False, seed=0, repeat=False, input_context=ctx))
+    xent = correct = tokens = 0.0
+    for i, batch in enumerate(dataset):
+      if i >= steps:
+        break
+      x, c, n = self._eval_step(batch)
+      xent, correct, tokens = xent + float(x), correct + float(c), tokens + float(n)
+    loss = xent / max(tokens, 1.0)
+    return {"dev_loss": loss, "dev_perplexity": math.exp(min(loss, 50.0)),
+            "dev_accuracy": correct / max(tokens, 1.0), "dev_tokens": tokens}
+
+  # The loop.
+
+  def restore(self):
+    """Restores the latest checkpoint of output_dir, if any; returns the step."""
+    if self.manager.latest_checkpoint:
+      self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+      self.log(f"resumed from {self.manager.latest_checkpoint} at step {int(self.step.numpy())}")
+    return int(self.step.numpy())
+
+  def save(self):
+    path = self.manager.save(checkpoint_number=int(self.step.numpy()))
+    if self.chief:
+      self.log(f"saved {path}")
+    return path
+
+  def _install_signal_handlers(self):
+    def handler(signum, frame):
+      self._stop_signal = signum
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      try:
+        previous[sig] = signal.signal(sig, handler)
+      except ValueError:  # not the main thread
+        pass
+    return previous
+
+  def train(self, train_steps=None):
+    """Trains to `train_steps` (default hparams.train_steps); returns a summary dict.
+
+    Resumes from the latest checkpoint in output_dir. SIGTERM / Ctrl-C save a
+    checkpoint and return with summary["interrupted"] set. A non-finite loss
+    raises NonFiniteLossError naming the step, keeping the last good checkpoint.
+    """
+    train_steps = train_steps or self.hparams.train_steps
+    if self.chief:
+      model_io.save_run_info(self.output_dir, self.hparams.replace(train_steps=train_steps),
+                             self.problem.name, self.vocab.vocab_size,
+                             self.problem.vocab_path(self.data_dir), self.model_name)
+    start_step = self.restore()
+    writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) \
+        if self.chief else tf.summary.create_noop_writer()
+    history = curves.History(os.path.join(self.output_dir, curves.HISTORY_FILE), start_step)
+    previous_handlers = self._install_signal_handlers()
+    self.log(f"training {self.problem.name} with {self.model.count_params():,} parameters "
+             f"on {self.strategy.num_replicas_in_sync} replica(s), XLA "
+             f"{'on' if self.use_xla else 'off'}, steps {start_step} -> {train_steps}")
+    t0 = last_log = last_save = time.time()
+    tokens_since = loss_since = 0.0
+    steps_since = 0
+    step = start_step
+    interrupted = False
+    last_loss = float("nan")
+    eval_metrics = {}
+    try:
+      while step < train_steps:
+        loss, tokens = self.train_step()
+        step = int(self.step.numpy())
+        if not math.isfinite(loss):
+          raise NonFiniteLossError(
+              f"loss is {loss} at step {step}; stopping. The last good checkpoint "
+              f"({self.manager.latest_checkpoint}) is kept.")
+        last_loss = loss
+        tokens_since += tokens
+        loss_since += loss
+        steps_since += 1
+        now = time.time()
+        if step % self.log_every == 0 or step == train_steps:
+          lr = float(self.optimizer.learning_rate)
+          rate = tokens_since / max(now - last_log, 1e-9)
+          eta = (train_steps - step) * (now - last_log) / steps_since
+          self.log(f"step {step:>7d}  loss {loss_since / steps_since:.4f}  lr {lr:.3e}  "
+                   f"{rate:,.0f} tgt tok/s  ETA {_fmt_time(eta)}")
+          with writer.as_default(step=step):
+            tf.summary.scalar("loss", loss_since / steps_since)
+            tf.summary.scalar("learning_rate", lr)
+            tf.summary.scalar("target_tokens_per_second", rate)
+          history.add(step, loss=loss_since / steps_since, lr=lr, tokens_per_second=rate)
+          tokens_since = loss_since = 0.0
+          steps_since = 0
+          last_log = time.time()
+        if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
+          eval_metrics = self.evaluate()
+          self.log(f"step {step:>7d}  dev loss {eval_metrics['dev_loss']:.4f}  "
+                   f"ppl {eval_metrics['dev_perplexity']:.2f}  "
+                   f"acc {eval_metrics['dev_accuracy']:.4f}")
+          with writer.as_default(step=step):
+            for k, v in eval_metrics.items():
+              tf.summary.scalar(k, v)
+          history.add(step, **eval_metrics)
+          last_log = time.time()
+        if (step % self.save_every == 0 or time.time() - last_save > self.save_every_seconds):
+          self.save()
+          last_save = time.time()
+        if self._stop_signal is not None:
+          interrupted = True
+          self.log(f"signal {self._stop_signal} received at step {step}: saving and exiting")
+          break
+      if self.manager.latest_checkpoint is None or \
+          not self.manager.latest_checkpoint.endswith(f"ckpt-{step}"):
+        self.save()
+    finally:
+      for sig, h in previous_handlers.items():
+        signal.signal(sig, h)
+      writer.flush()
+    seconds = time.time() - t0
+    summary = {"step": step, "start_step": start_step, "loss": last_loss,
+               "seconds": seconds, "interrupted": interrupted,
+               "checkpoint": self.manager.latest_checkpoint, **eval_metrics}
+    if self.chief:
+      summary["curves_png"] = curves.plot(history.path, self.output_dir)
+    self.log("done: " + ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
+    return summary
+
+
+def _input_context(strategy):
+  """The tf.distribute.InputContext this worker's input pipeline gets from `strategy`."""
+  captured = []
+  def capture(ctx):
+    captured.append(ctx)
+    return tf.data.Dataset.range(1)
+  strategy.distribute_datasets_from_function(capture)
+  return captured[0]
+
+
+def _fmt_time(seconds):
+  seconds = int(max(seconds, 0))
+  return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="",
+          train_steps=None, generate_data=False, tmp_dir=None, **trainer_kwargs):
+  """One call that does what `t2t-trainer` does; returns the summary dict.
+
+  Args:
+    problem_name: a registered problem (`_rev` allowed).
+    hparams_set: a registered hparams set; `hparams`: overrides "a=1,b=2".
+    data_dir, output_dir: data and run directories.
+    train_steps: default hparams.train_steps.
+    generate_data: run datagen first (skips finished files).
+    trainer_kwargs: see `Trainer`.
+  """
+  from t2t_keras.data import datagen
+  hp = registry.hparams(hparams_set).override(hparams)
+  if train_steps:
+    hp = hp.replace(train_steps=train_steps)
+  if generate_data:
+    datagen.generate(problem_name, data_dir, tmp_dir, log=trainer_kwargs.get("log", print))
+  problem = registry.problem(problem_name)
+  trainer = Trainer(problem, hp, data_dir, output_dir, **trainer_kwargs)
+  return trainer.train(hp.train_steps)

@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.training.loss import smoothed_cross_entropy, token_metrics
+from t2t_keras.training.schedule import WarmupRsqrtSchedule, make_optimizer
+
+
+def test_schedule_matches_formula_and_peaks_at_warmup():
+  d, warmup = 512, 4000
+  sched = WarmupRsqrtSchedule(d, warmup)
+  for step in (1, 100, 3999, 4000, 4001, 100000):
+    expected = d ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    assert float(sched(step - 1)) == pytest.approx(expected, rel=1e-5)
+  values = [float(sched(i)) for i in range(0, 8000, 10)]
+  assert int(np.argmax(values)) * 10 + 1 in range(warmup - 10, warmup + 10)
+  assert float(WarmupRsqrtSchedule(d, warmup, constant=2.0)(99)) == pytest.approx(
+      2 * float(sched(99)))
+
+
+def test_schedule_counts_updates_with_accumulation():
+  sched = WarmupRsqrtSchedule(64, 10, steps_per_update=4)
+  assert float(sched(0)) == float(sched(3)) == pytest.approx(64 ** -0.5 * 10 ** -1.5)
+  assert float(sched(4)) == pytest.approx(64 ** -0.5 * 2 * 10 ** -1.5)
+
+
+def test_optimizer_is_the_papers_adam():
+  opt = make_optimizer(registry.hparams("transformer_base"))
+  assert (opt.beta_1, opt.beta_2, opt.epsilon) == (0.9, 0.98, 1e-9)
+  assert isinstance(opt.learning_rate_schedule if hasattr(opt, "learning_rate_schedule")
+                    else opt._learning_rate, WarmupRsqrtSchedule)
+
+
+def _numpy_smoothed(logits, targets, eps):
+  v = logits.shape[-1]
+  logp = logits - logits.max(-1, keepdims=True)
+  logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))
+  q = np.full(logits.shape, eps / (v - 1))
+  np.put_along_axis(q, targets[..., None], 1 - eps, -1)
+  xent = -(q * logp).sum(-1)
+  w = (targets != 0).astype(float)
+  return (xent * w).sum(), w.sum()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.2])
+def test_label_smoothing_against_numpy(eps):
+  rng = np.random.RandomState(0)
+  logits = rng.randn(3, 5, 11).astype("float32") * 3
+  targets = rng.randint(1, 11, size=(3, 5)).astype("int32")
+  targets[1, 3:] = 0
+  got_sum, got_n = smoothed_cross_entropy(tf.constant(logits), tf.constant(targets), eps)
+  ref_sum, ref_n = _numpy_smoothed(logits.astype("float64"), targets, eps)
+  assert float(got_n) == ref_n == 13
+  assert float(got_sum) == pytest.approx(ref_sum, rel=1e-5)
+
+
+def test_token_metrics_counts_non_pad_only():
+  logits = tf.constant([[[0.0, 0.0, 5.0], [0.0, 5.0, 0.0], [5.0, 0.0, 0.0]]])
+  targets = tf.constant([[2, 2, 0]])
+  xent, correct, n = token_metrics(logits, targets)
+  assert (float(correct), float(n)) == (1.0, 2.0)
+  p = np.exp(5) / (np.exp(5) + 2)
+  assert float(xent) == pytest.approx(-np.log(p) - np.log(1 - p) + np.log(2) - 0.0, rel=1e-4)
