@@ -39,18 +39,18 @@ def test_shared_embedding_scales_by_sqrt_d_and_ties_softmax():
 
 def test_scaled_dot_product_attention_against_numpy():
   rng = np.random.RandomState(1)
-  q, k, v = (rng.randn(2, 3, 2, 4).astype("f"), rng.randn(2, 5, 2, 4).astype("f"),
-             rng.randn(2, 5, 2, 6).astype("f"))
+  q, k, v = (rng.randn(2, 2, 3, 4).astype("f"), rng.randn(2, 2, 5, 4).astype("f"),
+             rng.randn(2, 2, 5, 6).astype("f"))
   mask = np.ones([2, 1, 1, 5], bool)
   mask[1, ..., 3:] = False
   out, w = layers.scaled_dot_product_attention(tf.constant(q), tf.constant(k), tf.constant(v),
                                                tf.constant(mask))
-  logits = np.einsum("bqhd,bkhd->bhqk", q, k) / 2.0
+  logits = np.einsum("bhqd,bhkd->bhqk", q, k) / 2.0
   logits = np.where(mask, logits, -1e9)
   ref_w = np.exp(logits - logits.max(-1, keepdims=True))
   ref_w /= ref_w.sum(-1, keepdims=True)
   np.testing.assert_allclose(w.numpy(), ref_w, atol=1e-6)
-  np.testing.assert_allclose(out.numpy(), np.einsum("bhqk,bkhd->bqhd", ref_w, v), atol=1e-5)
+  np.testing.assert_allclose(out.numpy(), np.einsum("bhqk,bhkd->bhqd", ref_w, v), atol=1e-5)
   assert np.all(w.numpy()[1, ..., 3:] == 0)
 
 

@@ -16,16 +16,16 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=Fals
   """softmax(q k^T / sqrt(d_k)) v.
 
   Args:
-    q: [batch, q_len, heads, d_k].
-    k: [batch, k_len, heads, d_k].
-    v: [batch, k_len, heads, d_v].
+    q: [batch, heads, q_len, d_k].
+    k: [batch, heads, k_len, d_k].
+    v: [batch, heads, k_len, d_v].
     mask: bool, broadcastable to [batch, heads, q_len, k_len]; True = attend.
     dropout: optional layer applied to the attention weights.
   Returns:
-    (output [batch, q_len, heads, d_v], weights float32 [batch, heads, q_len, k_len]).
+    (output [batch, heads, q_len, d_v], weights float32 [batch, heads, q_len, k_len]).
   """
   depth = tf.cast(tf.shape(q)[-1], q.dtype)
-  logits = tf.einsum("bqhd,bkhd->bhqk", q * tf.math.rsqrt(depth), k)
+  logits = tf.einsum("bhqd,bhkd->bhqk", q * tf.math.rsqrt(depth), k)
   logits = tf.cast(logits, tf.float32)  # softmax in float32, also under mixed precision
   if mask is not None:
     logits = tf.where(mask, logits, tf.constant(-1e9, tf.float32))
@@ -33,7 +33,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=Fals
   attended = weights
   if dropout is not None:
     attended = dropout(attended, training=training)
-  out = tf.einsum("bhqk,bkhd->bqhd", tf.cast(attended, v.dtype), v)
+  out = tf.einsum("bhqk,bhkd->bhqd", tf.cast(attended, v.dtype), v)
   return out, weights
 
 
@@ -55,7 +55,8 @@ class MultiHeadAttention(keras.layers.Layer):
     memory: [batch, k_len, d_model], or None for self-attention.
     attention_mask: bool, broadcastable to [batch, 1, q_len, k_len] (or
       [batch, q_len, k_len]).
-    cache: optional dict {"k": [batch, L, h, d_k], "v": [batch, L, h, d_v]}.
+    cache: optional dict {"k": [batch, h, L, d_k], "v": [batch, h, L, d_v]}
+      (heads before length: attention reads it without transposes).
       For self-attention, this step's keys/values are written at `cache_index`
       (q_len must then be 1) and attention runs over the whole cache under
       `mask`. With `memory_kv=True`, the cache holds the encoder's keys/values
@@ -76,13 +77,13 @@ class MultiHeadAttention(keras.layers.Layer):
     self.output_size = output_size
     self.dropout = dropout
     proj = lambda size, name: keras.layers.EinsumDense(
-        "btd,dhk->bthk", output_shape=(None, num_heads, size), name=name,
+        "btd,dhk->bhtk", output_shape=(num_heads, None, size), name=name,
         dtype=self.dtype_policy)
     self.query_dense = proj(key_size, "query")
     self.key_dense = proj(key_size, "key")
     self.value_dense = proj(value_size, "value")
     self.output_dense = keras.layers.EinsumDense(
-        "bthk,hkd->btd", output_shape=(None, output_size), name="output",
+        "bhtk,hkd->btd", output_shape=(None, output_size), name="output",
         dtype=self.dtype_policy)
     self.attention_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
@@ -91,7 +92,7 @@ class MultiHeadAttention(keras.layers.Layer):
     self.query_dense.build(query_shape)
     self.key_dense.build(memory_shape)
     self.value_dense.build(memory_shape)
-    self.output_dense.build((None, None, self.num_heads, self.value_size))
+    self.output_dense.build((None, self.num_heads, None, self.value_size))
     self.built = True
 
   def project_memory(self, memory):
@@ -108,8 +109,8 @@ class MultiHeadAttention(keras.layers.Layer):
       k, v = self.key_dense(source), self.value_dense(source)
       if cache is not None:
         # Write this step's key/value at cache_index; static shapes for XLA.
-        length = tf.shape(cache["k"])[1]
-        at = tf.equal(tf.range(length), cache_index)[None, :, None, None]
+        length = tf.shape(cache["k"])[2]
+        at = tf.equal(tf.range(length), cache_index)[None, None, :, None]
         k = tf.where(at, tf.cast(k, cache["k"].dtype), cache["k"])
         v = tf.where(at, tf.cast(v, cache["v"].dtype), cache["v"])
         cache = {"k": k, "v": v}

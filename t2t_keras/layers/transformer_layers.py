@@ -121,7 +121,7 @@ class DecoderLayer(_Layer):
     """Zeroed self-attention cache of max_decode_length steps and the memory's keys/values."""
     a = self._args
     batch = tf.shape(memory)[0]
-    zeros = lambda size: tf.zeros([batch, max_decode_length, a["num_heads"], size],
+    zeros = lambda size: tf.zeros([batch, a["num_heads"], max_decode_length, size],
                                   self.compute_dtype)
     return {"self": {"k": zeros(a["key_size"]), "v": zeros(a["value_size"])},
             "memory": self.encdec_attention.project_memory(memory)}

@@ -121,7 +121,7 @@ class Transformer(keras.Model):
     if cache is None:
       self_mask = causal_mask(tf.shape(decoder_input)[1])
     else:
-      self_mask = cache_step_mask(tf.shape(cache["layer_0"]["self"]["k"])[1], cache_index)
+      self_mask = cache_step_mask(tf.shape(cache["layer_0"]["self"]["k"])[2], cache_index)
     new_cache = None if cache is None else {}
     attention = []
     for i, layer in enumerate(self.decoder_layers):
