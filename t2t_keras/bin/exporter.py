@@ -1,0 +1,70 @@
+"""t2t-exporter: a run's checkpoint -> SavedModel translating raw strings.
+
+    t2t-exporter --output_dir=runs/tiny                 # runs/tiny/export/<step>/
+    t2t-exporter --output_dir=runs/base \\
+        --checkpoint_path=runs/base/averaged/ckpt-100000 \\
+        --decode_hparams="beam_size=4,alpha=0.6,extra_length=50"
+    python t2t_keras/serving/translate_saved_model.py runs/tiny/export "one hundred"
+
+The export is a TF Serving versioned directory (export_dir/<checkpoint step>),
+written to a temporary directory and renamed into place. Its signatures:
+  serving_default  inputs string [batch] -> outputs string [batch], scores float32 [batch]
+  nbest            inputs string [batch] -> outputs string [batch, beam], scores [batch, beam]
+Loading it needs tensorflow and tensorflow-text (import tensorflow_text first), not t2t_keras.
+"""
+
+import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+
+def _define(kind, name, default, help_text):
+  """Defines a flag unless another binary's module (imported in the same process) did."""
+  if name not in FLAGS:
+    getattr(flags, f"DEFINE_{kind}")(name, default, help_text)
+
+
+_define("string", "output_dir", None, "The trainer's output_dir (hparams, vocab, checkpoints).")
+_define("string", "checkpoint_path", None,
+        "A checkpoint prefix, e.g. an averaged one (default: output_dir's latest).")
+_define("string", "export_dir", None, "Parent of the versioned exports (default output_dir/export).")
+_define("string", "decode_hparams", "",
+        'Decoding overrides baked into the export, e.g. "beam_size=4,alpha=0.6,extra_length=50".')
+_define("integer", "max_input_length", None,
+        "Inputs are truncated to this many subword ids, EOS included "
+        "(default: the training hparams' max_length).")
+_define("integer", "export_version", None,
+        "Version directory number (default: the checkpoint's step, else the Unix time).")
+_define("bool", "overwrite", False, "Replace an existing export_dir/<version>.")
+_define("string", "t2t_usr_dir", None, "A directory of modules registering more models/hparams.")
+
+
+def main(argv):
+  del argv
+  if not FLAGS.output_dir:
+    raise app.UsageError("--output_dir is required")
+  if FLAGS.t2t_usr_dir:
+    from t2t_keras.usr_dir import import_usr_dir  # pylint: disable=import-outside-toplevel
+    import_usr_dir(FLAGS.t2t_usr_dir)
+  from absl import logging  # pylint: disable=import-outside-toplevel
+  logging.set_verbosity(logging.WARNING)  # SavedModel writing logs INFO lines per function
+  from t2t_keras.serving import export  # pylint: disable=import-outside-toplevel
+  try:
+    path = export.export_model(FLAGS.output_dir, export_dir=FLAGS.export_dir,
+                               checkpoint_path=FLAGS.checkpoint_path,
+                               decode_hparams=FLAGS.decode_hparams,
+                               max_input_length=FLAGS.max_input_length,
+                               version=FLAGS.export_version, overwrite=FLAGS.overwrite)
+  except (FileNotFoundError, FileExistsError, ValueError) as e:
+    raise app.UsageError(str(e)) from None
+  print(path)  # last line: the new version's directory (for scripts)
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

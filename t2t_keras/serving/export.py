@@ -1,0 +1,271 @@
+"""Checkpoint -> SavedModel that translates raw strings (t2t-exporter).
+
+    path = export_model("runs/tiny")                       # runs/tiny/export/<step>
+    path = export_model("runs/base", checkpoint_path="runs/base/averaged/ckpt-100000",
+                        decode_hparams="beam_size=4,alpha=0.6,extra_length=50")
+
+    # anywhere with tensorflow and tensorflow-text (no t2t_keras):
+    import tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer ops
+    m = tf.saved_model.load(path)
+    m.signatures["serving_default"](inputs=tf.constant(["one hundred"]))
+    # -> {"outputs": string [batch], "scores": float32 [batch]}
+    m.signatures["nbest"](inputs=...)   # -> outputs string [batch, beam], scores [batch, beam]
+
+Everything happens in the graph: UTF-8 repair (invalid bytes become U+FFFD),
+sentencepiece tokenization (tensorflow_text), truncation to the training
+max_length, EOS, length-sorted batches of at most `batch_size` padded to
+`length_bucket` multiples (few XLA programs), beam search with the decode
+hparams, and detokenization. Empty inputs (no tokens) give "" with score 0.
+
+Layout (TF Serving's versioned directories, written to a temporary directory
+and renamed, so a server polling export_dir never sees a partial version):
+
+    export_dir/<version>/saved_model.pb, variables/,
+        assets/vocab.model         the sentencepiece model (the tokenizer op also
+                                   holds it in the graph: its model is an op attribute)
+        assets/export_info.json    checkpoint, hparams and decode hparams used
+"""
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
+from t2t_keras.training import model_io
+
+EOS_ID = 1
+PAD_ID = 0
+NO_HYPOTHESIS = -1e6  # beam slots that never finished score -1e7 (beam_search's -INF)
+
+
+def _next_power_of_two(n):
+  return tf.bitwise.left_shift(1, tf.cast(tf.math.ceil(
+      tf.math.log(tf.cast(tf.maximum(n, 1), tf.float32)) / tf.math.log(2.0)), tf.int32))
+
+
+class Translator(tf.Module):
+  """A tf.Module with the model's variables, its tokenizer and translate functions.
+
+  `translate(strings [batch]) -> {"outputs" [batch], "scores" [batch]}` and
+  `nbest(strings [batch]) -> {"outputs" [batch, beam], "scores" [batch, beam]}`
+  are the SavedModel's signatures; both only use TensorFlow and TF Text ops.
+  """
+
+  def __init__(self, model, vocab_path, decode_hparams, max_input_length, info=None):
+    super().__init__(name="translator")
+    hp = decode_hparams
+    # The Keras model is held outside tracking (a Keras 3 Model as a SavedModel
+    # child traces a default serving function from its build shapes, which
+    # fails for dict inputs); its variables are tracked here instead, so the
+    # SavedModel holds them and the functions' captures resolve to them.
+    self.__dict__["_model"] = model
+    self.model_variables = list(model.variables)
+    with open(vocab_path, "rb") as f:
+      proto = f.read()
+    self.tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+    self.vocab_asset = tf.saved_model.Asset(vocab_path)
+    self.info_asset = None
+    self.beam_size = int(hp.beam_size)
+    self.max_input_length = int(max_input_length)
+    self.batch_size = max(1, int(hp.batch_size))
+    self.length_bucket = max(1, int(hp.length_bucket))
+    self._hp = hp
+    self._info = info
+
+    def search(ids):
+      return beam_search(model, ids, beam_size=hp.beam_size, alpha=hp.alpha,
+                         extra_length=hp.extra_length,
+                         max_decode_length=hp.max_decode_length or None,
+                         stop_early=hp.stop_early)
+
+    self._search = tf.function(search, jit_compile=bool(hp.jit), autograph=False,
+                               input_signature=[tf.TensorSpec([None, None], tf.int32)])
+
+  # --- pieces of the graph -------------------------------------------------
+
+  def _source_ids(self, inputs):
+    """strings [n] -> (ragged ids [n, (len)] with EOS, bool [n] non-empty)."""
+    text = tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace",
+                                        replacement_char=0xFFFD)
+    tokens = self.tokenizer.tokenize(text)
+    tokens = tokens[:, :self.max_input_length - 1]  # room for EOS: at most max_length ids
+    nonempty = tokens.row_lengths() > 0
+    eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(inputs)[0], 1], EOS_ID))
+    return tf.concat([tokens, eos], axis=1), nonempty
+
+  def _detokenize(self, ids):
+    """ids int32 [n, beam, len] (beam_search output) -> strings [n, beam].
+
+    As `SubwordVocabulary.decode`: stop at the first EOS, drop PAD.
+    """
+    before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=-1), 0)
+    keep = tf.logical_and(before_eos, tf.not_equal(ids, PAD_ID))
+    length = tf.shape(ids)[-1]
+    flat = tf.ragged.boolean_mask(tf.reshape(ids, [-1, length]), tf.reshape(keep, [-1, length]))
+    return tf.reshape(self.tokenizer.detokenize(flat), [-1, self.beam_size])
+
+  def _translate_sources(self, sources):
+    """Ragged ids [n, (len)] (n > 0) -> (strings [n, beam], scores [n, beam]).
+
+    Longest first, in chunks of at most batch_size rows (rounded up to a power
+    of two, padded by repeating the last row), each padded to a multiple of
+    length_bucket tokens, as `decoder.translate_ids` batches.
+    """
+    n = sources.nrows(out_type=tf.int32)
+    lengths = tf.cast(sources.row_lengths(), tf.int32)
+    order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+    sources = tf.gather(sources, order)
+    lengths = tf.gather(lengths, order)
+    rows = tf.minimum(_next_power_of_two(n), self.batch_size)
+    chunks = (n + rows - 1) // rows
+    beam = self.beam_size
+
+    def body(c, texts, scores):
+      index = tf.minimum(c * rows + tf.range(rows), n - 1)  # spare rows repeat the last
+      width = tf.reduce_max(tf.gather(lengths, index))
+      width = (width + self.length_bucket - 1) // self.length_bucket * self.length_bucket
+      batch = tf.gather(sources, index).to_tensor(default_value=PAD_ID,
+                                                  shape=tf.stack([rows, width]))
+      ids, chunk_scores = self._search(batch)
+      return (c + 1, texts.write(c, self._detokenize(ids)), scores.write(c, chunk_scores))
+
+    _, texts, scores = tf.while_loop(
+        lambda c, *_: c < chunks, body,
+        (tf.constant(0), tf.TensorArray(tf.string, size=chunks, element_shape=[None, beam]),
+         tf.TensorArray(tf.float32, size=chunks, element_shape=[None, beam])),
+        parallel_iterations=1)
+    texts = tf.reshape(texts.stack(), [-1, beam])[:n]
+    scores = tf.reshape(scores.stack(), [-1, beam])[:n]
+    unsort = tf.math.invert_permutation(order)
+    return tf.gather(texts, unsort), tf.gather(scores, unsort)
+
+  def _nbest(self, inputs):
+    """strings [batch] -> (strings [batch, beam], scores [batch, beam])."""
+    inputs = tf.reshape(inputs, [-1])
+    sources, nonempty = self._source_ids(inputs)
+    kept = tf.cast(tf.where(nonempty)[:, 0], tf.int32)
+    n = tf.size(kept)
+    beam = self.beam_size
+
+    def translate():
+      return self._translate_sources(tf.gather(sources, kept))
+
+    def nothing():
+      return tf.zeros([0, beam], tf.string), tf.zeros([0, beam], tf.float32)
+
+    texts, scores = tf.cond(n > 0, translate, nothing)
+    # Back to the input rows; empty inputs get "" (score 0, NO_HYPOTHESIS for beams > 1).
+    slot = tf.where(nonempty, tf.cumsum(tf.cast(nonempty, tf.int32)) - 1, n)
+    empty_scores = tf.concat([tf.zeros([1, 1]), tf.fill([1, beam - 1], -1e7)], axis=1)
+    texts = tf.gather(tf.concat([texts, tf.fill([1, beam], "")], 0), slot)
+    scores = tf.gather(tf.concat([scores, empty_scores], 0), slot)
+    return texts, scores
+
+  # --- signatures -----------------------------------------------------------
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+  def translate(self, inputs):
+    """strings [batch] -> {"outputs": best translation [batch], "scores": [batch]}."""
+    texts, scores = self._nbest(inputs)
+    return {"outputs": texts[:, 0], "scores": scores[:, 0]}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+  def nbest(self, inputs):
+    """strings [batch] -> {"outputs": [batch, beam], "scores": [batch, beam]}, best first.
+
+    Beams that found no hypothesis are "" with score -1e7.
+    """
+    texts, scores = self._nbest(inputs)
+    return {"outputs": texts, "scores": scores}
+
+
+def checkpoint_step(path):
+  """The step in a checkpoint prefix ".../ckpt-1234" (None when the name has none)."""
+  match = re.search(r"-(\d+)$", os.path.basename(path or ""))
+  return int(match.group(1)) if match else None
+
+
+def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hparams="",
+                 max_input_length=None, version=None, overwrite=False, log=print):
+  """Exports a training run's checkpoint as a versioned SavedModel.
+
+  Args:
+    output_dir: the trainer's output_dir (hparams.json, run.json, vocab.model, ckpts).
+    export_dir: parent of the versioned directories (default output_dir/export).
+    checkpoint_path: a checkpoint prefix (e.g. t2t-avg-all's); default the latest.
+    decode_hparams: `decoder.decode_hparams` overrides (string) or HParams:
+      beam_size, alpha, extra_length, max_decode_length, stop_early, jit,
+      batch_size (rows per beam search), length_bucket.
+    max_input_length: inputs are truncated to this many ids, EOS included
+      (default: the training hparams' max_length; longer pairs never trained).
+    version: the version directory's number (default: the checkpoint's step,
+      else the Unix time).
+    overwrite: replace an existing export_dir/<version> (else FileExistsError).
+    log: progress messages (None: silent).
+  Returns:
+    The path of the new export_dir/<version>.
+  """
+  log = log or (lambda *_: None)
+  hp = (decode_hparams if not isinstance(decode_hparams, str)
+        else make_decode_hparams(decode_hparams))
+  model, hparams, info, ckpt = model_io.load_model(output_dir, checkpoint_path)
+  vocab_path = info.get("vocab_path")
+  if not vocab_path or not os.path.exists(vocab_path):
+    raise FileNotFoundError(f"{output_dir} has no vocabulary copy ({model_io.VOCAB_FILE})")
+  if max_input_length is None:
+    max_input_length = hparams.get("max_length", 0) or 256
+    if hparams.get("pos") == "emb":
+      max_input_length = min(max_input_length, hparams.max_positions)
+  if max_input_length < 2:
+    raise ValueError(f"max_input_length must be >= 2 (a token and EOS), got {max_input_length}")
+  if version is None:
+    version = checkpoint_step(ckpt)
+    if version is None:
+      version = int(time.time())
+  export_dir = export_dir or os.path.join(output_dir, "export")
+  final = os.path.join(export_dir, str(int(version)))
+  if os.path.exists(final) and not overwrite:
+    raise FileExistsError(f"{final} exists: pass overwrite=True (--overwrite) or another "
+                          f"version (--export_version)")
+  os.makedirs(export_dir, exist_ok=True)
+
+  tmp = tempfile.mkdtemp(prefix=f".tmp-{int(version)}-", dir=export_dir)
+  try:
+    export_info = {"checkpoint_path": os.path.abspath(ckpt), "version": int(version),
+                   "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
+                   "max_input_length": int(max_input_length),
+                   "decode_hparams": hp.values(), "hparams": hparams.values(),
+                   "signatures": {
+                       "serving_default": "inputs string [batch] -> outputs string [batch], "
+                                          "scores float32 [batch]",
+                       "nbest": "inputs string [batch] -> outputs string [batch, beam], "
+                                "scores float32 [batch, beam]"}}
+    info_path = os.path.join(tmp, "export_info.json")  # saved into assets/, then removed
+    with open(info_path, "w") as f:
+      json.dump(export_info, f, indent=2, default=str)
+    translator = Translator(model, vocab_path, hp, max_input_length)
+    translator.info_asset = tf.saved_model.Asset(info_path)
+    signatures = {"serving_default": translator.translate.get_concrete_function(),
+                  "nbest": translator.nbest.get_concrete_function()}
+    tf.saved_model.save(translator, tmp, signatures=signatures)
+    os.remove(info_path)
+    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
+    if os.path.exists(final):  # overwrite: move the old one aside, then swap
+      old = tempfile.mkdtemp(prefix=f".old-{int(version)}-", dir=export_dir)
+      os.rename(final, os.path.join(old, "v"))
+      os.rename(tmp, final)
+      shutil.rmtree(old, ignore_errors=True)
+    else:
+      os.rename(tmp, final)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  log(f"exported {ckpt} to {final}")
+  return final
