@@ -43,3 +43,17 @@ def test_multi30k_lowercases_and_escapes():
   assert bleu.multi30k_tokenize('Ein "Hund" & Katze.') == "ein &quot; hund &quot; &amp; katze ."
   assert bleu.multi30k_tok_bleu(["EIN HUND LÄUFT ÜBER DIE WIESE ."],
                                 ["Ein Hund läuft über die Wiese."]) == pytest.approx(100.0)
+
+
+def test_char_bleu_scores_one_word_outputs():
+  import sacrebleu
+  from t2t_keras.metrics import bleu as bleu_lib
+  hyps = ["vierhunderteinundzwanzig", "dreitausendzwei"]
+  refs = ["vierhunderteinundzwanzig", "dreitausendzwölf"]
+  report = bleu_lib.bleu_report(hyps, refs)
+  # Word BLEU is 0: one-word sentences have no 4-grams; character BLEU is not.
+  assert report["bleu"] == 0.0
+  expected = sacrebleu.corpus_bleu(hyps, [refs], tokenize="char").score
+  assert report["char_bleu"] == expected and 80 < expected < 100
+  assert "tok:char" in report["char_bleu_signature"]
+  assert "character-level sacreBLEU" in bleu_lib.format_report(report)

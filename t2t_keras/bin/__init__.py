@@ -2,7 +2,9 @@
 
 Importing this package imports TensorFlow with its start-up chatter (the CUDA
 probe and oneDNN notices the PyPI wheel prints on CPU machines) sent to
-/dev/null, so binaries print clean logs. Set T2T_VERBOSE_TF=1 to see it.
+/dev/null, and TensorFlow's Python warnings off (e.g. "triggered tf.function
+retracing": the trainer traces once per batch shape on purpose), so binaries
+print clean logs. Set T2T_VERBOSE_TF=1 to see all of it.
 """
 
 import os
@@ -17,11 +19,12 @@ def _import_tensorflow_quietly():
   devnull = os.open(os.devnull, os.O_WRONLY)
   try:
     os.dup2(devnull, 2)
-    import tensorflow  # noqa: F401
+    import tensorflow
   finally:
     os.dup2(saved, 2)
     os.close(saved)
     os.close(devnull)
+  tensorflow.get_logger().setLevel("ERROR")
 
 
 _import_tensorflow_quietly()

@@ -95,6 +95,9 @@ def bleu_report(hyps, refs, lang="de"):
   """Every BLEU variant of a corpus: sacreBLEU + chrF, tokenized, Multi30k-style; a dict."""
   hyps, refs = _check(hyps, refs)
   report = sacrebleu_scores(hyps, refs)
+  char = BLEU(tokenize="char")
+  report["char_bleu"] = char.corpus_score(hyps, [refs]).score
+  report["char_bleu_signature"] = str(char.get_signature())
   report["tokenized_bleu"] = tokenized_bleu(hyps, refs, lang)
   report["multi30k_tok_bleu"] = multi30k_tok_bleu(hyps, refs, lang)
   report["exact_match"] = 100.0 * sum(h.strip() == r.strip() for h, r in zip(hyps, refs)) / max(
@@ -109,6 +112,9 @@ def format_report(report):
       f"sacreBLEU (detokenized): {report['bleu']:.2f}  [{report['bleu_signature']}]",
       f"  {report['bleu_text']}",
       f"chrF: {report['chrf']:.2f}  [{report['chrf_signature']}]",
+      f"character-level sacreBLEU (for one-word outputs such as German number compounds, "
+      f"where word 4-grams do not exist): {report['char_bleu']:.2f}  "
+      f"[{report['char_bleu_signature']}]",
       f"tokenized BLEU (Moses + ##AT## compound splitting, paper-comparable on WMT en-de): "
       f"{report['tokenized_bleu']:.2f}",
       f"lowercased tokenized BLEU (Multi30k convention): {report['multi30k_tok_bleu']:.2f}",
