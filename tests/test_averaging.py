@@ -1,3 +1,5 @@
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -67,3 +69,11 @@ def test_average_all_kept(tmp_path):
 def test_no_checkpoints(tmp_path):
   with pytest.raises(FileNotFoundError):
     averaging.average_checkpoints(str(tmp_path))
+
+
+def test_relative_output_dir(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  _, _, _, _, values = _train_like_run("run", 2, keep=2)
+  path, used = averaging.average_checkpoints("run", num_last=2)
+  assert used == [os.path.join("run", "ckpt-100"), os.path.join("run", "ckpt-200")]
+  assert tf.train.latest_checkpoint(os.path.join("run", "averaged")) == path

@@ -24,8 +24,8 @@ def checkpoint_paths(output_dir):
   state = tf.train.get_checkpoint_state(output_dir)
   if state is None or not state.all_model_checkpoint_paths:
     raise FileNotFoundError(f"no checkpoints found in {output_dir!r}")
-  return [p if os.path.isabs(p) else os.path.join(output_dir, p)
-          for p in state.all_model_checkpoint_paths]
+  # get_checkpoint_state already joins relative paths to output_dir.
+  return list(state.all_model_checkpoint_paths)
 
 
 def _step_of(path):
