@@ -1,0 +1,229 @@
+"""SavedModel export: same translations as the decoder, bad inputs, standalone loading."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from t2t_keras import registry
+from t2t_keras.bin import exporter as exporter_bin
+from t2t_keras.data import vocabulary
+from t2t_keras.decoding import decoder
+from t2t_keras.models.transformer import Transformer
+from t2t_keras.serving import export
+from t2t_keras.training import model_io
+
+SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
+             "nine", "eighty-eight thousand and one", "six hundred and twelve"]
+MAX_LENGTH = 12  # training max_length of the tiny run: inputs keep 11 ids + EOS
+DECODE = "beam_size=2,extra_length=4,batch_size=4"
+STEP = 7
+SCRIPT = os.path.join(os.path.dirname(export.__file__), "translate_saved_model.py")
+QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+  """A tiny 'training run': vocab, hparams, run.json and a random-weight checkpoint."""
+  out = tmp_path_factory.mktemp("run")
+  corpus = SENTENCES * 20 + ["einhundertfünf", "dreiundzwanzig", "neun"] * 20
+  vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 60, num_threads=1)
+  tf.keras.utils.set_random_seed(3)
+  hp = registry.hparams("transformer_tiny").replace(
+      hidden_size=16, filter_size=32, num_heads=2, max_length=MAX_LENGTH)
+  model = Transformer(vocab.vocab_size, hp)
+  model.build_for_ids()
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 2).save(
+      checkpoint_number=STEP)
+  model_io.save_run_info(str(out), hp, "translate_ende_numbers", vocab.vocab_size,
+                         str(out / "spm.model"))
+  return str(out)
+
+
+@pytest.fixture(scope="module")
+def exported(run_dir):
+  return export.export_model(run_dir, decode_hparams=DECODE, log=None)
+
+
+@pytest.fixture(scope="module")
+def loaded(exported):
+  return tf.saved_model.load(exported)
+
+
+@pytest.fixture(scope="module")
+def reference(run_dir):
+  """(model, vocab) as t2t-decoder loads them."""
+  model, _, info, _ = model_io.load_model(run_dir)
+  return model, vocabulary.SubwordVocabulary(info["vocab_path"])
+
+
+def _translate(loaded, lines, signature="serving_default"):
+  out = loaded.signatures[signature](inputs=tf.constant(lines, tf.string))
+  return out["outputs"].numpy(), out["scores"].numpy()
+
+
+def _texts(array):
+  return [t.decode("utf-8") for t in array.tolist()]
+
+
+def test_export_layout(run_dir, exported):
+  assert exported == os.path.join(run_dir, "export", str(STEP))
+  assert sorted(os.listdir(os.path.join(run_dir, "export"))) == [str(STEP)]  # no temp dirs
+  assets = os.path.join(exported, "assets")
+  with open(os.path.join(assets, "vocab.model"), "rb") as f, \
+      open(os.path.join(run_dir, "vocab.model"), "rb") as g:
+    assert f.read() == g.read()
+  with open(os.path.join(assets, "export_info.json")) as f:
+    info = json.load(f)
+  assert info["version"] == STEP and info["max_input_length"] == MAX_LENGTH
+  assert info["decode_hparams"]["beam_size"] == 2
+  assert info["checkpoint_path"].endswith(f"ckpt-{STEP}")
+
+
+def test_outputs_equal_decoder(loaded, reference):
+  model, vocab = reference
+  hp = decoder.decode_hparams(DECODE)
+  expected = decoder.translate_lines(model, vocab, SENTENCES, hp)
+  texts, scores = _translate(loaded, SENTENCES)
+  assert _texts(texts) == decoder.decode_lines(model, vocab, SENTENCES, hp)
+  assert _texts(texts) == [h[0].text for h in expected]
+  assert sum(bool(t) for t in _texts(texts)) >= 3, "comparison would be trivial"
+  np.testing.assert_allclose(scores, [h[0].score for h in expected], rtol=1e-4)
+  nbest, nbest_scores = _translate(loaded, SENTENCES, "nbest")
+  assert nbest.shape == (len(SENTENCES), 2) and nbest_scores.shape == (len(SENTENCES), 2)
+  for row, hyps in enumerate(expected):
+    assert _texts(nbest[row])[:len(hyps)] == [h.text for h in hyps]
+    np.testing.assert_allclose(nbest_scores[row][:len(hyps)], [h.score for h in hyps],
+                               rtol=1e-4)
+
+
+def test_empty_inputs_and_empty_batch(loaded):
+  texts, scores = _translate(loaded, ["", "   ", "nine"])
+  assert _texts(texts)[:2] == ["", ""] and scores[:2].tolist() == [0.0, 0.0]
+  assert texts[2] == _translate(loaded, ["nine"])[0][0]
+  texts, scores = _translate(loaded, [])
+  assert texts.shape == (0,) and scores.shape == (0,)
+  texts, scores = _translate(loaded, [], "nbest")
+  assert texts.shape == (0, 2) and scores.shape == (0, 2)
+  texts, scores = _translate(loaded, [""], "nbest")
+  assert _texts(texts[0]) == ["", ""] and scores[0, 0] == 0.0
+
+
+def test_long_inputs_are_truncated(loaded, reference):
+  model, vocab = reference
+  long_line = " ".join(SENTENCES * 5)
+  ids = vocab.encode(long_line)
+  assert len(ids) > 3 * MAX_LENGTH
+  hp = decoder.decode_hparams(DECODE)
+  truncated = decoder.translate_ids(model, [ids[:MAX_LENGTH - 1] + [1]], hp)[0]
+  texts, scores = _translate(loaded, [long_line])
+  assert _texts(texts) == [vocab.decode(truncated[0][0])]
+  np.testing.assert_allclose(scores, [truncated[0][1]], rtol=1e-4)
+
+
+def test_invalid_utf8_is_replaced(loaded):
+  bad = [b"nine \xff\xfe", b"\xc3", b"\x80one hundred"]
+  texts, scores = _translate(loaded, bad)
+  repaired = [b.decode("utf-8", errors="replace").encode("utf-8") for b in bad]
+  expected_texts, expected_scores = _translate(loaded, repaired)
+  assert texts.tolist() == expected_texts.tolist()
+  np.testing.assert_allclose(scores, expected_scores, rtol=1e-5)
+  for t in texts.tolist():
+    t.decode("utf-8")  # outputs are valid UTF-8
+
+
+def test_mixed_batch_equals_one_by_one(loaded):
+  long_line = " ".join(SENTENCES * 5)
+  batch = ["", long_line, "nine", b"\xffsix", "   ", "twenty-three", "one hundred and five"]
+  texts, scores = _translate(loaded, batch)
+  for i, line in enumerate(batch):  # batch of 7 > batch_size 4: two chunks
+    alone_texts, alone_scores = _translate(loaded, [line])
+    assert texts[i] == alone_texts[0], (i, line)
+    np.testing.assert_allclose(scores[i], alone_scores[0], rtol=1e-4)
+
+
+def test_existing_version_and_overwrite(run_dir, exported):
+  with pytest.raises(FileExistsError, match="overwrite"):
+    export.export_model(run_dir, decode_hparams=DECODE, log=None)
+  other = os.path.join(run_dir, "other_exports")
+  path = export.export_model(run_dir, export_dir=other, version=3,
+                             decode_hparams=DECODE + ",jit=false", log=None)
+  again = export.export_model(run_dir, export_dir=other, version=3, overwrite=True,
+                              checkpoint_path=os.path.join(run_dir, f"ckpt-{STEP}"),
+                              decode_hparams="beam_size=1,jit=false", log=None)
+  assert path == again == os.path.join(other, "3") and os.listdir(other) == ["3"]
+  one = tf.saved_model.load(again)
+  texts, scores = _translate(one, ["nine"], "nbest")
+  assert texts.shape == (1, 1)
+
+
+def test_exporter_binary(run_dir, capsys):
+  flags.FLAGS.unparse_flags()
+  try:
+    flags.FLAGS(["t2t-exporter", f"--output_dir={run_dir}", "--export_version=5",
+                 f"--export_dir={run_dir}/bin_export", "--decode_hparams=beam_size=1,jit=false",
+                 "--max_input_length=6"])
+    exporter_bin.main(["t2t-exporter"])
+  finally:
+    flags.FLAGS.unparse_flags()
+  path = capsys.readouterr().out.strip().splitlines()[-1]
+  assert path == os.path.join(run_dir, "bin_export", "5")
+  with open(os.path.join(path, "assets", "export_info.json")) as f:
+    assert json.load(f)["max_input_length"] == 6
+
+
+def _isolated_python(code, *args):
+  """Runs python without t2t_keras importable: -I -S skips the editable install's .pth hook."""
+  site = sysconfig.get_paths()["purelib"]
+  prelude = f"import sys; sys.path.append({site!r}); sys.argv = [''] + sys.argv[1:]\n"
+  return subprocess.run([sys.executable, "-I", "-S", "-c", prelude + code, *args],
+                        capture_output=True, text=True, env=QUIET, cwd="/", timeout=300)
+
+
+def test_loads_and_translates_without_this_package(exported, loaded):
+  lines = SENTENCES[:3] + [""]
+  expected_texts, expected_scores = _translate(loaded, lines)
+  code = (
+      "try:\n"
+      "  import t2t_keras\n"
+      "  print('T2T_KERAS_IMPORTABLE')\n"
+      "except ImportError:\n"
+      "  pass\n"
+      "import json, tensorflow as tf, tensorflow_text\n"
+      "m = tf.saved_model.load(sys.argv[1])\n"
+      "out = m.signatures['serving_default'](inputs=tf.constant(sys.argv[2:]))\n"
+      "print(json.dumps([[t.decode('utf-8') for t in out['outputs'].numpy().tolist()],\n"
+      "                  out['scores'].numpy().tolist()]))\n"
+      "import runpy\n"  # the standalone script, in the same t2t_keras-free process
+      "import os\n"  # the script finds the newest version under export/
+      f"sys.argv = [{SCRIPT!r}, os.path.dirname(sys.argv[1])] + sys.argv[2:]\n"
+      "try:\n"
+      f"  runpy.run_path({SCRIPT!r}, run_name='__main__')\n"
+      "except SystemExit as e:\n"
+      "  assert not e.code, e.code\n")
+  result = _isolated_python(code, exported, *lines)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = result.stdout.splitlines()
+  assert "T2T_KERAS_IMPORTABLE" not in out
+  texts, scores = json.loads(out[0])
+  assert texts == _texts(expected_texts)
+  np.testing.assert_allclose(scores, expected_scores, rtol=1e-5)
+  script_lines = out[1:]
+  assert [line.split("\t", 1)[1] for line in script_lines] == _texts(expected_texts)
+
+
+def test_saved_model_cli_lists_signatures(exported):
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  result = subprocess.run([cli, "show", "--all", "--dir", exported], capture_output=True,
+                          text=True, env=QUIET, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = result.stdout
+  for text in ("signature_def['serving_default']", "signature_def['nbest']",
+               "inputs['inputs']", "outputs['outputs']", "outputs['scores']", "DT_STRING"):
+    assert text in out
