@@ -227,3 +227,9 @@ def test_saved_model_cli_lists_signatures(exported):
   for text in ("signature_def['serving_default']", "signature_def['nbest']",
                "inputs['inputs']", "outputs['outputs']", "outputs['scores']", "DT_STRING"):
     assert text in out
+
+
+def test_next_power_of_two():
+  got = [int(export._next_power_of_two(tf.constant(n)))  # pylint: disable=protected-access
+         for n in (1, 2, 3, 4, 5, 31, 32, 33, 1000)]
+  assert got == [1, 2, 4, 4, 8, 32, 32, 64, 1024]

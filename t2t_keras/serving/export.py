@@ -46,8 +46,9 @@ NO_HYPOTHESIS = -1e6  # beam slots that never finished score -1e7 (beam_search's
 
 
 def _next_power_of_two(n):
-  return tf.bitwise.left_shift(1, tf.cast(tf.math.ceil(
-      tf.math.log(tf.cast(tf.maximum(n, 1), tf.float32)) / tf.math.log(2.0)), tf.int32))
+  """The smallest power of two >= n (int32 scalar tensor, n >= 1), in exact integers."""
+  powers = tf.bitwise.left_shift(1, tf.range(31))
+  return tf.reduce_min(tf.where(powers >= n, powers, powers[-1]))
 
 
 class Translator(tf.Module):
