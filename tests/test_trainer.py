@@ -35,6 +35,7 @@ def make_trainer(data_dir, output_dir, hparams=None, **kwargs):
   problem = datagen.make_problem("algorithmic_copy", **PROBLEM_ARGS)
   kwargs.setdefault("log", lambda *a: None)
   kwargs.setdefault("eval_every", 0)
+  kwargs.setdefault("eval_bleu_sentences", 0)
   kwargs.setdefault("use_xla", False)  # XLA compiles once per batch shape: slow for short runs
   return trainer_lib.Trainer(problem, hparams or tiny_hparams(), data_dir, str(output_dir),
                              **kwargs)
@@ -71,10 +72,12 @@ def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path):
 
 def test_trains_resumes_and_writes_outputs(copy_data, tmp_path):
   out = tmp_path / "run"
-  t = make_trainer(copy_data, out, save_every=10, eval_every=10, eval_steps=2)
+  t = make_trainer(copy_data, out, save_every=10, eval_every=10, eval_steps=2,
+                   eval_bleu_sentences=8)
   s = t.train(20)
   assert s["step"] == 20 and not s["interrupted"] and np.isfinite(s["loss"])
   assert 0.0 <= s["dev_accuracy"] <= 1.0 and s["dev_perplexity"] > 1.0
+  assert 0.0 <= s["dev_char_bleu"] <= 100.0 and 0.0 <= s["dev_bleu"] <= 100.0
   assert {"checkpoint", "hparams.json", "run.json", "vocab.model", "metrics.jsonl",
           "learning_curves.png", "ckpt-10.index", "ckpt-20.index"} <= set(os.listdir(out))
   assert json.load(open(out / "run.json"))["problem"] == "algorithmic_copy"

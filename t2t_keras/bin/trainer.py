@@ -26,6 +26,8 @@ flags.DEFINE_string("output_dir", None, "Checkpoints, hparams, logs, curves.")
 flags.DEFINE_integer("train_steps", None, "Steps to train to (default: the hparams set's).")
 flags.DEFINE_integer("eval_steps", 20, "Dev batches per evaluation.")
 flags.DEFINE_integer("eval_every", 500, "Evaluate every N steps (0: never).")
+flags.DEFINE_integer("eval_bleu_sentences", 64,
+                     "Greedy-decode this many dev sentences at each evaluation for BLEU (0: off).")
 flags.DEFINE_integer("save_every", 500, "Checkpoint every N steps.")
 flags.DEFINE_float("save_every_minutes", 10.0, "Also checkpoint every M minutes.")
 flags.DEFINE_integer("keep_checkpoints", 5, "How many recent checkpoints to keep.")
@@ -61,7 +63,8 @@ def main(argv):
         model_name=FLAGS.model, use_xla=FLAGS.use_xla, seed=FLAGS.seed,
         save_every=FLAGS.save_every, save_every_minutes=FLAGS.save_every_minutes,
         keep_checkpoints=FLAGS.keep_checkpoints, eval_every=FLAGS.eval_every,
-        eval_steps=FLAGS.eval_steps, log_every=FLAGS.log_every,
+        eval_steps=FLAGS.eval_steps, eval_bleu_sentences=FLAGS.eval_bleu_sentences,
+        log_every=FLAGS.log_every,
         strategy=_strategy())
   except (registry.RegistryError, HParamsError, FileNotFoundError,
           trainer.NonFiniteLossError) as e:

@@ -65,6 +65,8 @@ class Trainer:
     save_every: checkpoint every N steps; save_every_minutes: and every M minutes.
     keep_checkpoints: how many recent checkpoints to keep.
     eval_every / eval_steps: dev metrics every N steps over M batches (0: off).
+    eval_bleu_sentences: also greedy-decode the first N dev sentences and score
+      them with sacreBLEU (word and character level); 0: off.
     log_every: progress line every N steps.
     log: a print-like function.
   """
@@ -72,8 +74,8 @@ class Trainer:
   def __init__(self, problem, hparams, data_dir, output_dir, *, model_name="transformer",
                strategy=None,
                use_xla=True, seed=1, save_every=500, save_every_minutes=10.0,
-               keep_checkpoints=5, eval_every=500, eval_steps=20, log_every=50,
-               log=print):
+               keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
+               log_every=50, log=print):
     self.problem = problem
     self.model_name = model_name
     self.hparams = hparams
@@ -86,6 +88,8 @@ class Trainer:
     self.save_every_seconds = save_every_minutes * 60
     self.eval_every = eval_every
     self.eval_steps = eval_steps
+    self.eval_bleu_sentences = eval_bleu_sentences
+    self._dev_pairs = None
     self.log_every = log_every
     self.chief = is_chief(self.strategy)
     self.log = log if self.chief else (lambda *a, **k: None)
@@ -205,8 +209,25 @@ class Trainer:
       x, c, n = self._eval_step(batch)
       xent, correct, tokens = xent + float(x), correct + float(c), tokens + float(n)
     loss = xent / max(tokens, 1.0)
-    return {"dev_loss": loss, "dev_perplexity": math.exp(min(loss, 50.0)),
-            "dev_accuracy": correct / max(tokens, 1.0), "dev_tokens": tokens}
+    metrics = {"dev_loss": loss, "dev_perplexity": math.exp(min(loss, 50.0)),
+               "dev_accuracy": correct / max(tokens, 1.0), "dev_tokens": tokens}
+    if self.eval_bleu_sentences:
+      metrics.update(self.dev_bleu(self.eval_bleu_sentences))
+    return metrics
+
+  def dev_bleu(self, sentences):
+    """Greedy-decodes the first `sentences` dev pairs: {"dev_bleu", "dev_char_bleu"} (sacreBLEU)."""
+    from t2t_keras.decoding import decoder
+    from t2t_keras.metrics import bleu
+    if self._dev_pairs is None:
+      sources, references = decoder.split_pairs(self.problem, self.data_dir, "dev",
+                                                vocab=self.vocab)
+      self._dev_pairs = sources[:sentences], references[:sentences]
+    sources, references = self._dev_pairs
+    hyps = decoder.decode_lines(self.model, self.vocab, sources,
+                                decoder.decode_hparams("beam_size=1"))
+    report = bleu.bleu_report(hyps, references)
+    return {"dev_bleu": report["bleu"], "dev_char_bleu": report["char_bleu"]}
 
   # The loop.
 
@@ -292,7 +313,10 @@ class Trainer:
           eval_metrics = self.evaluate()
           self.log(f"step {step:>7d}  dev loss {eval_metrics['dev_loss']:.4f}  "
                    f"ppl {eval_metrics['dev_perplexity']:.2f}  "
-                   f"acc {eval_metrics['dev_accuracy']:.4f}")
+                   f"acc {eval_metrics['dev_accuracy']:.4f}"
+                   + (f"  BLEU {eval_metrics['dev_bleu']:.2f} (char {eval_metrics['dev_char_bleu']:.2f}, "
+                      f"greedy, {self.eval_bleu_sentences} sentences)"
+                      if "dev_bleu" in eval_metrics else ""))
           with writer.as_default(step=step):
             for k, v in eval_metrics.items():
               tf.summary.scalar(k, v)
