@@ -59,7 +59,7 @@ class Translator(tf.Module):
   are the SavedModel's signatures; both only use TensorFlow and TF Text ops.
   """
 
-  def __init__(self, model, vocab_path, decode_hparams, max_input_length, info=None):
+  def __init__(self, model, vocab_path, decode_hparams, max_input_length):
     super().__init__(name="translator")
     hp = decode_hparams
     # The Keras model is held outside tracking (a Keras 3 Model as a SavedModel
@@ -77,8 +77,6 @@ class Translator(tf.Module):
     self.max_input_length = int(max_input_length)
     self.batch_size = max(1, int(hp.batch_size))
     self.length_bucket = max(1, int(hp.length_bucket))
-    self._hp = hp
-    self._info = info
 
     def search(ids):
       return beam_search(model, ids, beam_size=hp.beam_size, alpha=hp.alpha,
