@@ -21,3 +21,7 @@ t2t-avg-all --output_dir=$RUN --num_last=3
 AVERAGED=$(python -c "import tensorflow as tf; print(tf.train.latest_checkpoint('$RUN/averaged'))")
 t2t-decoder --output_dir=$RUN --checkpoint_path="$AVERAGED" --data_dir=$DATA --decode_split=test \
     --decode_hparams="beam_size=4,alpha=0.6"
+t2t-exporter --output_dir=$RUN --checkpoint_path="$AVERAGED" --overwrite
+# The export translates in a separate process that imports only TensorFlow and TF Text.
+python t2t_keras/serving/translate_saved_model.py $RUN/export \
+    "four hundred and twenty-one" "seventy-seven thousand and eight"
