@@ -28,3 +28,20 @@ def _import_tensorflow_quietly():
 
 
 _import_tensorflow_quietly()
+
+
+def app_run(main):
+  """absl.app.run(main) with absl logging at WARNING unless --verbosity is given.
+
+  Parts of TensorFlow log through absl at INFO (e.g. "Sharding callback
+  duration" at every checkpoint); app.run sets INFO, so this lowers it after.
+  """
+  from absl import app, flags
+  from absl import logging as absl_logging
+
+  def quiet_main(argv):
+    if not flags.FLAGS["verbosity"].present:
+      absl_logging.set_verbosity(absl_logging.WARNING)
+    return main(argv)
+
+  app.run(quiet_main)

@@ -14,6 +14,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import t2t_keras.bin  # noqa: E402,F401  (quiet TensorFlow start-up)
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
@@ -65,7 +66,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  t2t_keras.bin.app_run(main)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  t2t_keras.bin.app_run(main)
 
 
 if __name__ == "__main__":

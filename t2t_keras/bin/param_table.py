@@ -6,7 +6,8 @@ Counts come from `analytic_param_count`, which tests pin to the built Keras
 models' `count_params()` for every set listed here.
 """
 
-from absl import app, flags
+import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
+from absl import flags
 
 from t2t_keras import registry
 from t2t_keras.hparams.transformer import PAPER_PARAMS_MILLIONS, TABLE3
@@ -44,7 +45,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  t2t_keras.bin.app_run(main)
 
 
 if __name__ == "__main__":

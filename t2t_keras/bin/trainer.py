@@ -79,7 +79,7 @@ def _strategy():
 
 
 def run():
-  app.run(main)
+  t2t_keras.bin.app_run(main)
 
 
 if __name__ == "__main__":
