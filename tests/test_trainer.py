@@ -108,12 +108,15 @@ def test_non_finite_loss_stops_and_keeps_last_checkpoint(copy_data, tmp_path):
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")
 
 
-def test_mixed_bfloat16_trains_close_to_float32(copy_data, tmp_path):
+def test_mixed_precision_trains_close_to_float32(copy_data, tmp_path):
+  """GPU paths on CPU: bf16, and fp16 with loss scaling, stay finite and near fp32."""
   losses = {}
-  for precision in ("float32", "mixed_bfloat16"):
+  for precision in ("float32", "mixed_bfloat16", "mixed_float16"):
     hp = tiny_hparams(precision=precision, layer_prepostprocess_dropout=0.0)
     t = make_trainer(copy_data, tmp_path / precision, hp, use_xla=False)
+    assert t.model.compute_dtype == precision.replace("mixed_", "")
     losses[precision] = [t.train_step()[0] for _ in range(5)]
-  assert all(np.isfinite(losses["mixed_bfloat16"]))
-  np.testing.assert_allclose(losses["mixed_bfloat16"], losses["float32"], rtol=0.05)
+  for mixed in ("mixed_bfloat16", "mixed_float16"):
+    assert all(np.isfinite(losses[mixed]))
+    np.testing.assert_allclose(losses[mixed], losses["float32"], rtol=0.05)
   assert losses["float32"][-1] < losses["float32"][0]

@@ -39,7 +39,7 @@ def plot(history_path, output_dir):
   records = read(history_path)
   series = lambda key: ([r["step"] for r in records if key in r], [r[key] for r in records if key in r])
   fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-  for key, label in (("loss", "train loss (smoothed)"), ("dev_loss", "dev loss")):
+  for key, label in (("loss", "train loss (label-smoothed)"), ("dev_loss", "dev loss")):
     xs, ys = series(key)
     if xs:
       axes[0].plot(xs, ys, label=label)
