@@ -118,3 +118,19 @@ def test_encoder_and_decoder_layer_shapes_and_weight_counts():
   y, cache = dec(tf.zeros([2, 3, 8]), tf.zeros([2, 5, 8]))
   assert y.shape == (2, 3, 8) and cache is None
   assert len(dec.weights) == 8 + 4 + 6
+
+
+def test_dropout_rate_scale_and_reproducibility():
+  x = tf.ones([200, 100])
+  drop = layers.Dropout(0.25, seed=7)
+  y = drop(x, training=True).numpy()
+  kept = y != 0
+  assert abs(kept.mean() - 0.75) < 0.02
+  np.testing.assert_allclose(y[kept], 1 / 0.75, rtol=1e-6)
+  np.testing.assert_array_equal(drop(x, training=False).numpy(), x.numpy())
+  again = layers.Dropout(0.25, seed=7)(x, training=True).numpy()
+  np.testing.assert_array_equal(again, y)  # same seed, same mask
+  assert not np.array_equal(drop(x, training=True).numpy(), y)  # the generator advances
+  fresh = layers.Dropout(0.25, seed=7)
+  jit = tf.function(lambda: fresh(x, training=True), jit_compile=True)
+  assert abs((jit().numpy() != 0).mean() - 0.75) < 0.02

@@ -17,7 +17,12 @@ def _sentences():
       with gzip.open(os.path.join(MULTI30K, f"train.{lang}.gz"), "rt", encoding="utf-8") as f:
         out.extend(line.strip() for _, line in zip(range(2000), f))
     return out
-  return [f"sentence number {i} with some words, ünïcödé and more" for i in range(500)]
+  # Without ../shared/data: a small embedded corpus covering the characters tested below.
+  base = ["A man in a blue shirt is standing on a ladder.",
+          "Two young girls are playing in the garden, laughing.",
+          "Ein Mann in einem blauen Hemd steht auf einer Leiter.",
+          "Zwei junge Mädchen spielen im Garten und lachen."]
+  return [f"{s} ({i}) ünïcödé" for i in range(150) for s in base]
 
 
 @pytest.fixture(scope="module")

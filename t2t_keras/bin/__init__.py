@@ -45,3 +45,15 @@ def app_run(main):
     return main(argv)
 
   app.run(quiet_main)
+
+
+def define_flag(kind, name, default, help_text, **kwargs):
+  """flags.DEFINE_<kind> unless another binary imported in this process defined `name`.
+
+  The binaries share flag names (--problem, --output_dir, --t2t_usr_dir, ...);
+  absl refuses a second definition, which breaks importing two binaries in one
+  process (notebooks, tests). The first definition wins.
+  """
+  from absl import flags
+  if name not in flags.FLAGS:
+    getattr(flags, f"DEFINE_{kind}")(name, default, help_text, **kwargs)

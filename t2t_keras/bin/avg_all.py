@@ -16,9 +16,9 @@ from absl import app, flags
 
 from t2t_keras.training import averaging
 
-flags.DEFINE_string("output_dir", None, "The trainer's output_dir.")
-flags.DEFINE_integer("num_last", 5, "Average this many of the newest kept checkpoints.")
-flags.DEFINE_string("averaged_path", None,
+t2t_keras.bin.define_flag("string", "output_dir", None, "The trainer's output_dir.")
+t2t_keras.bin.define_flag("integer", "num_last", 5, "Average this many of the newest kept checkpoints.")
+t2t_keras.bin.define_flag("string", "averaged_path", None,
                     "Checkpoint prefix to write (default output_dir/averaged/ckpt-<step>).")
 FLAGS = flags.FLAGS
 

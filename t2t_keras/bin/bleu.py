@@ -14,9 +14,9 @@ from absl import app, flags
 
 from t2t_keras.metrics import bleu
 
-flags.DEFINE_string("translation", None, "File of translations, one per line.")
-flags.DEFINE_string("reference", None, "File of references, one per line.")
-flags.DEFINE_string("lang", "de", "Target language for Moses tokenization.")
+t2t_keras.bin.define_flag("string", "translation", None, "File of translations, one per line.")
+t2t_keras.bin.define_flag("string", "reference", None, "File of references, one per line.")
+t2t_keras.bin.define_flag("string", "lang", "de", "Target language for Moses tokenization.")
 FLAGS = flags.FLAGS
 
 

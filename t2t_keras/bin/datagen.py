@@ -23,19 +23,19 @@ from t2t_keras.data import datagen  # noqa: E402
 from t2t_keras.usr_dir import import_usr_dir  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("problem", None, "Registered problem name (a `_rev` suffix is allowed).")
-flags.DEFINE_string("data_dir", None, "Where vocabulary and TFRecords go.")
-flags.DEFINE_string("tmp_dir", None, "Download / scratch area (tfds data, raw files).")
-flags.DEFINE_string("t2t_usr_dir", None, "A directory of modules registering more problems.")
-flags.DEFINE_bool("registry_help", False, "Print the registered names and exit.")
-flags.DEFINE_string("raw_dir", None,
+t2t_keras.bin.define_flag("string", "problem", None, "Registered problem name (a `_rev` suffix is allowed).")
+t2t_keras.bin.define_flag("string", "data_dir", None, "Where vocabulary and TFRecords go.")
+t2t_keras.bin.define_flag("string", "tmp_dir", None, "Download / scratch area (tfds data, raw files).")
+t2t_keras.bin.define_flag("string", "t2t_usr_dir", None, "A directory of modules registering more problems.")
+t2t_keras.bin.define_flag("bool", "registry_help", False, "Print the registered names and exit.")
+t2t_keras.bin.define_flag("string", "raw_dir", None,
                     "Directory of raw parallel files for parallel-text problems "
                     "(e.g. Multi30k; else $T2T_MULTI30K_DIR, else --tmp_dir).")
-flags.DEFINE_string("parallel_train", None, "translate_parallel_text: SRC,TGT train files.")
-flags.DEFINE_string("parallel_dev", None, "translate_parallel_text: SRC,TGT dev files.")
-flags.DEFINE_string("parallel_test", None, "translate_parallel_text: SRC,TGT test files.")
-flags.DEFINE_integer("vocab_size", None, "Override the problem's target vocabulary size.")
-flags.DEFINE_integer("max_pairs", None, "Cap every split at this many raw pairs (quick runs).")
+t2t_keras.bin.define_flag("string", "parallel_train", None, "translate_parallel_text: SRC,TGT train files.")
+t2t_keras.bin.define_flag("string", "parallel_dev", None, "translate_parallel_text: SRC,TGT dev files.")
+t2t_keras.bin.define_flag("string", "parallel_test", None, "translate_parallel_text: SRC,TGT test files.")
+t2t_keras.bin.define_flag("integer", "vocab_size", None, "Override the problem's target vocabulary size.")
+t2t_keras.bin.define_flag("integer", "max_pairs", None, "Cap every split at this many raw pairs (quick runs).")
 
 
 def _problem_kwargs():

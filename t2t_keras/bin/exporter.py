@@ -20,12 +20,7 @@ from absl import app, flags
 FLAGS = flags.FLAGS
 
 
-def _define(kind, name, default, help_text):
-  """Defines a flag unless another binary's module (imported in the same process) did."""
-  if name not in FLAGS:
-    getattr(flags, f"DEFINE_{kind}")(name, default, help_text)
-
-
+_define = t2t_keras.bin.define_flag
 _define("string", "output_dir", None, "The trainer's output_dir (hparams, vocab, checkpoints).")
 _define("string", "checkpoint_path", None,
         "A checkpoint prefix, e.g. an averaged one (default: output_dir's latest).")

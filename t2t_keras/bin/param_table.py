@@ -13,7 +13,7 @@ from t2t_keras import registry
 from t2t_keras.hparams.transformer import PAPER_PARAMS_MILLIONS, TABLE3
 from t2t_keras.models.params import analytic_param_count
 
-flags.DEFINE_integer("vocab_size", 37000, "Shared source/target vocabulary size.")
+t2t_keras.bin.define_flag("integer", "vocab_size", 37000, "Shared source/target vocabulary size.")
 FLAGS = flags.FLAGS
 
 

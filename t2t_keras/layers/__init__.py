@@ -1,5 +1,6 @@
 """Keras layers of the Transformer; they know nothing of flags, files or problems."""
 
+from t2t_keras.layers.dropout import Dropout
 from t2t_keras.layers.attention import (MultiHeadAttention, cache_step_mask, causal_mask,
                                         padding_mask, scaled_dot_product_attention)
 from t2t_keras.layers.embedding import PositionalEncoding, SharedEmbedding, sinusoid_encoding

@@ -11,6 +11,8 @@ negative value before the softmax.
 import keras
 import tensorflow as tf
 
+from t2t_keras.layers.dropout import Dropout
+
 
 def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=False):
   """softmax(q k^T / sqrt(d_k)) v.
@@ -85,7 +87,7 @@ class MultiHeadAttention(keras.layers.Layer):
     self.output_dense = keras.layers.EinsumDense(
         "bhtk,hkd->btd", output_shape=(None, output_size), name="output",
         dtype=self.dtype_policy)
-    self.attention_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+    self.attention_dropout = Dropout(dropout, dtype=self.dtype_policy)
 
   def build(self, query_shape, memory_shape=None):
     memory_shape = memory_shape or query_shape

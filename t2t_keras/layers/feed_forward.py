@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_keras.layers.dropout import Dropout
+
 
 class FeedForward(keras.layers.Layer):
   """Two dense layers with a ReLU between them, applied at every position.
@@ -23,7 +25,7 @@ class FeedForward(keras.layers.Layer):
         filter_size, activation="relu", name="filter", dtype=self.dtype_policy)
     self.output_dense = keras.layers.Dense(
         hidden_size, name="output", dtype=self.dtype_policy)
-    self.dropout = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
+    self.dropout = Dropout(relu_dropout, dtype=self.dtype_policy)
 
   def build(self, input_shape):
     self.filter_dense.build(input_shape)

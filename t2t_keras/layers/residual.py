@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_keras.layers.dropout import Dropout
+
 
 class Residual(keras.layers.Layer):
   """Wraps a sublayer: post-norm LayerNorm(x + Dropout(f(x))) (the paper) or
@@ -28,7 +30,7 @@ class Residual(keras.layers.Layer):
     self.epsilon = epsilon
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=epsilon, name="layer_norm", dtype=self.dtype_policy)
-    self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+    self.dropout = Dropout(dropout, dtype=self.dtype_policy)
 
   def build(self, x_shape, sublayer_output_shape=None):
     self.layer_norm.build(x_shape)

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.hparam import HParams
-from t2t_keras.layers import (DecoderLayer, EncoderLayer, PositionalEncoding,
+from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, PositionalEncoding,
                               SharedEmbedding, cache_step_mask, causal_mask,
                               padding_mask)
 
@@ -57,8 +57,8 @@ class Transformer(keras.Model):
                                                 name=name, dtype=self.dtype_policy)
     self.encoder_positions = positions("encoder_positions")
     self.decoder_positions = positions("decoder_positions")
-    self.encoder_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
-    self.decoder_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
+    self.encoder_dropout = Dropout(hp.layer_prepostprocess_dropout)
+    self.decoder_dropout = Dropout(hp.layer_prepostprocess_dropout)
     # Layers are attributes, not list items: tf.train.Checkpoint does not see
     # into Keras 3's tracked lists, and attributes give readable names.
     for i in range(hp.num_encoder_layers):
