@@ -33,7 +33,9 @@ t2t_keras.bin.define_flag("float", "save_every_minutes", 10.0, "Also checkpoint 
 t2t_keras.bin.define_flag("integer", "keep_checkpoints", 5, "How many recent checkpoints to keep.")
 t2t_keras.bin.define_flag("integer", "log_every", 50, "Progress line every N steps.")
 t2t_keras.bin.define_flag("integer", "worker_gpu", None, "GPUs to use on this machine (default: all visible).")
-t2t_keras.bin.define_flag("boolean", "use_xla", True, "XLA-compile the per-replica forward/backward.")
+t2t_keras.bin.define_flag("boolean", "use_xla", None,
+                          "XLA-compile the per-replica forward/backward (default: on with "
+                          "GPUs, off on CPU, where it measured slower).")
 t2t_keras.bin.define_flag("string", "t2t_usr_dir", None, "A directory of modules registering problems/hparams.")
 t2t_keras.bin.define_flag("boolean", "generate_data", False, "Run datagen first (finished files are skipped).")
 t2t_keras.bin.define_flag("boolean", "registry_help", False, "List registered problems, hparams sets, models.")
