@@ -72,9 +72,12 @@ def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path):
 
 def test_trains_resumes_and_writes_outputs(copy_data, tmp_path):
   out = tmp_path / "run"
+  lines = []
   t = make_trainer(copy_data, out, save_every=10, eval_every=10, eval_steps=2,
-                   eval_bleu_sentences=8)
+                   eval_bleu_sentences=8, log=lines.append)
   s = t.train(20)
+  # Copy pairs are at most 8 symbols + EOS: none exceeds max_length 16.
+  assert "train split: 0 of 1500 pairs are longer than max_length=16 and are dropped" in lines
   assert s["step"] == 20 and not s["interrupted"] and np.isfinite(s["loss"])
   assert 0.0 <= s["dev_accuracy"] <= 1.0 and s["dev_perplexity"] > 1.0
   assert 0.0 <= s["dev_char_bleu"] <= 100.0 and 0.0 <= s["dev_bleu"] <= 100.0

@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.data.pipeline import make_dataset
+from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.hparam import HParams, HParamsError
 from t2t_keras.training import curves, model_io
 from t2t_keras.training.loss import smoothed_cross_entropy, token_metrics
@@ -270,6 +270,10 @@ class Trainer:
                              self.problem.name, self.vocab.vocab_size,
                              self.problem.vocab_path(self.data_dir), self.model_name)
     start_step = self.restore()
+    if start_step == 0 and self.chief:  # one pass over the train split, on a fresh run only
+      counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
+      self.log(f"train split: {counts['dropped']} of {counts['total']} pairs are longer than "
+               f"max_length={self.hparams.max_length} and are dropped")
     writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) \
         if self.chief else tf.summary.create_noop_writer()
     history = curves.History(os.path.join(self.output_dir, curves.HISTORY_FILE), start_step)
