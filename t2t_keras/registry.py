@@ -26,7 +26,8 @@ class RegistryError(KeyError):
     return str(self.args[0])
 
 
-def _camel_to_snake(name):
+def camel_to_snake(name):
+  """ClassName -> class_name: the registered name of an unnamed registration."""
   s1 = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
   return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s1).lower()
 
@@ -43,7 +44,7 @@ class _Table:
     importlib.import_module(self._builtin_module)
 
   def register(self, obj, name=None):
-    name = name or _camel_to_snake(obj.__name__)
+    name = name or camel_to_snake(obj.__name__)
     if not _SNAKE.match(name):
       raise RegistryError(f"{self.kind} name {name!r} is not snake_case")
     if name in self._items:

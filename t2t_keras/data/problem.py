@@ -29,19 +29,14 @@ complete, so a failed run never leaves a finished-looking file behind.
 import collections
 import json
 import os
-import re
 import time
 
+from t2t_keras import registry
 from t2t_keras.data import vocabulary as vocab_lib
 
 SPLITS = ("train", "dev", "test")
 _TMP_SUFFIX = ".incomplete"
 _ENCODE_CHUNK = 4096
-
-
-def _camel_to_snake(name):
-  s1 = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-  return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s1).lower()
 
 
 def _check_split(split):
@@ -79,7 +74,7 @@ class Text2TextProblem:
   @property
   def data_name(self):
     """The forward registry name; names the files in data_dir."""
-    return self.registered_name or _camel_to_snake(type(self).__name__)
+    return self.registered_name or registry.camel_to_snake(type(self).__name__)
 
   @property
   def name(self):
