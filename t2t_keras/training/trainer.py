@@ -6,7 +6,7 @@
                             train_steps=1500)
 
 Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy in this TF/Keras
-version, so the loop is our own. Per replica, an XLA-compiled function runs
+version, so the loop is our own. Per replica, one function (XLA-compiled with use_xla) runs
 forward and backward; gradients are applied outside it (an XLA function that
 touches another logical device's variables fails). The loss is the
 label-smoothed cross-entropy summed over non-pad target tokens divided by the
