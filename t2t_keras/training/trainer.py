@@ -311,7 +311,8 @@ class Trainer:
             tf.summary.scalar("loss", loss_since / steps_since)
             tf.summary.scalar("learning_rate", lr)
             tf.summary.scalar("target_tokens_per_second", rate)
-          history.add(step, loss=loss_since / steps_since, lr=lr, tokens_per_second=rate)
+          history.add(step, loss=loss_since / steps_since, lr=lr, tokens_per_second=rate,
+                      time=now)
           tokens_since = loss_since = 0.0
           steps_since = 0
           last_log = time.time()
@@ -326,7 +327,7 @@ class Trainer:
           with writer.as_default(step=step):
             for k, v in eval_metrics.items():
               tf.summary.scalar(k, v)
-          history.add(step, **eval_metrics)
+          history.add(step, time=time.time(), **eval_metrics)
           last_log = time.time()
         if (step % self.save_every == 0 or time.time() - last_save > self.save_every_seconds):
           self.save()
