@@ -88,3 +88,38 @@ def test_max_pairs_caps_every_split():
 def test_unknown_split():
   with pytest.raises(ValueError, match="unknown split 'valid'"):
     list(registry.problem("algorithmic_copy").generate_samples("valid"))
+
+
+def _write_gz(path, lines):
+  import gzip
+  path.parent.mkdir(parents=True, exist_ok=True)
+  with gzip.open(path, "wt", encoding="utf-8") as f:
+    f.write("".join(line + "\n" for line in lines))
+
+
+def test_moses_detokenize_undoes_tokenization_and_xml_escaping():
+  from t2t_keras.problems import wmt14_sample
+  assert wmt14_sample.moses_detokenize(
+      "Parliament &apos;s right , they said &quot; no &quot; .", "en") == \
+      "Parliament's right, they said \"no\"."
+  assert wmt14_sample.moses_detokenize("Das ist ( leider ) 5 % teurer !", "de") == \
+      "Das ist (leider) 5% teurer!"
+
+
+def test_wmt14_sample_detokenizes_train_only(tmp_path, monkeypatch):
+  """Train (Moses-tokenized) comes back raw; dev/test (raw) pass through unchanged."""
+  _write_gz(tmp_path / "train_sample_opennmt_10k_tok" / "train.tok.en.gz",
+            ["It &apos;s a test .", "", "Two , three ."])
+  _write_gz(tmp_path / "train_sample_opennmt_10k_tok" / "train.tok.de.gz",
+            ["Es ist ein Test .", "Leer .", "Zwei , drei ."])
+  for name in ("newstest2013", "newstest2014-deen"):
+    _write_gz(tmp_path / f"{name}.en.gz", ["It's raw , really."])
+    _write_gz(tmp_path / f"{name}.de.gz", ["Es ist roh , wirklich."])
+  monkeypatch.setenv("T2T_WMT14_DIR", str(tmp_path))
+  p = registry.problem("translate_ende_wmt14_sample")
+  # The empty source line stays in place here; datagen skips and counts it.
+  assert _pairs(p, "train") == [("It's a test.", "Es ist ein Test."), ("", "Leer."),
+                                ("Two, three.", "Zwei, drei.")]
+  assert _pairs(p, "test") == [("It's raw , really.", "Es ist roh , wirklich.")]
+  assert [s["targets"] for s in registry.problem("translate_ende_wmt14_sample_rev")
+          .generate_samples("train")] == ["It's a test.", "", "Two, three."]
