@@ -18,6 +18,7 @@ often mistaken for BLEU, and nothing here offers it.
 """
 
 import functools
+import gzip
 import re
 
 import sacrebleu
@@ -91,6 +92,17 @@ def multi30k_tok_bleu(hyps, refs, lang="de"):
                     [multi30k_tokenize(r, lang) for r in refs]).score
 
 
+def multi30k_tok_bleu_vs_tokenized(hyps, tokenized_refs, lang="de"):
+  """Lowercased tokenized BLEU against references that are already tokenized.
+
+  `tokenized_refs` are lines of Multi30k's `tok/*.lc.norm.tok.*` files
+  (lowercased, punctuation-normalised, Moses-tokenized with XML escaping);
+  the hypotheses are tokenized the same way by `multi30k_tokenize`.
+  """
+  hyps, tokenized_refs = _check(hyps, tokenized_refs)
+  return token_bleu([multi30k_tokenize(h, lang) for h in hyps], tokenized_refs).score
+
+
 def bleu_report(hyps, refs, lang="de"):
   """Every BLEU variant of a corpus: sacreBLEU + chrF, tokenized, Multi30k-style; a dict."""
   hyps, refs = _check(hyps, refs)
@@ -123,6 +135,7 @@ def format_report(report):
 
 
 def read_lines(path):
-  """Lines of a UTF-8 text file without their newlines."""
-  with open(path, encoding="utf-8") as f:
+  """Lines of a UTF-8 text file (plain or .gz) without their newlines."""
+  opener = gzip.open if path.endswith(".gz") else open
+  with opener(path, "rt", encoding="utf-8") as f:
     return [line.rstrip("\n") for line in f]
