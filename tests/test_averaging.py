@@ -77,3 +77,16 @@ def test_relative_output_dir(tmp_path, monkeypatch):
   path, used = averaging.average_checkpoints("run", num_last=2)
   assert used == [os.path.join("run", "ckpt-100"), os.path.join("run", "ckpt-200")]
   assert tf.train.latest_checkpoint(os.path.join("run", "averaged")) == path
+
+
+def test_average_up_to_max_step(tmp_path):
+  _, _, _, _, values = _train_like_run(tmp_path, 4, keep=4)
+  path, used = averaging.average_checkpoints(str(tmp_path), num_last=2, max_step=350)
+  assert [p.rsplit("-", 1)[1] for p in used] == ["200", "300"]
+  assert path == str(tmp_path / "averaged" / "ckpt-300")
+  reader = tf.train.load_checkpoint(path)
+  key = [k for k in averaging.object_checkpoint_keys(reader, "model") if "embeddings" in k][0]
+  np.testing.assert_allclose(reader.get_tensor(key), (values[1][0] + values[2][0]) / 2,
+                             rtol=1e-6, atol=1e-6)
+  with pytest.raises(ValueError, match=r"no checkpoint at or before step 50 .*kept: ckpt-100, "):
+    averaging.average_checkpoints(str(tmp_path), max_step=50)

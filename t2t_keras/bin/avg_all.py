@@ -20,6 +20,9 @@ t2t_keras.bin.define_flag("string", "output_dir", None, "The trainer's output_di
 t2t_keras.bin.define_flag("integer", "num_last", 5, "Average this many of the newest kept checkpoints.")
 t2t_keras.bin.define_flag("string", "averaged_path", None,
                     "Checkpoint prefix to write (default output_dir/averaged/ckpt-<step>).")
+t2t_keras.bin.define_flag("integer", "max_step", None,
+                          "Average the newest checkpoints at or before this step (e.g. the "
+                          "average a shorter run would have ended with).")
 FLAGS = flags.FLAGS
 
 
@@ -28,7 +31,8 @@ def main(argv):
   if not FLAGS.output_dir:
     raise app.UsageError("--output_dir is required")
   path, used = averaging.average_checkpoints(FLAGS.output_dir, FLAGS.num_last,
-                                             output_path=FLAGS.averaged_path)
+                                             output_path=FLAGS.averaged_path,
+                                             max_step=FLAGS.max_step)
   print(f"averaged {len(used)} checkpoints:")
   for p in used:
     print(f"  {p}")

@@ -101,7 +101,7 @@ def average_checkpoint_files(paths, output_prefix):
   return len(model_keys)
 
 
-def average_checkpoints(output_dir, num_last=5, output_path=None, paths=None):
+def average_checkpoints(output_dir, num_last=5, output_path=None, paths=None, max_step=None):
   """Averages the last `num_last` checkpoints of a training run.
 
   Args:
@@ -112,10 +112,21 @@ def average_checkpoints(output_dir, num_last=5, output_path=None, paths=None):
       output_dir/averaged/ckpt-<newest step>. Its directory gets a `checkpoint`
       index, so `tf.train.latest_checkpoint` finds it.
     paths: explicit checkpoints to average instead of the newest of output_dir.
+    max_step: only checkpoints at or before this step count as "newest": the
+      average as it would have been when training had reached max_step.
   Returns:
     (the written checkpoint prefix, the averaged checkpoint paths).
   """
-  paths = list(paths or checkpoint_paths(output_dir)[-num_last:])
+  if not paths:
+    paths = checkpoint_paths(output_dir)
+    if max_step is not None:
+      kept = paths
+      paths = [p for p in kept if _step_of(p) is not None and _step_of(p) <= max_step]
+      if not paths:
+        raise ValueError(f"no checkpoint at or before step {max_step} in {output_dir!r}; "
+                         f"kept: {', '.join(os.path.basename(p) for p in kept)}")
+    paths = paths[-num_last:]
+  paths = list(paths)
   if output_path is None:
     step = _step_of(paths[-1])
     output_path = os.path.join(output_dir, AVERAGED_DIR,
