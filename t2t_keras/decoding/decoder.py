@@ -151,8 +151,9 @@ def _write_lines(path, lines):
 
 
 def _read_lines(path):
-  with open(path, encoding="utf-8") as f:
-    return [line.rstrip("\n") for line in f]
+  """Lines of a UTF-8 text file, plain or .gz."""
+  from t2t_keras.metrics.bleu import read_lines  # pylint: disable=import-outside-toplevel
+  return read_lines(path)
 
 
 def translate_and_score(model, vocab, sources, hparams, references=None, output_path=None,
