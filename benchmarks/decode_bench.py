@@ -18,7 +18,9 @@ these shapes.
 """
 
 import argparse
+import json
 import os
+import resource
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -71,6 +73,7 @@ def main():
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--uncached_repeats", type=int, default=1)
   parser.add_argument("--variants", default="cached-xla,cached,uncached-xla,uncached")
+  parser.add_argument("--json", help="Also write the figures to this JSON file.")
   args = parser.parse_args()
 
   tf.keras.utils.set_random_seed(0)
@@ -80,7 +83,7 @@ def main():
   print(f"model: {model.count_params() / 1e6:.1f}M params; batch {args.batch}, beam "
         f"{args.beam}, source length {args.src_length}, output length {args.length}; "
         f"{os.cpu_count()} CPUs; TF {tf.__version__}")
-  results = {}
+  results, first_calls = {}, {}
   for variant in args.variants.split(","):
     cached = not variant.startswith("uncached")
     jit = variant.endswith("xla")
@@ -89,6 +92,7 @@ def main():
                                       inputs, repeats)
     assert shape[-1] == args.length, shape
     results[variant] = args.batch / best
+    first_calls[variant] = first
     print(f"{variant:<14} {results[variant]:8.1f} sentences/s  ({best:6.2f} s/batch; first "
           f"call incl. tracing/compile {first:6.1f} s)", flush=True)
   if "cached-xla" in results and "uncached-xla" in results:
@@ -97,6 +101,13 @@ def main():
     print(f"cached/uncached (no XLA): {results['cached'] / results['uncached']:.1f}x")
   best = max(results.values())
   print(f"best: {best:.1f} sentences/s = {best / 16:.1f}x the Model Garden reference (16/s)")
+  max_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  print(f"peak RSS {max_rss_mib:.0f} MiB")
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump({"config": vars(args), "params": model.count_params(),
+                 "sentences_per_s": results, "first_call_s": first_calls,
+                 "max_rss_mib": max_rss_mib}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -139,6 +139,8 @@ def measure(export_path, sentences, batch, repeats):
   result["throughput_sentences_per_s"] = batch / result["batch_median_s"]
   lengths = [len(t.decode("utf-8").split()) for t in out["outputs"].numpy().tolist()]
   result["mean_output_words"] = sum(lengths) / len(lengths)
+  import resource  # pylint: disable=import-outside-toplevel
+  result["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   return result
 
 
@@ -187,6 +189,7 @@ def main():
         f"(first batch call {result['batch_first_s']:.2f} s; "
         f"{result['mean_output_words']:.1f} words/output)")
   print(f"example              {result['example'][0]!r} -> {result['example'][1][:80]!r}")
+  print(f"peak RSS (serving)   {result['max_rss_mib']:.0f} MiB")
   if args.json:
     with open(args.json, "w") as f:
       json.dump(result, f, indent=2)
