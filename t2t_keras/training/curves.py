@@ -30,7 +30,7 @@ def read(path):
 
 
 def plot(history_path, output_dir):
-  """Writes learning_curves.png (train loss, dev loss, dev accuracy, lr); returns its path."""
+  """Writes learning_curves.png (losses, dev accuracy, dev BLEU if evaluated, lr); returns its path."""
   if not os.path.exists(history_path):
     return None
   import matplotlib
@@ -38,7 +38,8 @@ def plot(history_path, output_dir):
   import matplotlib.pyplot as plt
   records = read(history_path)
   series = lambda key: ([r["step"] for r in records if key in r], [r[key] for r in records if key in r])
-  fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+  with_bleu = any("dev_bleu" in r for r in records)
+  fig, axes = plt.subplots(1, 4 if with_bleu else 3, figsize=(17 if with_bleu else 13, 3.6))
   for key, label in (("loss", "train loss (label-smoothed)"), ("dev_loss", "dev loss")):
     xs, ys = series(key)
     if xs:
@@ -47,9 +48,14 @@ def plot(history_path, output_dir):
   xs, ys = series("dev_accuracy")
   axes[1].plot(xs, ys, color="tab:green")
   axes[1].set_xlabel("step"); axes[1].set_ylabel("dev token accuracy")
+  if with_bleu:
+    for key, label in (("dev_bleu", "sacreBLEU"), ("dev_char_bleu", "character sacreBLEU")):
+      xs, ys = series(key)
+      axes[2].plot(xs, ys, marker=".", label=label)
+    axes[2].set_xlabel("step"); axes[2].set_ylabel("dev BLEU (greedy)"); axes[2].legend()
   xs, ys = series("lr")
-  axes[2].plot(xs, ys, color="tab:orange")
-  axes[2].set_xlabel("step"); axes[2].set_ylabel("learning rate")
+  axes[-1].plot(xs, ys, color="tab:orange")
+  axes[-1].set_xlabel("step"); axes[-1].set_ylabel("learning rate")
   fig.tight_layout()
   path = os.path.join(output_dir, PNG_FILE)
   fig.savefig(path + ".tmp.png", dpi=90)

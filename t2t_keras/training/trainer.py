@@ -13,6 +13,7 @@ label-smoothed cross-entropy summed over non-pad target tokens divided by the
 token count summed over all replicas, and the optimizer sums replica gradients.
 """
 
+import functools
 import math
 import os
 import signal
@@ -77,7 +78,7 @@ class Trainer:
                strategy=None,
                use_xla=None, seed=1, save_every=500, save_every_minutes=10.0,
                keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
-               log_every=50, log=print):
+               log_every=50, log=functools.partial(print, flush=True)):
     self.problem = problem
     self.model_name = model_name
     self.hparams = hparams
