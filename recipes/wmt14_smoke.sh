@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The WMT14 en-de recipe end to end at smoke scale on a CPU: datagen from OpenNMT's 10k-pair
 # WMT training sample (Moses-detokenized) + newstest2013/2014, STEPS of transformer_tiny
-# (default 1500), checkpoint averaging, beam search (4, alpha 0.6) on all of newstest2014,
+# (default 1000), checkpoint averaging, beam search (4, alpha 0.6) on all of newstest2014,
 # and the paper's tokenized BLEU. 10k pairs prove the plumbing, not the score.
 #
 #   recipes/wmt14_smoke.sh [STEPS]
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 source ./setup_venv.sh
 export TF_CPP_MIN_LOG_LEVEL=3
 
-STEPS=${1:-1500}
+STEPS=${1:-1000}
 RAW=${WMT14_DIR:-../shared/data/wmt14}
 RUN=${RUN_DIR:-t2t_train/wmt14_smoke}
 DATA=t2t_data/wmt14_sample
