@@ -165,12 +165,13 @@ def main():
     return
 
   with tempfile.TemporaryDirectory() as workdir:
-    export_path = args.export_dir or make_export(args, workdir)
+    # Absolute paths: the child runs in "/".
+    export_path = os.path.abspath(args.export_dir or make_export(args, workdir))
     cmd = [sys.executable, os.path.abspath(__file__), "--measure", f"--export_dir={export_path}",
            f"--sentences={args.sentences}", f"--batch={args.batch}",
            f"--repeats={args.repeats}"]
     if args.sentences_file:
-      cmd.append(f"--sentences_file={args.sentences_file}")
+      cmd.append(f"--sentences_file={os.path.abspath(args.sentences_file)}")
     # A fresh process, started outside the repository (no t2t_keras on its path
     # unless installed): what a server sees.
     done = subprocess.run(cmd, capture_output=True, text=True, cwd="/")

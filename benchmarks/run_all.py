@@ -101,7 +101,7 @@ def main():
     _run("decode_bench", ["--variants=cached-xla,cached", "--beam=4", "--batch=32",
                           f"--json={out['decode']}"] + (["--repeats=1"] if args.quick else []))
     _run("export_bench", [f"--json={out['export']}"]
-         + ([f"--export_dir={os.path.abspath(args.export_dir)}"] if args.export_dir else [])
+         + ([f"--export_dir={args.export_dir}"] if args.export_dir else [])
          + (["--sentences=3", "--repeats=1"] if args.quick else []))
     results = {k: _load(v) for k, v in out.items()}
   lines = summary(results["train"], results["decode"], results["export"])
