@@ -116,9 +116,10 @@ def transformer_multi30k():
   Seq2SeqTransformer recipe): 3+3 layers, d_model 256, d_ff 1024, 4 heads,
   dropout 0.2, warmup 1000 with learning-rate constant 2.0 (peak
   2 * 256^-0.5 * 1000^-0.5 = 0.004), 4096-token batches; about 7.6M
-  parameters with the 8k joint vocabulary. Pre-norm, as Model Garden's and
-  t2t's own Transformers: at this peak learning rate the paper's post-norm
-  (`--hparams=norm_type=post`) learned more slowly per step (README, Results).
+  parameters with the 8k joint vocabulary. Pre-norm, as t2t's later
+  transformer_base: at this peak learning rate the paper's post-norm
+  (`--hparams=norm_type=post`) learned more slowly per step (dev perplexity
+  12.3 against 7.9 at step 1000; README, Results).
   """
   return transformer_base().replace(
       num_encoder_layers=3, num_decoder_layers=3, hidden_size=256,

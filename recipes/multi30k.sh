@@ -4,7 +4,8 @@
 #
 #   recipes/multi30k.sh [MINUTES]
 #   env: MULTI30K_DIR (default ../shared/data/multi30k), RUN_DIR (default t2t_train/multi30k),
-#        NUM_LAST (checkpoints to average, default 10: best on val at 2 h), HPARAMS_SET (default transformer_multi30k)
+#        NUM_LAST (checkpoints to average, default 10: best on val at 2 h),
+#        HPARAMS_SET (default transformer_multi30k)
 #
 # Training stops at the wall-clock budget: `timeout` sends SIGTERM, the trainer saves a
 # checkpoint and exits. Running it again resumes the run for another MINUTES.
