@@ -134,3 +134,16 @@ def test_dropout_rate_scale_and_reproducibility():
   fresh = layers.Dropout(0.25, seed=7)
   jit = tf.function(lambda: fresh(x, training=True), jit_compile=True)
   assert abs((jit().numpy() != 0).mean() - 0.75) < 0.02
+
+
+def test_keep_mask_any_shape_and_rate_to_16_bits():
+  from t2t_keras.layers.dropout import keep_mask
+  seed = tf.constant([3, 4], tf.int64)
+  odd = keep_mask(tf.constant([7, 13, 5]), 0.1, seed).numpy()  # odd size: last word half-used
+  assert odd.shape == (7, 13, 5) and odd.dtype == bool
+  big = keep_mask(tf.constant([1000, 1000]), 0.1, seed).numpy()
+  assert abs(big.mean() - (1 - round(0.1 * 65536) / 65536)) < 0.002  # ~4 sigma at 1e6 draws
+  assert keep_mask(tf.constant([1000]), 0.0, seed).numpy().all()
+  np.testing.assert_array_equal(keep_mask(tf.constant([7, 13, 5]), 0.1, seed).numpy(), odd)
+  other = keep_mask(tf.constant([7, 13, 5]), 0.1, tf.constant([3, 5], tf.int64)).numpy()
+  assert not np.array_equal(other, odd)
