@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.training.loss import smoothed_cross_entropy, token_metrics
+from t2t_keras.training.loss import smoothed_cross_entropy, smoothed_xent, token_metrics
 from t2t_keras.training.schedule import WarmupRsqrtSchedule, make_optimizer
 
 
@@ -62,3 +62,22 @@ def test_token_metrics_counts_non_pad_only():
   assert (float(correct), float(n)) == (1.0, 2.0)
   p = np.exp(5) / (np.exp(5) + 2)
   assert float(xent) == pytest.approx(-np.log(p) - np.log(1 - p) + np.log(2) - 0.0, rel=1e-4)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_label_smoothing_gradient_is_p_minus_q(eps):
+  """The fused loss's hand-written gradient equals autodiff of the textbook formula."""
+  rng = np.random.RandomState(1)
+  logits = tf.constant(rng.randn(2, 4, 9).astype("float32") * 2)
+  targets = tf.constant(rng.randint(0, 9, size=(2, 4)).astype("int32"))
+  weights = tf.constant(rng.rand(8).astype("float32"))
+
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(logits)
+    flat = tf.reshape(logits, [-1, 9])
+    fused = tf.reduce_sum(smoothed_xent(flat, tf.reshape(targets, [-1]), eps) * weights)
+    q = tf.one_hot(tf.reshape(targets, [-1]), 9, on_value=1.0 - eps, off_value=eps / 8)
+    reference = tf.reduce_sum(-tf.reduce_sum(q * tf.nn.log_softmax(flat), -1) * weights)
+  assert float(fused) == pytest.approx(float(reference), rel=1e-5)
+  np.testing.assert_allclose(tape.gradient(fused, logits).numpy(),
+                             tape.gradient(reference, logits).numpy(), atol=1e-6)
