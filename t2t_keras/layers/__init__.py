@@ -2,7 +2,8 @@
 
 from t2t_keras.layers.dropout import Dropout
 from t2t_keras.layers.attention import (MultiHeadAttention, cache_step_mask, causal_mask,
-                                        padding_mask, scaled_dot_product_attention)
+                                        packed_masks, padding_mask,
+                                        scaled_dot_product_attention)
 from t2t_keras.layers.embedding import PositionalEncoding, SharedEmbedding, sinusoid_encoding
 from t2t_keras.layers.feed_forward import FeedForward
 from t2t_keras.layers.residual import Residual

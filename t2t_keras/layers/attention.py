@@ -27,7 +27,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=Fals
     (output [batch, heads, q_len, d_v], weights float32 [batch, heads, q_len, k_len]).
   """
   depth = tf.cast(tf.shape(q)[-1], q.dtype)
-  logits = tf.einsum("bhqd,bhkd->bhqk", q * tf.math.rsqrt(depth), k)
+  logits = tf.matmul(q * tf.math.rsqrt(depth), k, transpose_b=True)
   logits = tf.cast(logits, tf.float32)  # softmax in float32, also under mixed precision
   if mask is not None:
     logits = tf.where(mask, logits, tf.constant(-1e9, tf.float32))
@@ -35,7 +35,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=Fals
   attended = weights
   if dropout is not None:
     attended = dropout(attended, training=training)
-  out = tf.einsum("bhqk,bhkd->bhqd", tf.cast(attended, v.dtype), v)
+  out = tf.matmul(tf.cast(attended, v.dtype), v)
   return out, weights
 
 
@@ -97,18 +97,47 @@ class MultiHeadAttention(keras.layers.Layer):
     self.output_dense.build((None, self.num_heads, None, self.value_size))
     self.built = True
 
+  def _project(self, x, layers):
+    """x [batch, len, d_model] -> one [batch, h, len, size] per projection layer.
+
+    The layers' kernels ([d_model, h, size] each) are concatenated into one
+    [d_model, sum of h * size] matrix: one matmul instead of one per
+    projection, and one transpose to heads-first when the sizes agree.
+    """
+    shape = tf.shape(x)
+    width = x.shape[-1]
+    kernels = [tf.reshape(tf.cast(l.kernel, self.compute_dtype), [width, -1]) for l in layers]
+    kernel = kernels[0] if len(kernels) == 1 else tf.concat(kernels, axis=1)
+    y = tf.matmul(tf.reshape(x, [-1, width]), kernel)
+    sizes = [int(l.kernel.shape[-1]) for l in layers]
+    if len(set(sizes)) == 1:
+      y = tf.reshape(y, [shape[0], shape[1], len(layers), self.num_heads, sizes[0]])
+      return tf.unstack(tf.transpose(y, [2, 0, 3, 1, 4]), axis=0)
+    parts = tf.split(y, [self.num_heads * size for size in sizes], axis=1)
+    return [tf.transpose(tf.reshape(part, [shape[0], shape[1], self.num_heads, size]),
+                         [0, 2, 1, 3]) for part, size in zip(parts, sizes)]
+
+  def _output(self, attended):
+    """[batch, h, len, d_v] -> W^O -> [batch, len, d_model]."""
+    shape = tf.shape(attended)
+    merged = tf.reshape(tf.transpose(attended, [0, 2, 1, 3]),
+                        [-1, self.num_heads * self.value_size])
+    kernel = tf.reshape(tf.cast(self.output_dense.kernel, self.compute_dtype),
+                        [self.num_heads * self.value_size, self.output_size])
+    return tf.reshape(tf.matmul(merged, kernel), [shape[0], shape[2], self.output_size])
+
   def project_memory(self, memory):
     """Encoder-decoder keys and values, computed once per source: a cache dict."""
-    return {"k": self.key_dense(memory), "v": self.value_dense(memory)}
+    k, v = self._project(memory, [self.key_dense, self.value_dense])
+    return {"k": k, "v": v}
 
   def call(self, query, memory=None, attention_mask=None, cache=None, cache_index=None,
            memory_kv=False, training=False, return_weights=False):
-    q = self.query_dense(query)
     if memory_kv:
+      (q,) = self._project(query, [self.query_dense])
       k, v = cache["k"], cache["v"]
-    else:
-      source = query if memory is None else memory
-      k, v = self.key_dense(source), self.value_dense(source)
+    elif memory is None:
+      q, k, v = self._project(query, [self.query_dense, self.key_dense, self.value_dense])
       if cache is not None:
         # Write this step's key/value at cache_index; static shapes for XLA.
         length = tf.shape(cache["k"])[2]
@@ -116,11 +145,14 @@ class MultiHeadAttention(keras.layers.Layer):
         k = tf.where(at, tf.cast(k, cache["k"].dtype), cache["k"])
         v = tf.where(at, tf.cast(v, cache["v"].dtype), cache["v"])
         cache = {"k": k, "v": v}
+    else:
+      (q,) = self._project(query, [self.query_dense])
+      k, v = self._project(memory, [self.key_dense, self.value_dense])
     if attention_mask is not None and attention_mask.shape.rank == 3:
       attention_mask = attention_mask[:, None]
     out, weights = scaled_dot_product_attention(
         q, k, v, attention_mask, self.attention_dropout, training)
-    out = self.output_dense(out)
+    out = self._output(out)
     if return_weights:
       return out, cache, weights
     return out, cache
@@ -142,6 +174,26 @@ def causal_mask(length):
   """bool [1, 1, length, length], True where key position <= query position."""
   i = tf.range(length)
   return (i[None, :] <= i[:, None])[None, None]
+
+
+def packed_masks(inputs_segmentation, targets_segmentation):
+  """Attention masks of packed rows: attend only within one segment id (0 = padding).
+
+  Args:
+    inputs_segmentation: int [batch, src_len]; pair k of a row has id k, padding 0.
+    targets_segmentation: int [batch, tgt_len], the same ids on the target side.
+  Returns:
+    (encoder self-attention bool [batch, 1, src_len, src_len],
+     decoder self-attention bool [batch, 1, tgt_len, tgt_len] (causal too),
+     encoder-decoder bool [batch, 1, tgt_len, src_len]).
+  """
+  src_real = tf.not_equal(inputs_segmentation, 0)[:, None, None, :]
+  same = lambda q, k: tf.equal(q[:, None, :, None], k[:, None, None, :])
+  encoder = tf.logical_and(same(inputs_segmentation, inputs_segmentation), src_real)
+  decoder = tf.logical_and(same(targets_segmentation, targets_segmentation),
+                           causal_mask(tf.shape(targets_segmentation)[1]))
+  memory = tf.logical_and(same(targets_segmentation, inputs_segmentation), src_real)
+  return encoder, decoder, memory
 
 
 def cache_step_mask(cache_length, index):

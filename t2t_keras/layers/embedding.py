@@ -41,7 +41,11 @@ class SharedEmbedding(keras.layers.Layer):
   def logits(self, x):
     """[batch, len, d_model] -> float32 logits [batch, len, vocab]."""
     table = tf.cast(self.embeddings, x.dtype)
-    return tf.cast(tf.einsum("btd,vd->btv", x, table), tf.float32)
+    # A 2-D matmul against the transposed table: its gradients are plain
+    # matmuls too (an einsum's backward transposed the [tokens, V] gradient).
+    logits = tf.matmul(tf.reshape(x, [-1, self.hidden_size]), table, transpose_b=True)
+    shape = tf.shape(x)
+    return tf.cast(tf.reshape(logits, [shape[0], shape[1], self.vocab_size]), tf.float32)
 
   def get_config(self):
     config = super().get_config()
@@ -76,6 +80,8 @@ class PositionalEncoding(keras.layers.Layer):
   Call args:
     x: [batch, len, d_model].
     start_index: position of x[:, 0] (the decoding step when decoding with a cache).
+    positions: optional int [batch, len], each token's own position (packed
+      rows, where positions restart at every segment); overrides start_index.
   Returns:
     [batch, len, d_model].
   """
@@ -95,13 +101,16 @@ class PositionalEncoding(keras.layers.Layer):
           initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
     self.built = True
 
-  def call(self, x, start_index=0):
-    positions = start_index + tf.range(tf.shape(x)[1])
+  def call(self, x, start_index=0, positions=None):
+    per_row = positions is not None
+    if not per_row:
+      positions = start_index + tf.range(tf.shape(x)[1])
     if self.kind == "timing":
       table = sinusoid_encoding(positions, self.hidden_size)
     else:
       table = tf.gather(self.position_embeddings, positions)
-    return x + tf.cast(table, x.dtype)[None]
+    table = tf.cast(table, x.dtype)
+    return x + (table if per_row else table[None])
 
   def get_config(self):
     config = super().get_config()

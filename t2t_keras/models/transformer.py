@@ -7,6 +7,11 @@
     step_logits, cache = model.decode(prev_ids, memory, mask, cache=cache, cache_index=i)
 
 Ids: 0 is padding (and the decoder's start symbol, as in t2t), 1 is EOS.
+
+Packed rows (t2t's packed datasets, `t2t_keras.data.packing`) add
+"inputs_segmentation", "targets_segmentation", "inputs_position" and
+"targets_position" to the features: attention stays within a segment, positions
+restart with each segment, and the decoder input is shifted right within it.
 """
 
 import keras
@@ -16,12 +21,18 @@ from t2t_keras import registry
 from t2t_keras.hparam import HParams
 from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, PositionalEncoding,
                               SharedEmbedding, cache_step_mask, causal_mask,
-                              padding_mask)
+                              packed_masks, padding_mask)
 
 
-def shift_right(targets):
-  """[batch, len] -> decoder input [batch, len]: a 0 (start) then targets[:, :-1]."""
-  return tf.pad(targets, [[0, 0], [1, 0]])[:, :-1]
+def shift_right(targets, positions=None):
+  """[batch, len] -> decoder input [batch, len]: a 0 (start) then targets[:, :-1].
+
+  With `positions` (int [batch, len], packed rows) every segment starts with 0.
+  """
+  shifted = tf.pad(targets, [[0, 0], [1, 0]])[:, :-1]
+  if positions is not None:
+    shifted = tf.where(tf.equal(positions, 0), tf.zeros_like(shifted), shifted)
+  return shifted
 
 
 def head_sizes(hparams):
@@ -85,10 +96,16 @@ class Transformer(keras.Model):
     ids = tf.ones([1, 1], tf.int32)
     self({"inputs": ids, "targets": ids})
 
-  def encode(self, inputs, training=False):
-    """inputs int [batch, src_len] -> (memory [batch, src_len, d], mask bool [batch, 1, 1, src_len])."""
-    mask = padding_mask(inputs)
-    x = self.encoder_positions(self.embedding(inputs))
+  def encode(self, inputs, training=False, mask=None, positions=None):
+    """inputs int [batch, src_len] -> (memory [batch, src_len, d], mask).
+
+    mask: the self-attention mask, by default the padding mask bool
+    [batch, 1, 1, src_len] (which is also the decoder's memory mask);
+    positions: optional int [batch, src_len] (packed rows).
+    """
+    if mask is None:
+      mask = padding_mask(inputs)
+    x = self.encoder_positions(self.embedding(inputs), positions=positions)
     x = self.encoder_dropout(x, training=training)
     for layer in self.encoder_layers:
       x = layer(x, attention_mask=mask, training=training)
@@ -102,7 +119,7 @@ class Transformer(keras.Model):
             for i, layer in enumerate(self.decoder_layers)}
 
   def decode(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
-             training=False, return_attention=False):
+             training=False, return_attention=False, self_mask=None, positions=None):
     """Decoder stack and tied softmax.
 
     Args:
@@ -112,15 +129,18 @@ class Transformer(keras.Model):
       cache_index: int scalar, the step being decoded (with a cache).
       return_attention: also return each layer's encoder-decoder attention
         weights, float32 [batch, heads, tgt_len, src_len].
+      self_mask: decoder self-attention mask (default: causal, or the cache
+        steps so far); positions: optional int [batch, tgt_len] (packed rows).
     Returns:
       (logits float32 [batch, tgt_len, vocab], updated cache or None[, attention list]).
     """
     start = 0 if cache is None else cache_index
-    x = self.decoder_positions(self.embedding(decoder_input), start_index=start)
+    x = self.decoder_positions(self.embedding(decoder_input), start_index=start,
+                               positions=positions)
     x = self.decoder_dropout(x, training=training)
-    if cache is None:
+    if self_mask is None and cache is None:
       self_mask = causal_mask(tf.shape(decoder_input)[1])
-    else:
+    elif self_mask is None:
       self_mask = cache_step_mask(tf.shape(cache["layer_0"]["self"]["k"])[2], cache_index)
     new_cache = None if cache is None else {}
     attention = []
@@ -141,9 +161,21 @@ class Transformer(keras.Model):
     return logits, new_cache
 
   def call(self, features, training=False):
-    """Teacher forcing: {"inputs" [batch, src_len], "targets" [batch, tgt_len]} -> logits [batch, tgt_len, vocab]."""
-    memory, mask = self.encode(features["inputs"], training=training)
-    logits, _ = self.decode(shift_right(features["targets"]), memory, mask, training=training)
+    """Teacher forcing: {"inputs" [batch, src_len], "targets" [batch, tgt_len]} -> logits [batch, tgt_len, vocab].
+
+    Packed rows also carry the four segmentation/position features (module docstring).
+    """
+    if "inputs_segmentation" not in features:
+      memory, mask = self.encode(features["inputs"], training=training)
+      logits, _ = self.decode(shift_right(features["targets"]), memory, mask, training=training)
+      return logits
+    encoder_mask, decoder_mask, memory_mask = packed_masks(
+        features["inputs_segmentation"], features["targets_segmentation"])
+    memory, _ = self.encode(features["inputs"], training=training, mask=encoder_mask,
+                            positions=features["inputs_position"])
+    positions = features["targets_position"]
+    logits, _ = self.decode(shift_right(features["targets"], positions), memory, memory_mask,
+                            training=training, self_mask=decoder_mask, positions=positions)
     return logits
 
   def get_config(self):
