@@ -48,6 +48,7 @@ def _paper_defaults():
       # and targets separately (less padding, many more shapes).
       bucket_mode="max",
       bucket_step=1.1,
+      packed_length=0,  # >0: pack pairs into rows of this many tokens (t2t's packed datasets)
       train_steps=100000,
       gradient_accumulation_steps=1,
       clip_grad_norm=0.0,  # 0 disables clipping (the paper does not clip).

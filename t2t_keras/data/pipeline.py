@@ -1,7 +1,11 @@
-"""tf.data input pipeline: TFRecords -> length-bucketed token-budget batches.
+"""tf.data input pipeline: TFRecords -> length-bucketed (or packed) token-budget batches.
 
     ds = make_dataset(problem, data_dir, "train", hparams, shuffle=True, seed=1, repeat=True)
     # elements: {"inputs": int32 [B, S], "targets": int32 [B, T]}, pad id 0, EOS included
+
+    ds = make_dataset(..., packed_length=256)  # or hparams.packed_length = 256
+    # elements: {"inputs", "targets", "inputs_segmentation", "targets_segmentation",
+    #            "inputs_position", "targets_position"}: int32 [R, 256] each
 
     dist = strategy.distribute_datasets_from_function(
         lambda ctx: make_dataset(problem, data_dir, "train", hparams, shuffle=True,
@@ -22,10 +26,20 @@ How batches are made:
     `replicas per pipeline` with identical shapes (incomplete runs dropped), so
     every replica of a step gets the same shape.
   * order is deterministic given `seed`.
+
+Packed batches (`packed_length` > 0, tensor2tensor's packed datasets; see
+`t2t_keras.data.packing`): after the max_length filter, shuffle and repeat,
+pairs are packed first-fit into rows of `packed_length` tokens per side and
+R = max(1, per-replica budget // packed_length) rows make a batch, so every
+batch has the one shape [R, packed_length] (the last, smaller batch of a single
+pass is kept only when repeat=False and one replica per pipeline). Pair k of a
+row has segment id k on both sides; padding has segment 0. packed_length must
+be >= the length limit (max_length, or the budget when max_length <= 0).
 """
 
 import tensorflow as tf
 
+from t2t_keras.data.packing import pack_dataset
 from t2t_keras.data.vocabulary import PAD
 
 DEFAULT_SHUFFLE_BUFFER = 10000
@@ -75,7 +89,7 @@ def count_long_pairs(problem, data_dir, split, max_length):
 def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
                  input_context=None, batch_size=None, max_length=None,
                  shuffle_buffer=DEFAULT_SHUFFLE_BUFFER, bucket_step=None,
-                 bucket_mode=None):
+                 bucket_mode=None, packed_length=None):
   """Batches of {"inputs": int32 [B, S], "targets": int32 [B, T]} for one replica.
 
   Args:
@@ -97,10 +111,17 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
       max(len inputs, len targets) and pads both sides to it: one shape per
       boundary (fewest XLA programs), more padding when the sides' lengths differ.
       Default hparams.bucket_mode if present, else "pair".
+    packed_length: > 0 packs pairs into rows of this many tokens per side
+      instead of bucketing (see the module docstring); batches then have the
+      `packing.FEATURES` keys, each int32 [R, packed_length]. Default
+      hparams.packed_length if present, else 0 (no packing).
   """
   global_budget = int(batch_size or hparams.batch_size)
   bucket_step = bucket_step or hparams.get("bucket_step", 1.1)
   bucket_mode = bucket_mode or hparams.get("bucket_mode", "pair")
+  if packed_length is None:
+    packed_length = hparams.get("packed_length", 0) or 0
+  packed_length = int(packed_length)
   num_replicas, num_pipelines, pipeline_id = 1, 1, 0
   if input_context is not None:
     num_replicas = input_context.num_replicas_in_sync
@@ -112,6 +133,11 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
   if limit < 1:
     raise ValueError(f"token budget per replica is {budget}: batch_size {global_budget} "
                      f"is too small for {num_replicas} replicas")
+  if 0 < packed_length < limit:
+    raise ValueError(
+        f"packed_length {packed_length} is shorter than the length limit {limit} "
+        f"(max_length, capped by the per-replica budget {budget}): a pair may not fit "
+        f"in a row; use packed_length >= {limit} or max_length <= {packed_length}")
   bounds = bucket_boundaries(limit, step=bucket_step)
   nb = len(bounds)
   bounds_t = tf.constant(bounds, tf.int32)
@@ -125,6 +151,12 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
     ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
   if repeat:
     ds = ds.repeat()
+
+  if packed_length > 0:
+    rows = max(1, budget // packed_length)
+    ds = pack_dataset(ds, packed_length)
+    ds = ds.batch(rows, drop_remainder=repeat or group > 1)
+    return ds.prefetch(tf.data.AUTOTUNE)
 
   if bucket_mode not in ("pair", "max"):
     raise ValueError(f"bucket_mode must be 'pair' or 'max', got {bucket_mode!r}")
@@ -156,16 +188,24 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
 
 
 def padding_fraction(batch):
-  """Fraction of pad ids among all ids of a batch (both features)."""
+  """Fraction of padding among all positions of a batch (both features).
+
+  Padding is id PAD, or segment 0 in a packed batch (one with
+  "inputs_segmentation" / "targets_segmentation").
+  """
   total = pads = 0
   for key in ("inputs", "targets"):
-    x = batch[key]
-    total += int(tf.size(x))
-    pads += int(tf.reduce_sum(tf.cast(tf.equal(x, PAD), tf.int32)))
+    seg = batch.get(key + "_segmentation")
+    pad = tf.equal(batch[key], PAD) if seg is None else tf.equal(seg, 0)
+    total += int(tf.size(pad))
+    pads += int(tf.reduce_sum(tf.cast(pad, tf.int32)))
   return pads / max(1, total)
 
 
 def batch_tokens(batch):
-  """Padded tokens of a batch as the budget counts them: B * max(S, T)."""
+  """Padded tokens of a batch as the budget counts them: B * max(S, T).
+
+  For a packed batch that is rows * packed_length (the budget counts rows).
+  """
   b, s = batch["inputs"].shape[0], batch["inputs"].shape[1]
   return b * max(s, batch["targets"].shape[1])
