@@ -12,9 +12,8 @@ variant does the same number of steps:
             dynamic shapes) or over the fixed-length buffer (XLA needs static
             shapes; about twice the prefix's work)
 
-Reference point: TF Model Garden's Seq2SeqTransformer beam search does about
-16 sentences/s on the 2-core CPU machine this project was written on, with
-these shapes.
+For a comparison with TF Model Garden and CTranslate2 on these shapes, measured
+in one run on the same machine, see benchmarks/peer_compare.py.
 """
 
 import argparse
@@ -100,7 +99,7 @@ def main():
   if "cached" in results and "uncached" in results:
     print(f"cached/uncached (no XLA): {results['cached'] / results['uncached']:.1f}x")
   best = max(results.values())
-  print(f"best: {best:.1f} sentences/s = {best / 16:.1f}x the Model Garden reference (16/s)")
+  print(f"best: {best:.1f} sentences/s")
   max_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   print(f"peak RSS {max_rss_mib:.0f} MiB")
   if args.json:

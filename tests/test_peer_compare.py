@@ -1,0 +1,150 @@
+"""benchmarks/peer_compare.py: parsing of the children's output, medians, ratio lines."""
+
+import argparse
+import importlib.util
+import os
+import sys
+
+_DIR = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+
+
+def _load(name):
+  spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(_DIR, f"{name}.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+pc = _load("peer_compare")
+
+PEER_STEP_OUTPUT = (  # the lines model_garden_peer.py prints
+    "tf 2.15.1 tf_keras 2.15.1\n"
+    "first step (trace/compile) 14.2s loss 9.210\n"
+    "params: 7569408\n"
+    "TRAIN jit=False: median step 1575.3 ms (min 1501.0, max 1702.9) over 15 steps; "
+    "2600 target tok/s (5200 src+tgt tok/s); loss 9.101\n"
+    "decode first call 6.1s, outputs shape (32, 40)\n"
+    "BEAM beam=4 batch=32 max_len=40: median 2.00s/batch -> 16.0 sent/s; decoded lengths "
+    "mean 39.5 (random model, no early EOS)\n")
+
+
+def test_cpu_model_is_the_first_model_name():
+  text = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\nprocessor\t: 1\n" \
+         "model name\t: Other\n"
+  assert pc.cpu_model(text) == "Intel(R) Xeon(R) CPU @ 2.20GHz"
+  assert pc.cpu_model("flags: x\n") is None
+
+
+def test_parse_peer_step():
+  fig = pc.parse_peer_step(PEER_STEP_OUTPUT)
+  assert fig == {"tf": "2.15.1", "tf_keras": "2.15.1", "jit": False,
+                 "train_median_step_s": 1.5753, "train_target_tok_s": 2600.0,
+                 "decode_median_s": 2.0, "decode_sent_s": 16.0, "decode_length_mean": 39.5}
+  assert pc.parse_peer_step("tf 2.15.1 tf_keras 2.15.1\n") == {"tf": "2.15.1",
+                                                               "tf_keras": "2.15.1"}
+
+
+def test_parse_step_bench_takes_the_last_result_line():
+  text = "noise\nSTEP_BENCH_RESULT {\"a\": 1}\nSTEP_BENCH_RESULT {\"a\": 2, \"b\": 3.5}\n"
+  assert pc.parse_step_bench(text) == {"a": 2, "b": 3.5}
+  assert pc.parse_step_bench("TRAIN ...\n") is None
+
+
+def test_parse_peer_multi30k_done():
+  line = ("training done: 312 steps, 5.01 min, 0.34 epochs, median tgt tok/s 2607 "
+          "(src+tgt 5120)")
+  assert pc.parse_peer_multi30k_done(line) == {"steps": 312, "minutes": 5.01,
+                                               "tgt_tok_s": 2607.0}
+  assert pc.parse_peer_multi30k_done("step    100 |   1.00 min | tgt tok/s    2600") is None
+
+
+def test_parse_trainer_progress_and_start():
+  line = "step     200  loss 6.1234  lr 1.250e-03  2,457 tgt tok/s  ETA 10:02:03"
+  assert pc.parse_trainer_progress(line) == (200, 2457.0)
+  assert pc.parse_trainer_progress("step     200  dev loss 5.1  ppl 160.2  acc 0.1") is None
+  assert pc.is_trainer_start("training translate_ende_multi30k with 7,569,408 parameters on 1 "
+                             "replica(s), XLA off, steps 0 -> 100000")
+  assert not pc.is_trainer_start("train split: 12 of 29000 pairs are longer than max_length")
+
+
+def test_window_median_drops_the_first_window():
+  assert pc.window_median([100.0, 3.0, 1.0, 2.0]) == 2.0
+  assert pc.window_median([100.0, 3.0]) == 3.0
+  assert pc.window_median([7.0]) == 7.0  # the peer's rule: all windows when only one
+  assert pc.window_median([]) is None
+
+
+def test_ratio_line():
+  line = pc.ratio_line("train_step_tok_s", 5800.0, 4500.0, "peer", 2, 2, "tok_s")
+  assert line == ("RATIO train_step_tok_s         ours 5,800 / peer 4,500 = 1.29x   "
+                  "(medians of 2 alternated runs each)")
+  line = pc.ratio_line("decode_sent_s", 25.25, None, "ct2_int8", 2, 0, "sent_s", "x")
+  assert line.endswith("ours 25.2 / ct2_int8 n/a = n/a   (medians of ours 2 / ct2_int8 0 runs; x)")
+
+
+def _args(**kw):
+  base = dict(budget_min=5.0, quick=False, work_dir="/nonexistent", json="/nonexistent.json")
+  base.update(kw)
+  return argparse.Namespace(**base)
+
+
+def test_summary_takes_medians_over_rounds():
+  comp = pc.Comparison(_args())
+  runs = [("step", "peer", dict(train_target_tok_s=2000.0, decode_sent_s=10.0,
+                                decode_length_mean=40.0, max_rss_mib=1000.0)),
+          ("step", "ours", dict(train_target_tok_s=3000.0, decode_sent_s=20.0,
+                                max_rss_mib=2000.0)),
+          ("step", "ct2", dict(float32_sent_s=40.0, int8_sent_s=50.0, max_rss_mib=300.0)),
+          ("step", "peer", dict(train_target_tok_s=2200.0, decode_sent_s=12.0,
+                                decode_length_mean=38.5, max_rss_mib=1200.0)),
+          ("step", "ours", dict(train_target_tok_s=3400.0, decode_sent_s=24.0,
+                                max_rss_mib=2100.0)),
+          ("step", "ct2", dict(float32_sent_s=44.0, int8_sent_s=54.0, max_rss_mib=300.0)),
+          ("multi30k", "peer", dict(tgt_tok_s=2600.0)),
+          ("multi30k", "ours", dict(tgt_tok_s=2400.0)),
+          ("multi30k", "peer", dict(tgt_tok_s=2400.0)),
+          ("multi30k", "ours", dict(tgt_tok_s=2600.0))]
+  comp.runs.extend(dict(part=p, side=s, **fig) for p, s, fig in runs)
+  lines = comp.summary(["train", "decode", "multi30k"], with_ct2=True)
+  assert lines[0].startswith("RATIO train_step_tok_s         ours 3,200 / peer 2,100 = 1.52x")
+  assert lines[1].startswith("RATIO decode_sent_s            ours 22.0 / peer 11.0 = 2.00x")
+  assert "the peer's mean decoded length was 38.5" in lines[1]
+  assert lines[2].startswith("RATIO decode_sent_s            ours 22.0 / ct2_float32 42.0 = 0.52x")
+  assert lines[3].startswith("RATIO decode_sent_s            ours 22.0 / ct2_int8 52.0 = 0.42x")
+  assert lines[4].startswith("RATIO multi30k_tok_s           ours 2,500 / peer 2,500 = 1.00x")
+  assert lines[5].startswith("RATIO train_step_peak_rss_mib  ours 2,050 / peer 1,100 = 1.86x")
+  assert all("(medians of 2 alternated runs each" in l for l in lines)
+  assert comp.report["ratios"][0]["ours_runs"] == [3000.0, 3400.0]
+
+
+def test_child_measures_peak_rss_with_wait4(tmp_path):
+  child = pc.Child("echo", [sys.executable, "-c", "print('hello'); print('world')"],
+                   str(tmp_path / "logs" / "echo.log"))
+  child.drain()
+  assert child.reap(timeout=60) == 0
+  assert child.lines == ["hello", "world"]
+  assert child.max_rss_mib > 1
+  run = child.record(max_rss_mib=1.0, figure=2)
+  assert run["max_rss_mib"] == child.max_rss_mib and run["child_max_rss_mib"] == 1.0
+  assert run["figure"] == 2 and run["rc"] == 0
+  assert (tmp_path / "logs" / "echo.log").read_text() == "hello\nworld\n"
+
+
+def test_no_peer_says_so_and_exits_0(tmp_path, capsys, monkeypatch):
+  monkeypatch.setattr(sys, "argv", ["peer_compare.py", f"--peer_python={tmp_path}/nope",
+                                    f"--work_dir={tmp_path}/work"])
+  assert pc.main() == 0
+  out = capsys.readouterr().out
+  assert "peer not installed" in out and "pip install -q tf-models-official" in out
+  assert not (tmp_path / "work").exists()
+
+
+def test_missing_bench_scripts_fail_clearly(tmp_path, capsys, monkeypatch):
+  monkeypatch.setattr(pc, "package_versions", lambda python, dists: {d: "1.0" for d in dists})
+  monkeypatch.setattr(sys, "argv", ["peer_compare.py", f"--peer_python={sys.executable}",
+                                    f"--ct2_python={tmp_path}/no_ct2",
+                                    f"--bench_dir={tmp_path}", f"--work_dir={tmp_path}/work"])
+  assert pc.main() == 2
+  err = capsys.readouterr().err
+  assert "model_garden_peer.py" in err and "model_garden_multi30k.py" in err
+  assert "--bench_dir" in err
