@@ -146,3 +146,20 @@ def test_compiles_in_tf_function(model, jit):
   eager_ids, eager_scores = bs.beam_search(model, SRC, beam_size=3, extra_length=5)
   np.testing.assert_array_equal(ids.numpy(), eager_ids.numpy())
   np.testing.assert_allclose(scores.numpy(), eager_scores.numpy(), rtol=1e-4)
+
+
+def test_blocked_top_k_equals_top_k():
+  rng = np.random.RandomState(3)
+  for n, k in [(32000, 8), (4 * 1031, 8), (2048, 2), (500, 8)]:
+    scores = tf.constant(rng.randn(5, n).astype("float32"))
+    values, indices = bs.top_k(scores, k)
+    want_values, want_indices = tf.math.top_k(scores, k)
+    np.testing.assert_array_equal(values.numpy(), want_values.numpy())
+    np.testing.assert_array_equal(indices.numpy(), want_indices.numpy())
+  # The k best all in one block, and ties: values still exact.
+  scores = np.full((2, 4096), -5.0, "float32")
+  scores[0, 130:138] = np.arange(8)
+  scores[1, :] = 1.0
+  values, indices = bs.top_k(tf.constant(scores), 8)
+  assert sorted(indices.numpy()[0].tolist()) == list(range(130, 138))
+  assert values.numpy()[1].tolist() == [1.0] * 8

@@ -147,3 +147,23 @@ def test_keep_mask_any_shape_and_rate_to_16_bits():
   np.testing.assert_array_equal(keep_mask(tf.constant([7, 13, 5]), 0.1, seed).numpy(), odd)
   other = keep_mask(tf.constant([7, 13, 5]), 0.1, tf.constant([3, 5], tf.int64)).numpy()
   assert not np.array_equal(other, odd)
+
+
+def test_write_step_writes_one_position():
+  from t2t_keras.layers.attention import write_step
+  cache = tf.reshape(tf.range(2 * 3 * 4 * 2, dtype=tf.float32), [2, 3, 4, 2])
+  update = -tf.ones([2, 3, 1, 2])
+  got = write_step(cache, update, tf.constant(2)).numpy()
+  want = cache.numpy().copy()
+  want[:, :, 2, :] = -1
+  np.testing.assert_array_equal(got, want)
+
+
+def test_beam_history_mask():
+  from t2t_keras.layers.attention import beam_history_mask
+  # One sentence, 2 beams, length 3: beam 0 came from slots 1, 0 (step 0, 1); beam 1 from 1, 1.
+  ancestry = tf.constant([[1, 0, 0], [1, 1, 1]])
+  mask = beam_history_mask(ancestry, 2, tf.constant(1)).numpy().reshape(2, 2, 3)
+  # mask[beam, slot, step]: step 2 is after the index, so masked everywhere.
+  assert mask[0].tolist() == [[False, True, False], [True, False, False]]
+  assert mask[1].tolist() == [[False, False, False], [True, True, False]]

@@ -39,6 +39,34 @@ def tile_beams(x, beam_size):
   return tf.repeat(x, beam_size, axis=0)
 
 
+def top_k(scores, k):
+  """tf.math.top_k(scores, k) over the last axis (sorted), exact, in two small stages.
+
+  The k best of [batch, n] lie in the k blocks with the highest maxima (each
+  block holding one of them has a maximum at least as high as the k-th best,
+  and at most k blocks do), so: block maxima, top k blocks, top k of their
+  k * block entries. Under XLA on CPU a top_k over [32, 32000] (beam 4, vocab
+  8000) cost 1.3 ms a step; sorting k * block and n / block entries instead of n
+  is the cheaper search. Ties may come out in another order than tf's.
+
+  Args:
+    scores: float [batch, n] with a static n.
+    k: int.
+  Returns:
+    (values [batch, k], indices int32 [batch, k]).
+  """
+  n = scores.shape[-1]
+  block = next((b for b in range(int(n ** 0.5), 1, -1) if n % b == 0), 1) if n else 1
+  if n is None or n < 1024 or block * k >= n // 2 or block < 8:
+    return tf.math.top_k(scores, k)
+  blocks = tf.reshape(scores, [-1, n // block, block])
+  _, best_blocks = tf.math.top_k(tf.reduce_max(blocks, axis=-1), k)
+  candidates = tf.gather(blocks, best_blocks, axis=1, batch_dims=1)  # [batch, k, block]
+  values, at = tf.math.top_k(tf.reshape(candidates, [-1, k * block]), k)
+  indices = tf.gather(best_blocks, at // block, batch_dims=1) * block + at % block
+  return values, indices
+
+
 def _gather_beams(x, indices, batch_size, beam_size):
   """x [batch * beam, ...] -> rows `indices` [batch, beam] of each sentence's beams."""
   shape = tf.shape(x)
@@ -54,7 +82,8 @@ def _write(seq, position, values):
 
 
 def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_length,
-                     decode_lengths, alpha=0.6, eos_id=EOS_ID, stop_early=True):
+                     decode_lengths, alpha=0.6, eos_id=EOS_ID, stop_early=True,
+                     reordered_keys=None):
   """The beam search loop over any next-token function.
 
   Args:
@@ -64,6 +93,9 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
       State leaves the function returns unchanged (the same tensor) are taken
       to be equal across a sentence's beams and are not reordered.
     state: nested tensors, batch * beam leading (each sentence's rows tiled).
+    reordered_keys: if given, only these top-level keys of a dict state follow
+      the beams when they swap histories (the model's beam-folded cache needs
+      only its "ancestry" reordered); by default every leaf the function changed.
     batch_size, beam_size: ints (batch_size may be a scalar tensor).
     max_length: length of the output buffer (int or scalar tensor).
     decode_lengths: int32 [batch], each sentence's maximum output length (EOS
@@ -99,14 +131,14 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
     flat_ids = tf.reshape(alive_seq, [batch_size * beam_size, -1])
     logits, new_state = symbols_to_logits_fn(flat_ids, i, state)
     log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
-    vocab_size = tf.shape(log_probs)[-1]
+    vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: blocked top_k
     log_probs = tf.reshape(log_probs, [batch_size, beam_size, vocab_size])
 
     # The 2k best extensions of the alive beams, by length-normalized score.
     candidates = alive_log_probs[:, :, None] + log_probs
     penalty = length_penalty(i + 1, alpha)
     flat_scores = tf.reshape(candidates / penalty, [batch_size, beam_size * vocab_size])
-    topk_scores, topk_ids = tf.math.top_k(flat_scores, k=2 * beam_size)
+    topk_scores, topk_ids = top_k(flat_scores, 2 * beam_size)
     topk_log_probs = topk_scores * penalty
     topk_beams = topk_ids // vocab_size
     topk_tokens = topk_ids % vocab_size
@@ -120,10 +152,13 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
     new_alive_log_probs, alive_index = tf.math.top_k(alive_candidates, k=beam_size)
     new_alive_seq = tf.gather(topk_seq, alive_index, axis=1, batch_dims=1)
     source_beams = tf.gather(topk_beams, alive_index, axis=1, batch_dims=1)
-    new_state = tf.nest.map_structure(
-        lambda new, old: new if new is old else _gather_beams(
-            new, source_beams, batch_size, beam_size),
-        new_state, state)
+    reorder = lambda new, old: new if new is old else _gather_beams(
+        new, source_beams, batch_size, beam_size)
+    if reordered_keys is None:
+      new_state = tf.nest.map_structure(reorder, new_state, state)
+    else:
+      new_state = {key: tf.nest.map_structure(reorder, value, state[key])
+                   if key in reordered_keys else value for key, value in new_state.items()}
 
     # Finished: the k best of the old finished and the extensions ending in EOS.
     finished_candidates = topk_scores + (1.0 - tf.cast(topk_finished, tf.float32)) * -INF
@@ -248,7 +283,13 @@ def _beam_search_with_steps(model, inputs, beam_size, alpha, extra_length, max_d
   decode_lengths = decode_lengths_for(inputs, extra_length, length)
   memory, mask = model.encode(inputs)
   memory, mask = tile_beams(memory, beam_size), tile_beams(mask, beam_size)
-  if cached:
+  reordered_keys = None
+  if cached and beam_size > 1:
+    # Beam-folded cache: beams swapping histories reorder the ancestry only.
+    state = model.init_cache(memory, length, beam_size=beam_size)
+    reordered_keys = ("ancestry",)
+    fn = cached_logits_fn(model, mask)
+  elif cached:
     state = model.init_cache(memory, length)
     fn = cached_logits_fn(model, mask)
   else:
@@ -257,7 +298,8 @@ def _beam_search_with_steps(model, inputs, beam_size, alpha, extra_length, max_d
   if beam_size == 1:
     return _greedy_as_beam(fn, state, batch_size, length, decode_lengths, alpha, eos_id)
   return beam_search_loop(fn, state, batch_size, beam_size, length, decode_lengths,
-                          alpha=alpha, eos_id=eos_id, stop_early=stop_early)
+                          alpha=alpha, eos_id=eos_id, stop_early=stop_early,
+                          reordered_keys=reordered_keys)
 
 
 def _greedy_as_beam(fn, state, batch_size, length, decode_lengths, alpha, eos_id):

@@ -117,12 +117,23 @@ class DecoderLayer(_Layer):
       layer.build(input_shape)
     self.built = True
 
-  def init_cache(self, memory, max_decode_length):
-    """Zeroed self-attention cache of max_decode_length steps and the memory's keys/values."""
+  def init_cache(self, memory, max_decode_length, beam_size=None):
+    """Zeroed self-attention cache of max_decode_length steps and the memory's keys/values.
+
+    memory: [batch * beams, src_len, d_model]. The self-attention cache is
+    [batch * beams, h, max_decode_length, d], or with `beam_size` the
+    beam-folded [batch, h, beam_size, max_decode_length, d], which a beam
+    search never reorders (see MultiHeadAttention).
+    """
     a = self._args
-    batch = tf.shape(memory)[0]
-    zeros = lambda size: tf.zeros([batch, a["num_heads"], max_decode_length, size],
-                                  self.compute_dtype)
+    rows = tf.shape(memory)[0]
+    if beam_size:
+      zeros = lambda size: tf.zeros(
+          [rows // beam_size, a["num_heads"], beam_size, max_decode_length, size],
+          self.compute_dtype)
+    else:
+      zeros = lambda size: tf.zeros([rows, a["num_heads"], max_decode_length, size],
+                                    self.compute_dtype)
     return {"self": {"k": zeros(a["key_size"]), "v": zeros(a["value_size"])},
             "memory": self.encdec_attention.project_memory(memory)}
 

@@ -20,8 +20,8 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.hparam import HParams
 from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, PositionalEncoding,
-                              SharedEmbedding, cache_step_mask, causal_mask,
-                              packed_masks, padding_mask)
+                              SharedEmbedding, beam_history_mask, cache_step_mask,
+                              causal_mask, packed_masks, padding_mask)
 
 
 def shift_right(targets, positions=None):
@@ -113,10 +113,20 @@ class Transformer(keras.Model):
       x = self.encoder_norm(x)
     return x, mask
 
-  def init_cache(self, memory, max_decode_length):
-    """Per-layer decoding cache for `max_decode_length` steps over `memory` [batch, src_len, d]."""
-    return {f"layer_{i}": layer.init_cache(memory, max_decode_length)
-            for i, layer in enumerate(self.decoder_layers)}
+  def init_cache(self, memory, max_decode_length, beam_size=None):
+    """Per-layer decoding cache for `max_decode_length` steps over `memory` [rows, src_len, d].
+
+    With `beam_size` (rows = batch * beam_size, each sentence's beams adjacent)
+    the self-attention caches are beam-folded and never reordered; the cache's
+    "ancestry" int32 [rows, max_decode_length] records which beam slot each
+    beam's history occupied at every step, and is the only part of the cache a
+    beam search reorders (`BEAM_REORDERED`).
+    """
+    cache = {f"layer_{i}": layer.init_cache(memory, max_decode_length, beam_size)
+             for i, layer in enumerate(self.decoder_layers)}
+    if beam_size:
+      cache["ancestry"] = tf.zeros([tf.shape(memory)[0], max_decode_length], tf.int32)
+    return cache
 
   def decode(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
              training=False, return_attention=False, self_mask=None, positions=None):
@@ -138,11 +148,20 @@ class Transformer(keras.Model):
     x = self.decoder_positions(self.embedding(decoder_input), start_index=start,
                                positions=positions)
     x = self.decoder_dropout(x, training=training)
-    if self_mask is None and cache is None:
-      self_mask = causal_mask(tf.shape(decoder_input)[1])
+    new_cache = None if cache is None else {}
+    if cache is None:
+      if self_mask is None:
+        self_mask = causal_mask(tf.shape(decoder_input)[1])
+    elif "ancestry" in cache:  # beam-folded: this step's slot joins each beam's history
+      ancestry = cache["ancestry"]
+      beams = cache["layer_0"]["self"]["k"].shape[2]
+      slot = tf.range(tf.shape(ancestry)[0]) % beams
+      ancestry = tf.where(tf.equal(tf.range(tf.shape(ancestry)[1]), cache_index)[None],
+                          slot[:, None], ancestry)
+      self_mask = beam_history_mask(ancestry, beams, cache_index)
+      new_cache["ancestry"] = ancestry
     elif self_mask is None:
       self_mask = cache_step_mask(tf.shape(cache["layer_0"]["self"]["k"])[2], cache_index)
-    new_cache = None if cache is None else {}
     attention = []
     for i, layer in enumerate(self.decoder_layers):
       name = f"layer_{i}"
