@@ -27,9 +27,9 @@ def copy_data(tmp_path_factory):
   return data_dir
 
 
-def trainer_cmd(data_dir, output_dir, *extra):
+def trainer_cmd(data_dir, output_dir, *extra, hparams=HPARAMS):
   return [sys.executable, "-m", "t2t_keras.bin.trainer", "--problem=algorithmic_copy",
-          "--hparams_set=transformer_tiny", f"--hparams={HPARAMS}", f"--data_dir={data_dir}",
+          "--hparams_set=transformer_tiny", f"--hparams={hparams}", f"--data_dir={data_dir}",
           f"--output_dir={output_dir}", "--nouse_xla", "--eval_every=0", "--log_every=1",
           "--deterministic", "--seed=3", *extra]
 
@@ -60,18 +60,21 @@ def wait_for(predicate, proc, timeout, what):
   raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_sigkill_then_resume_equals_uninterrupted_run(copy_data, tmp_path):
+@pytest.mark.parametrize("packing", ["", ",packed_length=32"], ids=["buckets", "packed"])
+def test_sigkill_then_resume_equals_uninterrupted_run(copy_data, tmp_path, packing):
+  """Also with packed rows: the packer's scan state is part of the checkpointed iterator."""
+  cmd = lambda *a: trainer_cmd(*a, hparams=HPARAMS + packing)
   straight, killed = tmp_path / "straight", tmp_path / "killed"
-  subprocess.run(trainer_cmd(copy_data, straight, "--train_steps=16", "--save_every=4"),
+  subprocess.run(cmd(copy_data, straight, "--train_steps=16", "--save_every=4"),
                  env=env(), check=True, timeout=300, capture_output=True)
-  proc = subprocess.Popen(trainer_cmd(copy_data, killed, "--train_steps=100000",
+  proc = subprocess.Popen(cmd(copy_data, killed, "--train_steps=100000",
                                       "--save_every=4"),
                           env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   wait_for(lambda: os.path.exists(killed / "ckpt-8.index"), proc, 300, "ckpt-8")
   proc.send_signal(signal.SIGKILL)
   proc.wait(timeout=30)
   assert proc.returncode == -signal.SIGKILL
-  done = subprocess.run(trainer_cmd(copy_data, killed, "--train_steps=16", "--save_every=4"),
+  done = subprocess.run(cmd(copy_data, killed, "--train_steps=16", "--save_every=4"),
                         env=env(), timeout=300, capture_output=True, text=True)
   assert done.returncode == 0, done.stderr
   assert "resumed from" in done.stdout
