@@ -100,11 +100,19 @@ _NOISE = re.compile(r"^(I0000|W0000|E0000|WARNING: All log messages)|cudart_stub
 # Parsing and arithmetic (pure; tested in tests/test_peer_compare.py).
 
 def cpu_model(cpuinfo_text):
-  """The first 'model name' of /proc/cpuinfo text, or None."""
+  """The first 'model name' of /proc/cpuinfo text, with its family/model numbers when
+  the name alone is vague (a VM's "AMD EPYC" is a Zen 2 to Zen 5), or None."""
+  fields = {}
   for line in cpuinfo_text.splitlines():
-    if line.startswith("model name"):
-      return line.split(":", 1)[1].strip()
-  return None
+    key, _, value = line.partition(":")
+    fields.setdefault(key.strip(), value.strip())
+  name = fields.get("model name")
+  if name and "cpu family" in fields and "model" in fields:
+    flags = fields.get("flags", "").split()
+    extra = [f for f in ("avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    name += f" (family {fields['cpu family']}, model {fields['model']}" + (
+        f"; {', '.join(extra)})" if extra else ")")
+  return name
 
 
 def parse_peer_step(text):
@@ -370,7 +378,8 @@ class Comparison:
 
     c = self.child(f"ours step+beam r{rnd}", [
         sys.executable, os.path.join(HERE, "step_bench.py"), f"--steps={steps}",
-        f"--decode_steps={dsteps}", f"--data_dir={self.data_dir}", f"--raw_dir={a.raw_dir}"])
+        f"--decode_steps={dsteps}", f"--data_dir={self.data_dir}", f"--raw_dir={a.raw_dir}",
+        f"--hparams={a.ours_hparams}"])
     c.drain()
     c.reap()
     fig = parse_step_bench(c.output())
@@ -431,7 +440,8 @@ class Comparison:
     shutil.rmtree(out_dir, ignore_errors=True)
     c = self.child(f"ours multi30k r{rnd}", [
         sys.executable, "-m", "t2t_keras.bin.trainer", f"--problem={PROBLEM}",
-        "--hparams_set=transformer_multi30k", "--hparams=attention_dropout=0.1,relu_dropout=0.1",
+        "--hparams_set=transformer_multi30k", "--hparams=attention_dropout=0.1,relu_dropout=0.1"
+        + (f",{a.ours_hparams}" if a.ours_hparams else ""),
         f"--data_dir={self.data_dir}", f"--output_dir={out_dir}", "--eval_every=0",
         f"--log_every={log_every}", "--save_every=1000000000", "--save_every_minutes=1000000",
         "--keep_checkpoints=1"])
@@ -547,6 +557,9 @@ def main():
                       help="data, logs, model and run dirs (reused across rounds and runs)")
   parser.add_argument("--json",
                       help="write everything here (default: <work_dir>/peer_compare.json)")
+  parser.add_argument("--ours_hparams", default="",
+                      help='extra overrides for our side only, e.g. "precision=mixed_bfloat16" '
+                           "(printed in the summary; default: none, the peer's configuration)")
   parser.add_argument("--quick", action="store_true",
                       help="tiny step counts and a 0.3-minute budget: checks that it runs")
   args = parser.parse_args()
@@ -624,7 +637,8 @@ def main():
   comp.save()
   print("\n=== summary (ours / other; each figure the median over this run's rounds)"
         + (" --quick: noise, not a measurement" if args.quick else ""))
-  print(f"CPU {cpu}; ours tensorflow {ours_versions.get('tensorflow')}, peer tensorflow "
+  print((f"ours with --ours_hparams={args.ours_hparams}\n" if args.ours_hparams else "")
+        + f"CPU {cpu}; ours tensorflow {ours_versions.get('tensorflow')}, peer tensorflow "
         f"{peer_versions.get('tensorflow')} (tf-models-official "
         f"{peer_versions.get('tf-models-official')})")
   print("\n".join(lines))

@@ -114,6 +114,9 @@ def main():
                       help="translate_ende_multi30k data (generated here when absent)")
   parser.add_argument("--raw_dir", default=DEFAULT_RAW, help="raw Multi30k (train.en.gz ...)")
   parser.add_argument("--json", help="also write the figures to this file")
+  parser.add_argument("--hparams", default="",
+                      help='extra overrides of ours, e.g. "precision=mixed_bfloat16" '
+                           "(the default measures the peer's configuration exactly)")
   args = parser.parse_args()
 
   prepare_data(args.data_dir, args.raw_dir)
@@ -130,7 +133,8 @@ def main():
   print(f"tf {tf.__version__} keras {keras.__version__}; {os.cpu_count()} CPUs; load average "
         f"{' '.join(f'{x:.2f}' for x in load_before)}", flush=True)
   hp = registry.hparams("transformer_multi30k").replace(
-      layer_prepostprocess_dropout=0.1, attention_dropout=0.1, relu_dropout=0.1)
+      layer_prepostprocess_dropout=0.1, attention_dropout=0.1,
+      relu_dropout=0.1).override(args.hparams)
   with tempfile.TemporaryDirectory(prefix="step_bench_") as output_dir:
     trainer = Trainer(registry.problem(PROBLEM), hp, args.data_dir, output_dir,
                       eval_every=0, save_every=10 ** 9, save_every_minutes=1e9,

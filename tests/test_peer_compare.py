@@ -33,6 +33,9 @@ def test_cpu_model_is_the_first_model_name():
          "model name\t: Other\n"
   assert pc.cpu_model(text) == "Intel(R) Xeon(R) CPU @ 2.20GHz"
   assert pc.cpu_model("flags: x\n") is None
+  epyc = ("model name\t: AMD EPYC\ncpu family\t: 26\nmodel\t\t: 2\n"
+          "flags\t\t: fpu avx2 avx512f avx512_bf16\nmodel name\t: AMD EPYC\n")
+  assert pc.cpu_model(epyc) == "AMD EPYC (family 26, model 2; avx512f, avx512_bf16)"
 
 
 def test_parse_peer_step():
