@@ -108,17 +108,22 @@ def test_deterministic():
   assert rows() == rows()
 
 
-def test_checkpoint_restores_iterator(tmp_path):
-  pairs = _tagged_pairs(_multi30k_like(200, seed=3))
-  ds = packing.pack_dataset(_pairs_ds(pairs).shuffle(50, seed=1).repeat(), 64)
+def _assert_restores(ds, tmp_path, skip, check):
+  """A checkpointed iterator of ds, restored, yields the same next `check` rows."""
   it = iter(ds)
-  for _ in range(7):
+  for _ in range(skip):
     next(it)
   ckpt = tf.train.Checkpoint(iterator=it)
   path = ckpt.save(str(tmp_path / "ckpt"))
-  expected = [next(it)["targets"].numpy().tolist() for _ in range(10)]
+  expected = [next(it)["targets"].numpy().tolist() for _ in range(check)]
   ckpt.restore(path)
-  assert [next(it)["targets"].numpy().tolist() for _ in range(10)] == expected
+  assert [next(it)["targets"].numpy().tolist() for _ in range(check)] == expected
+
+
+def test_checkpoint_restores_iterator(tmp_path):
+  pairs = _tagged_pairs(_multi30k_like(200, seed=3))
+  ds = packing.pack_dataset(_pairs_ds(pairs).shuffle(50, seed=1).repeat(), 64)
+  _assert_restores(ds, tmp_path, skip=7, check=10)
 
 
 def test_too_long_example_fails_clearly():
@@ -202,11 +207,4 @@ def test_make_dataset_packed_two_replicas_equal_shapes(problem, data_dir):
 def test_make_dataset_packed_checkpoint(problem, data_dir, tmp_path):
   ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=4,
                              repeat=True, packed_length=24)
-  it = iter(ds)
-  for _ in range(3):
-    next(it)
-  ckpt = tf.train.Checkpoint(iterator=it)
-  path = ckpt.save(str(tmp_path / "ckpt"))
-  expected = [next(it)["targets"].numpy().tolist() for _ in range(4)]
-  ckpt.restore(path)
-  assert [next(it)["targets"].numpy().tolist() for _ in range(4)] == expected
+  _assert_restores(ds, tmp_path, skip=3, check=4)
