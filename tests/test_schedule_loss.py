@@ -81,3 +81,16 @@ def test_label_smoothing_gradient_is_p_minus_q(eps):
   assert float(fused) == pytest.approx(float(reference), rel=1e-5)
   np.testing.assert_allclose(tape.gradient(fused, logits).numpy(),
                              tape.gradient(reference, logits).numpy(), atol=1e-6)
+
+
+def test_smoothed_cross_entropy_with_unknown_shapes():
+  """As traced with relaxed shapes (reduce_retracing, strategies): no static vocab size."""
+  spec = tf.TensorSpec([None, None, None], tf.float32)
+  fn = tf.function(lambda z, t: smoothed_cross_entropy(z, t, 0.1),
+                   input_signature=[spec, tf.TensorSpec([None, None], tf.int32)])
+  rng = np.random.RandomState(2)
+  logits = rng.randn(2, 3, 7).astype("float32")
+  targets = rng.randint(0, 7, size=(2, 3)).astype("int32")
+  got = fn(tf.constant(logits), tf.constant(targets))
+  want = _numpy_smoothed(logits.astype("float64"), targets, 0.1)
+  assert float(got[0]) == pytest.approx(want[0], rel=1e-5) and float(got[1]) == want[1]

@@ -1,10 +1,9 @@
 """Keras layers of the Transformer; they know nothing of flags, files or problems."""
 
 from t2t_keras.layers.dropout import Dropout
-from t2t_keras.layers.attention import (MultiHeadAttention, beam_history_mask, cache_step_mask,
-                                        causal_mask,
-                                        packed_masks, padding_mask,
-                                        scaled_dot_product_attention)
+from t2t_keras.layers.attention import (MultiHeadAttention, beam_history_mask,
+                                        cache_step_mask, causal_mask, packed_masks,
+                                        padding_mask, scaled_dot_product_attention)
 from t2t_keras.layers.embedding import PositionalEncoding, SharedEmbedding, sinusoid_encoding
 from t2t_keras.layers.feed_forward import FeedForward
 from t2t_keras.layers.residual import Residual

@@ -120,7 +120,7 @@ class Transformer(keras.Model):
     the self-attention caches are beam-folded and never reordered; the cache's
     "ancestry" int32 [rows, max_decode_length] records which beam slot each
     beam's history occupied at every step, and is the only part of the cache a
-    beam search reorders (`BEAM_REORDERED`).
+    beam search reorders.
     """
     cache = {f"layer_{i}": layer.init_cache(memory, max_decode_length, beam_size)
              for i, layer in enumerate(self.decoder_layers)}

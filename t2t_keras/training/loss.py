@@ -73,7 +73,7 @@ def smoothed_cross_entropy(logits, targets, smoothing):
     (loss_sum float32 scalar, num_tokens float32 scalar).
   """
   logits = tf.cast(logits, tf.float32)
-  vocab = logits.shape[-1]
+  vocab = logits.shape[-1] or tf.shape(logits)[-1]
   xent = smoothed_xent(tf.reshape(logits, [-1, vocab]), tf.reshape(targets, [-1]), smoothing)
   weights = tf.cast(tf.not_equal(tf.reshape(targets, [-1]), 0), tf.float32)
   return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)
