@@ -105,7 +105,7 @@ def transformer_tiny():
   return transformer_small().replace(
       hidden_size=128, filter_size=512, batch_size=2048,
       learning_rate_warmup_steps=400, learning_rate_constant=2.0,
-      layer_prepostprocess_dropout=0.1, max_length=64, train_steps=2000)
+      layer_prepostprocess_dropout=0.1, max_length=64, train_steps=3000)
 
 
 

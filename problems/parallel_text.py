@@ -121,6 +121,9 @@ class ParallelTextProblem(Text2TextProblem):
       paths.append(p)
     return tuple(paths)
 
+  def describe_source(self, split, tmp_dir):
+    return f" (read from {', '.join(self.split_files(split, tmp_dir))})"
+
   def check_inputs(self, tmp_dir):
     missing = [p for split in SPLITS for p in self.split_files(split, tmp_dir)
                if not os.path.isfile(p)]
@@ -169,6 +172,11 @@ class TranslateParallelText(ParallelTextProblem):
           raise ValueError(f"{split} files must be (source, target), got {pair!r}")
         files[split] = tuple(pair)
     self.files = files
+
+  def resolve_raw_dir(self, tmp_dir):
+    # Files named on the command line: relative to --raw_dir if given, else to
+    # the working directory (as any command-line tool reads them).
+    return self.raw_dir or os.getcwd()
 
   def split_files(self, split, tmp_dir):
     if split not in self.files:

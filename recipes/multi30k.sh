@@ -36,9 +36,13 @@ timeout -s TERM $((MINUTES * 60)) t2t-trainer --problem=translate_ende_multi30k 
     --eval_every=1000 --eval_bleu_sentences=200 --log_every=100 || rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
 
-t2t-avg-all --output_dir=$RUN --num_last=$NUM_LAST
-AVG=$(python -c "import tensorflow as tf; print(tf.train.latest_checkpoint('$RUN/averaged'))")
-t2t-decoder --output_dir=$RUN --checkpoint_path="$AVG" \
+# The last NUM_LAST checkpoints averaged: --min_steps starts the window at the NUM_LAST-th
+# newest, so only that one average is written (all kept checkpoints would give one each).
+MIN_STEP=$(python -c "import sys, tensorflow as tf
+paths = tf.train.get_checkpoint_state(sys.argv[1]).all_model_checkpoint_paths
+print(paths[max(0, len(paths) - int(sys.argv[2]))].rsplit('-', 1)[1])" "$RUN" "$NUM_LAST")
+t2t-avg-all --model_dir=$RUN --output_dir=$RUN/averaged --n=$NUM_LAST --min_steps=$MIN_STEP
+t2t-decoder --output_dir=$RUN/averaged \
     --decode_from_file="$RAW/test_2016_flickr.en.gz" --decode_to_file=$RUN/test2016.de \
     --decode_hparams="beam_size=4,alpha=0.6"
 t2t-bleu --translation=$RUN/test2016.de --reference="$RAW/test_2016_flickr.de.gz" \

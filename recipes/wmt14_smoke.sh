@@ -24,8 +24,8 @@ t2t-datagen --problem=translate_ende_wmt14_sample --data_dir=$DATA --raw_dir="$R
 t2t-trainer --problem=translate_ende_wmt14_sample --hparams_set=transformer_tiny \
     --hparams="max_length=128" --train_steps=$STEPS --data_dir=$DATA --output_dir=$RUN \
     --save_every=250 --keep_checkpoints=5 --eval_every=500 --eval_bleu_sentences=100
-t2t-avg-all --output_dir=$RUN --num_last=3
-AVG=$(python -c "import tensorflow as tf; print(tf.train.latest_checkpoint('$RUN/averaged'))")
+# The mean of each 3 consecutive kept checkpoints; the newest (last 3) is what is decoded.
+t2t-avg-all --model_dir=$RUN --output_dir=$RUN/averaged --n=3
 # --tmp_dir: the decoder reads the raw newstest2014 references from there.
-t2t-decoder --output_dir=$RUN --checkpoint_path="$AVG" --decode_split=test --data_dir=$DATA \
+t2t-decoder --output_dir=$RUN/averaged --decode_split=test --data_dir=$DATA \
     --tmp_dir="$RAW" --decode_to_file=$RUN/newstest2014.de --decode_hparams="beam_size=4,alpha=0.6"

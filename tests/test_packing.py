@@ -166,7 +166,7 @@ def test_make_dataset_packed_static_shapes(problem, data_dir):
     assert ds.element_spec[key].dtype == tf.int32
   for b in ds.take(3):
     assert pipeline.batch_tokens(b) == rows * 32 <= HP.batch_size
-    assert pipeline.padding_fraction(b) < 0.2
+    assert pipeline.padding_fraction(b) < 0.25
   # The keyword wins over hparams; a budget below one row still gives one row.
   ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=False, seed=0,
                              repeat=True, batch_size=16, max_length=16, packed_length=24)

@@ -1,3 +1,4 @@
+import collections
 import itertools
 
 import pytest
@@ -45,17 +46,44 @@ def test_numbers_deterministic_disjoint_and_real_num2words():
   sets = {s: {en for en, _ in v} for s, v in splits.items()}
   for a, b in itertools.combinations(problem_lib.SPLITS, 2):
     assert not sets[a] & sets[b], (a, b)
-  for s in problem_lib.SPLITS:
-    assert len(sets[s]) == len(splits[s])  # no repeats within a split
+  for s in ("dev", "test"):
+    assert len(sets[s]) == len(splits[s])  # no repeats
   # The strings are num2words' own.
   nums = numbers.sample_numbers("dev", 100, 1234)
   assert splits["dev"] == [(num2words(n, lang="en"), num2words(n, lang="de")) for n in nums]
-  assert ("twenty-one", "einundzwanzig") in splits["train"]  # numbers < 100 are all train
-  assert max(numbers.sample_numbers("train", 2000, 1234)) >= 99_999
+  assert ("twenty-one", "einundzwanzig") in splits["train"]
   assert all(0 <= n <= numbers.MAX_NUMBER for n in nums)
+  # Only numbers below 1,000 repeat in train; they are all there, and test and dev hold none.
+  train = numbers.sample_numbers("train", 2000, 1234)
+  big = [n for n in train if n >= 1000]
+  assert len(set(big)) == len(big) and max(train) >= 99_999
+  assert set(range(1000)) <= set(train)
+  assert min(nums) >= 1000 and min(numbers.sample_numbers("test", 100, 1234)) >= 1000
   # A different seed gives different data.
   other = numbers.TranslateEndeNumbers(seed=7, **SMALL)
   assert _pairs(other, "dev") != splits["dev"]
+
+
+def test_numbers_train_weights_small_ranges():
+  """Each of 0-99 appears many times in the default 40,000 train pairs, each of 100-999 at
+  least once, and numbers >= 1,000 keep most of the data."""
+  train = numbers.sample_numbers("train", 40000, 1234)
+  counts = collections.Counter(train)
+  assert min(counts[n] for n in range(100)) >= 10
+  assert min(counts[n] for n in range(100, 1000)) >= 1
+  assert sum(1 for n in train if n >= 1000) > 0.75 * len(train)
+
+
+def test_numbers_independent_sample_is_outside_the_data():
+  sample = numbers.independent_sample(50, sample_seed=3)
+  assert [len(v) for v in sample.values()] == [50, 50, 50]
+  train = set(numbers.sample_numbers("train", 40000, 1234))
+  held_out = [n for v in sample.values() for n in v if n >= 1000]
+  assert held_out and not set(held_out) & train
+  assert all(numbers.number_split(n, 1234) == "train" for n in held_out)  # not dev/test
+  assert all(lo <= n < hi for (lo, hi), v in zip([(0, 100), (100, 10_000), (10_000, 100_000)],
+                                                  sample.values()) for n in v)
+  assert sample != numbers.independent_sample(50, sample_seed=4)
 
 
 def test_rev_swaps_inputs_and_targets():

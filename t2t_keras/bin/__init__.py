@@ -30,21 +30,86 @@ def _import_tensorflow_quietly():
 _import_tensorflow_quietly()
 
 
-def app_run(main):
-  """absl.app.run(main) with absl logging at WARNING unless --verbosity is given.
+# t2t flags that cannot apply here: accepted by every binary so that t2t scripts
+# parse, and refused with this reason when given.
+UNSUPPORTED_FLAGS = {
+    "use_tpu": ("bool", "TPUs"),
+    "use_tpu_estimator": ("bool", "TPUs"),
+    "tpu_num_shards": ("integer", "TPUs"),
+    "cloud_tpu_name": ("string", "TPUs"),
+    "cloud_mlengine": ("bool", "Cloud ML Engine"),
+    "cloud_mlengine_master_type": ("string", "Cloud ML Engine"),
+    "master": ("string", "TensorFlow 1 masters (use TF_CONFIG for several machines)"),
+}
 
-  Parts of TensorFlow log through absl at INFO (e.g. "Sharding callback
-  duration" at every checkpoint); app.run sets INFO, so this lowers it after.
+
+def _user_errors():
+  from t2t_keras.errors import InputError
+  from t2t_keras.hparam import HParamsError
+  from t2t_keras.registry import RegistryError
+  return (InputError, HParamsError, RegistryError, FileNotFoundError, FileExistsError,
+          NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+def check_unsupported_flags():
+  """InputError for a given t2t flag that has no meaning here (TPU, Cloud ML Engine)."""
+  from absl import flags
+  from t2t_keras.errors import InputError
+  for name, (_, what) in UNSUPPORTED_FLAGS.items():
+    if name in flags.FLAGS and flags.FLAGS[name].present:
+      raise InputError(f"--{name} cannot apply here: t2t-keras runs on CPUs and GPUs with "
+                       f"tf.distribute, not on {what}")
+
+
+def run_main(main, name, argv):
+  """main(argv) after flag parsing, as every binary runs it; returns the exit status.
+
+  A user error (bad flag value, bad file, missing checkpoint, ...) prints one
+  line, `<name>: error: <message>`, and returns 1; anything else is a bug and
+  keeps its traceback. Parts of TensorFlow log through absl at INFO (e.g.
+  "Sharding callback duration" at every checkpoint); app.run sets INFO, so
+  this lowers it unless --verbosity is given.
   """
+  import sys
   from absl import app, flags
   from absl import logging as absl_logging
+  if not flags.FLAGS["verbosity"].present:
+    absl_logging.set_verbosity(absl_logging.WARNING)
+  try:
+    if len(argv) > 1:
+      raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    check_unsupported_flags()
+    return main(argv) or 0
+  except (app.UsageError,) + _user_errors() as e:
+    print(f"{name}: error: {e}", file=sys.stderr)
+    return 1
 
-  def quiet_main(argv):
-    if not flags.FLAGS["verbosity"].present:
-      absl_logging.set_verbosity(absl_logging.WARNING)
-    return main(argv)
 
-  app.run(quiet_main)
+def app_run(main, name):
+  """absl.app.run for a binary: flags parsed from sys.argv, then `run_main`."""
+  from absl import app
+  app.run(lambda argv: run_main(main, name, argv))
+
+
+def run_in_process(module, argv):
+  """Runs a binary module (`t2t_keras.bin.decoder`, ...) on argv in this process.
+
+  For tests and notebooks: the same flag parsing and error handling as the
+  console script (a flag parsing error prints absl's "FATAL Flags parsing
+  error" line), flags reset before and after. Returns the exit status.
+  """
+  import sys
+  from absl import flags
+  flags.FLAGS.unparse_flags()
+  try:
+    try:
+      argv = flags.FLAGS(list(argv))
+    except flags.Error as e:
+      print(f"FATAL Flags parsing error: {e}", file=sys.stderr)
+      return 1
+    return run_main(module.main, module.NAME, argv)
+  finally:
+    flags.FLAGS.unparse_flags()
 
 
 def define_flag(kind, name, default, help_text, **kwargs):
@@ -57,3 +122,7 @@ def define_flag(kind, name, default, help_text, **kwargs):
   from absl import flags
   if name not in flags.FLAGS:
     getattr(flags, f"DEFINE_{kind}")(name, default, help_text, **kwargs)
+
+
+for _flag, (_kind, _what) in UNSUPPORTED_FLAGS.items():
+  define_flag(_kind, _flag, None, f"t2t's flag; cannot apply here ({_what}).")

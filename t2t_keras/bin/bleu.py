@@ -19,6 +19,7 @@ import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
 from absl import app, flags
 
+from t2t_keras.errors import InputError
 from t2t_keras.metrics import bleu
 
 t2t_keras.bin.define_flag("string", "translation", None, "File of translations, one per line.")
@@ -27,6 +28,7 @@ t2t_keras.bin.define_flag("string", "lang", "de", "Target language for Moses tok
 t2t_keras.bin.define_flag("string", "tokenized_reference", None,
                           "Optional: the reference already lowercased and Moses-tokenized "
                           "(Multi30k's tok/*.lc.norm.tok.* files).")
+NAME = "t2t-bleu"
 FLAGS = flags.FLAGS
 
 
@@ -34,18 +36,26 @@ def main(argv):
   del argv
   if not FLAGS.translation or not FLAGS.reference:
     raise app.UsageError("--translation and --reference are required")
-  report = bleu.bleu_report(bleu.read_lines(FLAGS.translation),
-                            bleu.read_lines(FLAGS.reference), lang=FLAGS.lang)
+  hyps = bleu.read_lines(FLAGS.translation)
+  refs = bleu.read_lines(FLAGS.reference)
+  _check_counts(FLAGS.translation, hyps, FLAGS.reference, refs)
+  report = bleu.bleu_report(hyps, refs, lang=FLAGS.lang)
   print(bleu.format_report(report))
   if FLAGS.tokenized_reference:
-    score = bleu.multi30k_tok_bleu_vs_tokenized(bleu.read_lines(FLAGS.translation),
-                                                bleu.read_lines(FLAGS.tokenized_reference),
-                                                lang=FLAGS.lang)
+    tokenized = bleu.read_lines(FLAGS.tokenized_reference)
+    _check_counts(FLAGS.translation, hyps, FLAGS.tokenized_reference, tokenized)
+    score = bleu.multi30k_tok_bleu_vs_tokenized(hyps, tokenized, lang=FLAGS.lang)
     print(f"lowercased tokenized BLEU against {FLAGS.tokenized_reference}: {score:.2f}")
 
 
+def _check_counts(hyp_path, hyps, ref_path, refs):
+  if len(hyps) != len(refs):
+    raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}: "
+                     "one translation per reference line is needed")
+
+
 def run():
-  t2t_keras.bin.app_run(main)
+  t2t_keras.bin.app_run(main, NAME)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@
 """
 
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -20,8 +19,10 @@ from absl import flags  # noqa: E402
 
 from t2t_keras import registry  # noqa: E402
 from t2t_keras.data import datagen  # noqa: E402
+from t2t_keras.errors import InputError  # noqa: E402
 from t2t_keras.usr_dir import import_usr_dir  # noqa: E402
 
+NAME = "t2t-datagen"
 FLAGS = flags.FLAGS
 t2t_keras.bin.define_flag("string", "problem", None, "Registered problem name (a `_rev` suffix is allowed).")
 t2t_keras.bin.define_flag("string", "data_dir", None, "Where vocabulary and TFRecords go.")
@@ -47,8 +48,6 @@ def _problem_kwargs():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if FLAGS.t2t_usr_dir:
     import_usr_dir(FLAGS.t2t_usr_dir)
   if FLAGS.registry_help:
@@ -59,14 +58,14 @@ def main(argv):
   try:
     summary = datagen.generate(FLAGS.problem, FLAGS.data_dir, FLAGS.tmp_dir,
                                **_problem_kwargs())
-  except (ValueError, OSError, TypeError, registry.RegistryError) as e:
-    sys.exit(f"t2t-datagen: error: {e}")
+  except (ValueError, OSError, TypeError) as e:  # bad files or problem arguments
+    raise InputError(str(e)) from None
   print(datagen.format_summary(summary))
   return 0
 
 
 def run():
-  t2t_keras.bin.app_run(main)
+  t2t_keras.bin.app_run(main, NAME)
 
 
 if __name__ == "__main__":

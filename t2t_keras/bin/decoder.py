@@ -7,36 +7,46 @@
     t2t-decoder --output_dir=runs/tiny --data_dir=data --decode_split=test
     # interactive: one sentence per line on stdin
     t2t-decoder --output_dir=runs/tiny --decode_interactive
+    # t2t's scoring: "source<TAB>target" lines -> log p(target | source) per line
+    t2t-decoder --output_dir=runs/tiny --score_file=pairs.tsv --decode_to_file=scores.txt
     # options: --decode_hparams="beam_size=4,alpha=0.6,extra_length=50,batch_size=32"
     #          --checkpoint_path=runs/tiny/averaged/ckpt-2000 --attention_plot_dir=plots
 
 The model, its hparams, problem and vocabulary come from output_dir (what the
-trainer wrote there); --checkpoint_path picks another checkpoint, e.g. one
-written by t2t-avg-all.
+trainer wrote there, or a t2t-avg-all output_dir); --checkpoint_path picks
+another checkpoint. t2t's --problem, --model, --hparams_set, --hparams and
+--data_dir are accepted as t2t scripts pass them: each given one must agree
+with the run. Without --checkpoint_path the newest readable checkpoint is used
+(a truncated newer one is skipped with a warning).
 """
+
+import os
 
 import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
 from absl import app, flags
 
+from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
 from t2t_keras.decoding import decoder
+from t2t_keras.errors import InputError
 
+NAME = "t2t-decoder"
 FLAGS = flags.FLAGS
 
 
 _define = t2t_keras.bin.define_flag
-_define("string", "output_dir", None, "The trainer's output_dir (hparams, vocab, checkpoints).")
 _define("string", "checkpoint_path", None, "A checkpoint prefix (default: output_dir's latest).")
 _define("string", "decode_from_file", None, "Translate this text file, one sentence per line.")
 _define("string", "decode_to_file", None,
-        "Where translations go (default: <decode_from_file>.beam<k>.alpha<a>.decodes).")
+        "Where translations (or --score_file scores) go (default for translations: "
+        "<decode_from_file>.beam<k>.alpha<a>.decodes).")
 _define("string", "decode_reference", None, "Reference translations: print BLEU.")
 _define("bool", "decode_interactive", False, "Translate lines read from stdin.")
 _define("string", "decode_hparams", "", 'Decoding overrides, e.g. "beam_size=4,alpha=0.6".')
+_define("string", "score_file", None,
+        "t2t's scoring: a file of 'source<TAB>target' lines; writes log p(target|source) "
+        "per line to --decode_to_file.")
 _define("string", "attention_plot_dir", None, "Write an encoder-decoder attention PNG per sentence.")
-_define("string", "t2t_usr_dir", None, "A directory of modules registering more problems.")
-_define("string", "problem", None, "Problem of --decode_split (default: the run's problem).")
-_define("string", "data_dir", None, "Data directory of --decode_split's TFRecords.")
 _define("string", "tmp_dir", None, "Raw data of downloaded problems (for raw references).")
 _define("string", "decode_split", None, "Translate this split (test/dev) of the problem, with BLEU.")
 
@@ -56,33 +66,41 @@ def main(argv):
   del argv
   if not FLAGS.output_dir:
     raise app.UsageError("--output_dir is required")
-  modes = [bool(FLAGS.decode_interactive), bool(FLAGS.decode_from_file),
-           bool(FLAGS.decode_split)]
-  if sum(modes) != 1:
-    raise app.UsageError("give exactly one of --decode_from_file, --decode_split, "
-                         "--decode_interactive")
-  if FLAGS.t2t_usr_dir:
-    from t2t_keras.usr_dir import import_usr_dir  # pylint: disable=import-outside-toplevel
-    import_usr_dir(FLAGS.t2t_usr_dir)
+  modes = {"--decode_from_file": FLAGS.decode_from_file, "--decode_split": FLAGS.decode_split,
+           "--decode_interactive": FLAGS.decode_interactive, "--score_file": FLAGS.score_file}
+  if sum(bool(v) for v in modes.values()) != 1:
+    raise app.UsageError(f"give exactly one of {', '.join(modes)}")
+  for flag, path in (("--decode_from_file", FLAGS.decode_from_file),
+                     ("--decode_reference", FLAGS.decode_reference),
+                     ("--score_file", FLAGS.score_file)):
+    if path and not os.path.isfile(path):
+      raise InputError(f"{flag}={path}: no such file")
+  if FLAGS.score_file and not FLAGS.decode_to_file:
+    raise InputError("--score_file needs --decode_to_file for the scores")
+  run_flags.import_usr_dir()
   hparams = decoder.decode_hparams(FLAGS.decode_hparams)
+  run_flags.check(FLAGS.output_dir)
   model, vocab, info = load(FLAGS.output_dir, FLAGS.checkpoint_path)
   print(f"loaded {info['checkpoint_path']} ({info['problem']}, vocab {vocab.vocab_size})")
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
     decoder.decode_interactive(model, vocab, hparams)
+  elif FLAGS.score_file:
+    decoder.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
+                       batch_size=hparams.batch_size)
   elif FLAGS.decode_from_file:
     decoder.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,
                         reference_path=FLAGS.decode_reference,
                         attention_plot_dir=FLAGS.attention_plot_dir)
   else:
-    decoder.decode_split(model, vocab, FLAGS.problem or info["problem"], FLAGS.data_dir,
+    decoder.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
                          FLAGS.decode_split, hparams, tmp_dir=FLAGS.tmp_dir,
                          output_path=FLAGS.decode_to_file,
                          attention_plot_dir=FLAGS.attention_plot_dir)
 
 
 def run():
-  t2t_keras.bin.app_run(main)
+  t2t_keras.bin.app_run(main, NAME)
 
 
 if __name__ == "__main__":

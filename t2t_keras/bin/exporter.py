@@ -11,17 +11,21 @@ written to a temporary directory and renamed into place. Its signatures:
   serving_default  inputs string [batch] -> outputs string [batch], scores float32 [batch]
   nbest            inputs string [batch] -> outputs string [batch, beam], scores [batch, beam]
 Loading it needs tensorflow and tensorflow-text (import tensorflow_text first), not t2t_keras.
+t2t's --problem, --model, --hparams_set, --hparams and --data_dir are accepted
+as t2t scripts pass them; each given one must agree with the run.
 """
 
 import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
 from absl import app, flags
 
+from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
+
+NAME = "t2t-exporter"
 FLAGS = flags.FLAGS
 
 
 _define = t2t_keras.bin.define_flag
-_define("string", "output_dir", None, "The trainer's output_dir (hparams, vocab, checkpoints).")
 _define("string", "checkpoint_path", None,
         "A checkpoint prefix, e.g. an averaged one (default: output_dir's latest).")
 _define("string", "export_dir", None, "Parent of the versioned exports (default output_dir/export).")
@@ -33,32 +37,27 @@ _define("integer", "max_input_length", None,
 _define("integer", "export_version", None,
         "Version directory number (default: the checkpoint's step, else the Unix time).")
 _define("bool", "overwrite", False, "Replace an existing export_dir/<version>.")
-_define("string", "t2t_usr_dir", None, "A directory of modules registering more models/hparams.")
 
 
 def main(argv):
   del argv
   if not FLAGS.output_dir:
     raise app.UsageError("--output_dir is required")
-  if FLAGS.t2t_usr_dir:
-    from t2t_keras.usr_dir import import_usr_dir  # pylint: disable=import-outside-toplevel
-    import_usr_dir(FLAGS.t2t_usr_dir)
+  run_flags.import_usr_dir()
+  run_flags.check(FLAGS.output_dir)
   from absl import logging  # pylint: disable=import-outside-toplevel
   logging.set_verbosity(logging.WARNING)  # SavedModel writing logs INFO lines per function
   from t2t_keras.serving import export  # pylint: disable=import-outside-toplevel
-  try:
-    path = export.export_model(FLAGS.output_dir, export_dir=FLAGS.export_dir,
-                               checkpoint_path=FLAGS.checkpoint_path,
-                               decode_hparams=FLAGS.decode_hparams,
-                               max_input_length=FLAGS.max_input_length,
-                               version=FLAGS.export_version, overwrite=FLAGS.overwrite)
-  except (FileNotFoundError, FileExistsError, ValueError) as e:
-    raise app.UsageError(str(e)) from None
+  path = export.export_model(FLAGS.output_dir, export_dir=FLAGS.export_dir,
+                             checkpoint_path=FLAGS.checkpoint_path,
+                             decode_hparams=FLAGS.decode_hparams,
+                             max_input_length=FLAGS.max_input_length,
+                             version=FLAGS.export_version, overwrite=FLAGS.overwrite)
   print(path)  # last line: the new version's directory (for scripts)
 
 
 def run():
-  t2t_keras.bin.app_run(main)
+  t2t_keras.bin.app_run(main, NAME)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from t2t_keras.hparams.transformer import PAPER_PARAMS_MILLIONS, TABLE3
 from t2t_keras.models.params import analytic_param_count
 
 t2t_keras.bin.define_flag("integer", "vocab_size", 37000, "Shared source/target vocabulary size.")
+NAME = "t2t-param-table"
 FLAGS = flags.FLAGS
 
 
@@ -45,7 +46,7 @@ def main(argv):
 
 
 def run():
-  t2t_keras.bin.app_run(main)
+  t2t_keras.bin.app_run(main, NAME)
 
 
 if __name__ == "__main__":

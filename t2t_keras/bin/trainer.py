@@ -7,13 +7,10 @@ Re-running with the same --output_dir resumes from its last checkpoint.
 Everything here is `t2t_keras.training.trainer.train(...)` in Python.
 """
 
-import sys
-
 import t2t_keras.bin  # noqa: F401  (quiet TensorFlow start-up)
 from absl import app, flags
 
 from t2t_keras import registry
-from t2t_keras.hparam import HParamsError
 from t2t_keras.usr_dir import import_usr_dir
 
 t2t_keras.bin.define_flag("string", "problem", "translate_ende_numbers", "Registered problem (`_rev` reverses).")
@@ -23,16 +20,28 @@ t2t_keras.bin.define_flag("string", "hparams", "", 'Overrides, e.g. "hidden_size
 t2t_keras.bin.define_flag("string", "data_dir", "t2t_data", "Where t2t-datagen wrote the problem's data.")
 t2t_keras.bin.define_flag("string", "tmp_dir", "t2t_tmp", "Downloads and raw files (with --generate_data).")
 t2t_keras.bin.define_flag("string", "output_dir", None, "Checkpoints, hparams, logs, curves.")
-t2t_keras.bin.define_flag("integer", "train_steps", None, "Steps to train to (default: the hparams set's).")
-t2t_keras.bin.define_flag("integer", "eval_steps", 20, "Dev batches per evaluation.")
-t2t_keras.bin.define_flag("integer", "eval_every", 500, "Evaluate every N steps (0: never).")
+t2t_keras.bin.define_flag("integer", "train_steps", None, "Steps to train to (default: the hparams set's).",
+                          lower_bound=1)
+t2t_keras.bin.define_flag("integer", "eval_steps", 20, "Dev batches per evaluation.", lower_bound=1)
+t2t_keras.bin.define_flag("integer", "eval_every", 500, "Evaluate every N steps (0: never).",
+                          lower_bound=0)
 t2t_keras.bin.define_flag("integer", "eval_bleu_sentences", 64,
-                     "Greedy-decode this many dev sentences at each evaluation for BLEU (0: off).")
-t2t_keras.bin.define_flag("integer", "save_every", 500, "Checkpoint every N steps.")
-t2t_keras.bin.define_flag("float", "save_every_minutes", 10.0, "Also checkpoint every M minutes.")
-t2t_keras.bin.define_flag("integer", "keep_checkpoints", 5, "How many recent checkpoints to keep.")
-t2t_keras.bin.define_flag("integer", "log_every", 50, "Progress line every N steps.")
-t2t_keras.bin.define_flag("integer", "worker_gpu", None, "GPUs to use on this machine (default: all visible).")
+                          "Greedy-decode this many dev sentences at each evaluation for BLEU "
+                          "(0: off).", lower_bound=0)
+t2t_keras.bin.define_flag("integer", "save_every", 500, "Checkpoint every N steps.", lower_bound=1)
+t2t_keras.bin.define_flag("float", "save_every_minutes", 10.0,
+                          "Also checkpoint every M minutes (0: by steps only).", lower_bound=0.0)
+t2t_keras.bin.define_flag("integer", "local_eval_frequency", None,
+                          "t2t's flag: checkpoint and evaluate every N steps (sets --save_every "
+                          "and --eval_every).", lower_bound=1)
+t2t_keras.bin.define_flag("integer", "save_checkpoints_secs", None,
+                          "t2t's flag: also checkpoint every N seconds (--save_every_minutes "
+                          "in seconds; 0: by steps only).", lower_bound=0)
+t2t_keras.bin.define_flag("integer", "keep_checkpoints", 5, "How many recent checkpoints to keep.",
+                          lower_bound=1)
+t2t_keras.bin.define_flag("integer", "log_every", 50, "Progress line every N steps.", lower_bound=1)
+t2t_keras.bin.define_flag("integer", "worker_gpu", None,
+                          "GPUs to use on this machine (default: all visible).", lower_bound=0)
 t2t_keras.bin.define_flag("boolean", "use_xla", None,
                           "XLA-compile the per-replica forward/backward (default: on with "
                           "GPUs, off on CPU, where it measured slower).")
@@ -41,6 +50,10 @@ t2t_keras.bin.define_flag("boolean", "generate_data", False, "Run datagen first 
 t2t_keras.bin.define_flag("boolean", "registry_help", False, "List registered problems, hparams sets, models.")
 t2t_keras.bin.define_flag("integer", "seed", 1, "Seed for model init, dropout and data order.")
 t2t_keras.bin.define_flag("boolean", "deterministic", False, "Enable TensorFlow op determinism (slower).")
+for _alias, _name in (("keep_checkpoint_max", "keep_checkpoints"), ("random_seed", "seed")):
+  if _alias not in flags.FLAGS:
+    flags.DEFINE_alias(_alias, _name)  # t2t's names, same meaning
+NAME = "t2t-trainer"
 FLAGS = flags.FLAGS
 
 
@@ -53,25 +66,26 @@ def main(argv):
     return 0
   if not FLAGS.output_dir:
     raise app.UsageError("--output_dir is required")
+  from t2t_keras.training import trainer  # pylint: disable=import-outside-toplevel
   if FLAGS.deterministic:
     import tensorflow as tf
     tf.config.experimental.enable_op_determinism()
-  from t2t_keras.training import trainer
-  try:
-    summary = trainer.train(
-        FLAGS.problem, FLAGS.hparams_set, FLAGS.data_dir, FLAGS.output_dir,
-        hparams=FLAGS.hparams, train_steps=FLAGS.train_steps,
-        generate_data=FLAGS.generate_data, tmp_dir=FLAGS.tmp_dir,
-        model_name=FLAGS.model, use_xla=FLAGS.use_xla, seed=FLAGS.seed,
-        save_every=FLAGS.save_every, save_every_minutes=FLAGS.save_every_minutes,
-        keep_checkpoints=FLAGS.keep_checkpoints, eval_every=FLAGS.eval_every,
-        eval_steps=FLAGS.eval_steps, eval_bleu_sentences=FLAGS.eval_bleu_sentences,
-        log_every=FLAGS.log_every,
-        strategy=_strategy())
-  except (registry.RegistryError, HParamsError, FileNotFoundError,
-          trainer.NonFiniteLossError) as e:
-    print(f"t2t-trainer: {e}", file=sys.stderr)
-    return 1
+  save_every, eval_every = FLAGS.save_every, FLAGS.eval_every
+  if FLAGS.local_eval_frequency:
+    save_every = eval_every = FLAGS.local_eval_frequency
+  save_every_minutes = FLAGS.save_every_minutes
+  if FLAGS["save_checkpoints_secs"].present:
+    save_every_minutes = FLAGS.save_checkpoints_secs / 60.0
+  trainer.train(
+      FLAGS.problem, FLAGS.hparams_set, FLAGS.data_dir, FLAGS.output_dir,
+      hparams=FLAGS.hparams or "", train_steps=FLAGS.train_steps,
+      generate_data=FLAGS.generate_data, tmp_dir=FLAGS.tmp_dir,
+      model_name=FLAGS.model, use_xla=FLAGS.use_xla, seed=FLAGS.seed,
+      save_every=save_every, save_every_minutes=save_every_minutes,
+      keep_checkpoints=FLAGS.keep_checkpoints, eval_every=eval_every,
+      eval_steps=FLAGS.eval_steps, eval_bleu_sentences=FLAGS.eval_bleu_sentences,
+      log_every=FLAGS.log_every,
+      strategy=_strategy())
   return 0
 
 
@@ -81,7 +95,7 @@ def _strategy():
 
 
 def run():
-  t2t_keras.bin.app_run(main)
+  t2t_keras.bin.app_run(main, NAME)
 
 
 if __name__ == "__main__":

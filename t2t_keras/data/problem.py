@@ -32,6 +32,7 @@ import os
 import time
 
 from t2t_keras import registry
+from t2t_keras.errors import InputError
 from t2t_keras.data import vocabulary as vocab_lib
 
 SPLITS = ("train", "dev", "test")
@@ -107,6 +108,11 @@ class Text2TextProblem:
     """Yields {"inputs": str, "targets": str} in the forward direction. Subclasses implement."""
     raise NotImplementedError
 
+  def describe_source(self, split, tmp_dir):
+    """Where `split`'s raw pairs come from, for error messages (e.g. " (read from a.en, a.de)")."""
+    del split, tmp_dir
+    return ""
+
   def check_inputs(self, tmp_dir):
     """Raises before anything is written if raw inputs are missing. Optional hook."""
 
@@ -163,6 +169,10 @@ class Text2TextProblem:
     else:
       log(f"training a {self.vocab_size}-piece BPE vocabulary on both sides of train")
       skipped = collections.Counter()
+      if next(self._clean_samples("train", tmp_dir, collections.Counter()), None) is None:
+        raise InputError(f"{self.data_name}: the train split has no pair with both sides "
+                         f"non-empty{self.describe_source('train', tmp_dir)}: nothing to "
+                         "learn a vocabulary from")
 
       def sentences():
         for inputs, targets in self._clean_samples("train", tmp_dir, skipped):

@@ -19,11 +19,14 @@ often mistaken for BLEU, and nothing here offers it.
 
 import functools
 import gzip
+import os
 import re
 
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+from t2t_keras.errors import InputError
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
@@ -136,6 +139,15 @@ def format_report(report):
 
 def read_lines(path):
   """Lines of a UTF-8 text file (plain or .gz) without their newlines."""
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{path}: no such file")
   opener = gzip.open if path.endswith(".gz") else open
-  with opener(path, "rt", encoding="utf-8") as f:
-    return [line.rstrip("\n") for line in f]
+  lines = []
+  with opener(path, "rb") as f:
+    for lineno, raw in enumerate(f, start=1):
+      try:
+        lines.append(raw.decode("utf-8").rstrip("\r\n"))
+      except UnicodeDecodeError as e:
+        raise InputError(f"{path}:{lineno}: invalid UTF-8 ({e.reason} at byte {e.start})") \
+            from None
+  return lines

@@ -38,6 +38,7 @@ import tensorflow_text as tf_text
 
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
+from t2t_keras.errors import InputError
 from t2t_keras.training import model_io
 
 EOS_ID = 1
@@ -223,7 +224,7 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     if hparams.get("pos") == "emb":
       max_input_length = min(max_input_length, hparams.max_positions)
   if max_input_length < 2:
-    raise ValueError(f"max_input_length must be >= 2 (a token and EOS), got {max_input_length}")
+    raise InputError(f"max_input_length must be >= 2 (a token and EOS), got {max_input_length}")
   if version is None:
     version = checkpoint_step(ckpt)
     if version is None:

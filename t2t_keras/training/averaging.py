@@ -12,20 +12,35 @@ from the newest one, so the result is a complete checkpoint that
 
 import os
 
+import shutil
+import time
+
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from t2t_keras.errors import InputError
+from t2t_keras.training import model_io
 
 ROOT_CHILD = "model"  # the trainer's tf.train.Checkpoint(model=..., optimizer=..., ...)
 AVERAGED_DIR = "averaged"
 
 
-def checkpoint_paths(output_dir):
-  """The CheckpointManager's kept checkpoints in output_dir, oldest first."""
+def checkpoint_paths(output_dir, log=None):
+  """The CheckpointManager's kept, readable checkpoints in output_dir, oldest first.
+
+  Truncated or missing ones are skipped (and logged with `log`).
+  """
   state = tf.train.get_checkpoint_state(output_dir)
   if state is None or not state.all_model_checkpoint_paths:
-    raise FileNotFoundError(f"no checkpoints found in {output_dir!r}")
+    raise FileNotFoundError(f"no checkpoints found in {output_dir!r} (no readable "
+                            "'checkpoint' index: is it a t2t-trainer output_dir?)")
   # get_checkpoint_state already joins relative paths to output_dir.
-  return list(state.all_model_checkpoint_paths)
+  paths = list(state.all_model_checkpoint_paths)
+  readable = model_io.readable_checkpoints(paths, log)
+  if not readable:
+    raise InputError(f"no readable checkpoint in {output_dir!r}: "
+                     f"{', '.join(os.path.basename(p) for p in paths)} are missing or truncated")
+  return readable
 
 
 def _step_of(path):
@@ -96,8 +111,15 @@ def average_checkpoint_files(paths, output_prefix):
   means = {k: tf.cast(t / len(paths), dtypes[k]) for k, t in zip(model_keys, totals)}
   tensors = [means[k] if k in averaged else t for k, t in zip(names, tensors)]
   tf.io.gfile.makedirs(os.path.dirname(output_prefix) or ".")
-  tf.raw_ops.SaveV2(prefix=output_prefix, tensor_names=names,
+  # Written under a temporary prefix and renamed, data before index: an
+  # interrupted run leaves no checkpoint that looks complete.
+  tmp = output_prefix + "_incomplete"
+  tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names,
                     shape_and_slices=[""] * len(names), tensors=tensors)
+  data = [f for f in tf.io.gfile.glob(tmp + ".data-*")]
+  for f in data:
+    tf.io.gfile.rename(f, output_prefix + f[len(tmp):], overwrite=True)
+  tf.io.gfile.rename(tmp + ".index", output_prefix + ".index", overwrite=True)
   return len(model_keys)
 
 
@@ -136,10 +158,76 @@ def average_checkpoints(output_dir, num_last=5, output_path=None, paths=None, ma
   return output_path, paths
 
 
-def _write_checkpoint_index(prefix):
-  """The `checkpoint` file that makes tf.train.latest_checkpoint(dir) find `prefix`."""
-  name = os.path.basename(prefix)
-  path = os.path.join(os.path.dirname(prefix), "checkpoint")
+def _write_checkpoint_index(*prefixes):
+  """The `checkpoint` file listing `prefixes` (oldest first; they share a directory), so that
+  tf.train.latest_checkpoint(dir) finds the last."""
+  names = [os.path.basename(p) for p in prefixes]
+  path = os.path.join(os.path.dirname(prefixes[-1]), "checkpoint")
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
+    f.write(f'model_checkpoint_path: "{names[-1]}"\n')
+    f.write("".join(f'all_model_checkpoint_paths: "{n}"\n' for n in names))
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_minutes=0.0,
+                log=print):
+  """t2t-avg-all: a moving average over a run's checkpoints, written as a run directory.
+
+  For every readable checkpoint of model_dir with min_steps <= step (<= max_step)
+  that has n - 1 older ones, writes output_dir/ckpt-<its step>: the mean of
+  those n checkpoints (t2t's windows). If fewer than n exist, one average of
+  all of them is written, with a note. Averages already in output_dir are kept.
+  output_dir also gets the run's hparams.json, run.json and vocabulary, so it
+  is a run directory that t2t-decoder and t2t-exporter load like model_dir.
+  With wait_minutes > 0, new checkpoints are awaited that long (t2t's
+  --wait_minutes) and averaged as they come.
+
+  Returns:
+    the written (or already present) average prefixes, oldest first.
+  Raises:
+    InputError / FileNotFoundError naming the directory when there is nothing
+    to average.
+  """
+  if os.path.abspath(model_dir) == os.path.abspath(output_dir):
+    raise InputError(f"--output_dir must differ from --model_dir ({model_dir}): the averages "
+                     "would replace the run's own checkpoint index")
+  for name in (model_io.HPARAMS_FILE, model_io.RUN_FILE):
+    if not os.path.exists(os.path.join(model_dir, name)):
+      raise FileNotFoundError(f"{os.path.join(model_dir, name)} not found: is {model_dir!r} a "
+                              "t2t-trainer output_dir?")
+  written, done, deadline = [], set(), time.time() + 60 * wait_minutes
+  while True:
+    paths = [p for p in checkpoint_paths(model_dir, log)
+             if (_step_of(p) or 0) >= min_steps and (max_step is None or (_step_of(p) or 0) <= max_step)]
+    if not paths:
+      raise InputError(f"no checkpoint in {model_dir!r} between step {min_steps} and "
+                       f"{max_step if max_step is not None else 'the end'}")
+    if len(paths) < n:
+      log(f"note: {len(paths)} checkpoints in {model_dir} (fewer than --n={n}); averaging all")
+      windows = [paths]
+    else:
+      windows = [paths[i - n + 1:i + 1] for i in range(n - 1, len(paths))]
+    new = [w for w in windows if w[-1] not in done]
+    for window in new:
+      prefix = os.path.join(output_dir, f"ckpt-{_step_of(window[-1])}")
+      if not model_io.checkpoint_is_readable(prefix):
+        average_checkpoint_files(window, prefix)
+        log(f"wrote {prefix}: mean of {', '.join(os.path.basename(p) for p in window)}")
+      written.append(prefix)
+      done.add(window[-1])
+    if new:
+      _copy_run_info(model_dir, output_dir)
+      _write_checkpoint_index(*written)
+      deadline = time.time() + 60 * wait_minutes
+    if time.time() >= deadline:
+      return written
+    time.sleep(min(10.0, max(0.0, deadline - time.time())))
+
+
+def _copy_run_info(model_dir, output_dir):
+  for name in (model_io.HPARAMS_FILE, model_io.RUN_FILE, model_io.VOCAB_FILE):
+    src = os.path.join(model_dir, name)
+    if os.path.exists(src):
+      tmp = os.path.join(output_dir, name + ".tmp")
+      shutil.copyfile(src, tmp)
+      os.replace(tmp, os.path.join(output_dir, name))

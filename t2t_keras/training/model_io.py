@@ -2,7 +2,7 @@
 
 output_dir/
   hparams.json     the training HParams (later steps reuse them)
-  run.json         {"problem", "model", "vocab_size", "vocab_file"}
+  run.json         {"problem", "model", "hparams_set", "vocab_size", "vocab_file"}
   vocab.model      a copy of the problem's sentencepiece model (self-contained runs)
   ckpt-<step>.*    tf.train checkpoints: model, optimizer, step, input iterator
   checkpoint       the CheckpointManager's index of kept checkpoints
@@ -11,10 +11,12 @@ output_dir/
 import json
 import os
 import shutil
+import sys
 
 import tensorflow as tf
 
 from t2t_keras import registry
+from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams
 
 HPARAMS_FILE = "hparams.json"
@@ -23,12 +25,12 @@ VOCAB_FILE = "vocab.model"
 
 
 def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None,
-                  model_name="transformer"):
+                  model_name="transformer", hparams_set=None):
   """Writes hparams.json, run.json and a copy of the vocabulary (atomically)."""
   tf.io.gfile.makedirs(output_dir)
   hparams.save(os.path.join(output_dir, HPARAMS_FILE))
-  info = {"problem": problem_name, "model": model_name, "vocab_size": int(vocab_size),
-          "vocab_file": VOCAB_FILE if vocab_path else None}
+  info = {"problem": problem_name, "model": model_name, "hparams_set": hparams_set,
+          "vocab_size": int(vocab_size), "vocab_file": VOCAB_FILE if vocab_path else None}
   if vocab_path:
     tmp = os.path.join(output_dir, VOCAB_FILE + ".tmp")
     shutil.copyfile(vocab_path, tmp)
@@ -52,6 +54,45 @@ def load_run_info(output_dir):
   return HParams.load(paths[0]), info
 
 
+def check_run_matches(output_dir, *, problem=None, model=None, hparams_set=None,
+                      hparams=None, compare_values=True):
+  """Refuses flags that contradict what the run in output_dir recorded.
+
+  t2t's decoder and exporter take --problem, --model, --hparams_set and
+  --hparams; here the run directory already records them, so a given value
+  must agree. None means "not given".
+
+  Args:
+    output_dir: a trainer output_dir (hparams.json, run.json).
+    problem, model, hparams_set: names given on the command line, or None.
+    hparams: an overrides string given on the command line, or None; applied
+      to `hparams_set` if given, else to the run's hparams, and the result
+      compared with the run's hparams (also when `hparams_set` is given and
+      the run did not record its set's name).
+    compare_values: False checks the names only (the trainer compares the
+      values itself, overrides included).
+  Raises:
+    InputError naming the flag, the given value and the recorded one.
+  """
+  saved, info = load_run_info(output_dir)
+  for key, value in (("problem", problem), ("model", model), ("hparams_set", hparams_set)):
+    recorded = info.get(key)
+    if value is not None and recorded is not None and value != recorded:
+      raise InputError(f"--{key}={value} does not match the run in {output_dir}, "
+                       f"trained with --{key}={recorded} ({RUN_FILE})")
+  if not compare_values or not hparams and (hparams_set is None
+                                             or hparams_set == info.get("hparams_set")):
+    return  # names agree; the run's own overrides are in hparams.json
+  wanted = (registry.hparams(hparams_set) if hparams_set else saved).override(hparams or "")
+  diff = [k for k in saved.diff(wanted) if k not in ("train_steps",)]
+  if diff:
+    given = "--hparams_set/--hparams" if hparams_set and hparams else (
+        "--hparams" if hparams else "--hparams_set")
+    details = ", ".join(f"{k}={wanted.get(k)!r} (run: {saved.get(k)!r})" for k in diff[:4])
+    raise InputError(f"{given} give {details}, which does not match the run in "
+                     f"{output_dir} ({HPARAMS_FILE})")
+
+
 def build_model(hparams, vocab_size, model_name="transformer"):
   """A built (variables created) registered model."""
   model = registry.model(model_name)(vocab_size, hparams)
@@ -59,11 +100,53 @@ def build_model(hparams, vocab_size, model_name="transformer"):
   return model
 
 
-def latest_checkpoint(output_dir):
-  path = tf.train.latest_checkpoint(output_dir)
-  if path is None:
+def checkpoint_is_readable(path):
+  """True if the checkpoint prefix `path` exists and every tensor in it reads back.
+
+  A run killed while writing, a full disk or a copy cut short leave a
+  truncated index or data file; this reads all of it (a few hundred MB at most).
+  """
+  try:
+    reader = tf.train.load_checkpoint(path)
+    dtypes = reader.get_variable_to_dtype_map()
+    names = sorted(dtypes)
+    tf.raw_ops.RestoreV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names),
+                         dtypes=[dtypes[n] for n in names])
+    return True
+  except Exception:  # pylint: disable=broad-except  (any failure means "not readable")
+    return False
+
+
+def readable_checkpoints(paths, log=None):
+  """The readable ones of `paths` (any order kept); each skipped one is logged."""
+  kept = []
+  for path in paths:
+    if checkpoint_is_readable(path):
+      kept.append(path)
+    elif log:
+      log(f"warning: skipping {path}: missing or truncated checkpoint files")
+  return kept
+
+
+def latest_checkpoint(output_dir, log=None):
+  """The newest readable checkpoint of output_dir (unreadable newer ones are skipped and logged)."""
+  state = tf.train.get_checkpoint_state(output_dir)
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  if state and state.model_checkpoint_path and state.model_checkpoint_path not in paths:
+    paths.append(state.model_checkpoint_path)
+  if not paths:
     raise FileNotFoundError(f"no checkpoint found in {output_dir!r}")
-  return path
+  for path in reversed(paths):
+    if checkpoint_is_readable(path):
+      return path
+    if log:
+      log(f"warning: skipping {path}: missing or truncated checkpoint files")
+  raise InputError(f"no readable checkpoint in {output_dir!r}: "
+                   f"{', '.join(os.path.basename(p) for p in paths)} are missing or truncated")
+
+
+def _warn(message):
+  print(message, file=sys.stderr)
 
 
 def load_model(output_dir, checkpoint_path=None):
@@ -77,7 +160,10 @@ def load_model(output_dir, checkpoint_path=None):
     (model, hparams, run-info dict with "vocab_path", checkpoint path used).
   """
   hparams, info = load_run_info(output_dir)
+  if checkpoint_path and not checkpoint_is_readable(checkpoint_path):
+    raise InputError(f"--checkpoint_path={checkpoint_path}: no readable checkpoint there "
+                     "(give a prefix such as DIR/ckpt-1000, not a file)")
+  path = checkpoint_path or latest_checkpoint(output_dir, log=_warn)
   model = build_model(hparams, info["vocab_size"], info.get("model", "transformer"))
-  path = checkpoint_path or latest_checkpoint(output_dir)
   tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
   return model, hparams, info, path

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.data.pipeline import count_long_pairs, make_dataset
+from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams, HParamsError
 from t2t_keras.training import curves, model_io
 from t2t_keras.training.loss import smoothed_cross_entropy, token_metrics
@@ -34,7 +35,7 @@ from t2t_keras.training.strategy import is_chief, make_strategy
 RESUMABLE_KEYS = ("train_steps",)
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(InputError, RuntimeError):
   """A NaN or Inf loss; the last good checkpoint is kept."""
 
 
@@ -65,7 +66,8 @@ class Trainer:
       when GPUs are visible, off on CPU, where XLA measured slower (0.81-0.94x
       target tokens/s on transformer_tiny/small, benchmarks/train_bench.py).
     seed: model init, dropout and data order.
-    save_every: checkpoint every N steps; save_every_minutes: and every M minutes.
+    save_every: checkpoint every N steps; save_every_minutes: and every M minutes
+      (0: by steps only).
     keep_checkpoints: how many recent checkpoints to keep.
     eval_every / eval_steps: dev metrics every N steps over M batches (0: off).
     eval_bleu_sentences: also greedy-decode the first N dev sentences and score
@@ -75,12 +77,13 @@ class Trainer:
   """
 
   def __init__(self, problem, hparams, data_dir, output_dir, *, model_name="transformer",
-               strategy=None,
+               hparams_set=None, strategy=None,
                use_xla=None, seed=1, save_every=500, save_every_minutes=10.0,
                keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
                log_every=50, log=functools.partial(print, flush=True)):
     self.problem = problem
     self.model_name = model_name
+    self.hparams_set = hparams_set
     self.hparams = hparams
     self.data_dir = data_dir
     self.output_dir = output_dir
@@ -97,6 +100,9 @@ class Trainer:
     self.chief = is_chief(self.strategy)
     self.log = log if self.chief else (lambda *a, **k: None)
 
+    if os.path.exists(os.path.join(output_dir, model_io.RUN_FILE)):
+      model_io.check_run_matches(output_dir, problem=problem.name, model=model_name,
+                                 hparams_set=hparams_set, compare_values=False)
     check_hparams_match(output_dir, hparams)
     keras.utils.set_random_seed(seed)
     if hparams.precision != "float32":
@@ -156,20 +162,30 @@ class Trainer:
       optimizer.apply_gradients(zip(grads, model.trainable_variables))
       return loss_sum, tokens
 
-    # One trace per batch shape (the pipeline's buckets keep them few): static
-    # shapes give the same kernels in a resumed run, so resume is bit-exact.
-    @tf.function
     def train_step(batches):
       loss_sum, tokens = self.strategy.run(replica_step, args=(batches,))
       loss_sum = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss_sum, axis=None)
       tokens = self.strategy.reduce(tf.distribute.ReduceOp.SUM, tokens, axis=None)
       return loss_sum / tf.maximum(tokens, 1.0), tokens
 
-    return train_step
+    if self.use_xla or not self._single_device():
+      # One trace per batch shape (the pipeline's buckets keep them few): XLA
+      # compiles per shape anyway, and distributed values carry no signature.
+      return tf.function(train_step)
+    # One trace for every batch shape: each retrace of forward, backward and
+    # Adam cost ~5.5 s and ~0.2 GB (Multi30k: 10 shapes, 62 s of warm-up;
+    # benchmarks/train_bench.py). The graph does not depend on which shape came
+    # first, so a resumed run runs the same kernels and resume stays bit-exact.
+    spec = {k: tf.TensorSpec([None] * v.shape.rank, v.dtype)
+            for k, v in self.iterator.element_spec.items()}
+    return tf.function(train_step, input_signature=[spec])
+
+  def _single_device(self):
+    return self.local_replicas == 1 and self.strategy.num_replicas_in_sync == 1
 
   def _next_batches(self):
     """This worker's next batch for each of its replicas, as distributed values."""
-    if self.local_replicas == 1 and self.strategy.num_replicas_in_sync == 1:
+    if self._single_device():
       return next(self.iterator)
     local = [next(self.iterator) for _ in range(self.local_replicas)]
     return self.strategy.experimental_distribute_values_from_function(
@@ -236,9 +252,19 @@ class Trainer:
 
   def restore(self):
     """Restores the latest checkpoint of output_dir, if any; returns the step."""
-    if self.manager.latest_checkpoint:
-      self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
-      self.log(f"resumed from {self.manager.latest_checkpoint} at step {int(self.step.numpy())}")
+    # Newest first; a truncated one (killed mid-write, disk full) is skipped
+    # for the newest readable one.
+    for path in reversed(self.manager.checkpoints):
+      if model_io.checkpoint_is_readable(path):
+        self.checkpoint.restore(path).assert_existing_objects_matched()
+        self.log(f"resumed from {path} at step {int(self.step.numpy())}")
+        break
+      self.log(f"warning: skipping {path}: missing or truncated checkpoint files")
+    else:
+      if self.manager.checkpoints:
+        raise InputError(f"no readable checkpoint in {self.output_dir}: "
+                         f"{', '.join(self.manager.checkpoints)} are all missing or truncated; "
+                         "move them away to start afresh")
     return int(self.step.numpy())
 
   def save(self):
@@ -266,10 +292,13 @@ class Trainer:
     raises NonFiniteLossError naming the step, keeping the last good checkpoint.
     """
     train_steps = train_steps or self.hparams.train_steps
+    if train_steps < 1:
+      raise InputError(f"train_steps must be >= 1, got {train_steps}")
     if self.chief:
       model_io.save_run_info(self.output_dir, self.hparams.replace(train_steps=train_steps),
                              self.problem.name, self.vocab.vocab_size,
-                             self.problem.vocab_path(self.data_dir), self.model_name)
+                             self.problem.vocab_path(self.data_dir), self.model_name,
+                             self.hparams_set)
     start_step = self.restore()
     if start_step == 0 and self.chief:  # one pass over the train split, on a fresh run only
       counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
@@ -330,7 +359,8 @@ class Trainer:
               tf.summary.scalar(k, v)
           history.add(step, time=time.time(), **eval_metrics)
           last_log = time.time()
-        if (step % self.save_every == 0 or time.time() - last_save > self.save_every_seconds):
+        if (step % self.save_every == 0 or
+            0 < self.save_every_seconds < time.time() - last_save):
           self.save()
           last_save = time.time()
         if self._stop_signal is not None:
@@ -389,5 +419,5 @@ def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="",
   if generate_data:
     datagen.generate(problem_name, data_dir, tmp_dir, log=trainer_kwargs.get("log", print))
   problem = registry.problem(problem_name)
-  trainer = Trainer(problem, hp, data_dir, output_dir, **trainer_kwargs)
+  trainer = Trainer(problem, hp, data_dir, output_dir, hparams_set=hparams_set, **trainer_kwargs)
   return trainer.train(hp.train_steps)

@@ -1,0 +1,39 @@
+"""t2t's flags that locate a training run, for the binaries that read one (decoder, exporter).
+
+t2t needed --problem, --model, --hparams_set, --hparams and --data_dir to
+rebuild a model; here the trainer's output_dir records all of them, so these
+flags are optional. Given, each must agree with the run (`check`), so that a
+t2t script runs unchanged and a wrong flag is an error, not a silent switch.
+"""
+
+from absl import flags
+
+import t2t_keras.bin
+
+FLAGS = flags.FLAGS
+
+_define = t2t_keras.bin.define_flag
+_define("string", "output_dir", None, "The trainer's output_dir (hparams, vocab, checkpoints).")
+_define("string", "problem", None, "The run's problem (optional: must match run.json).")
+_define("string", "model", None, "The run's model (optional: must match run.json).")
+_define("string", "hparams_set", None, "The run's hparams set (optional: must match run.json).")
+_define("string", "hparams", None, "The run's hparams overrides (optional: must match hparams.json).")
+_define("string", "data_dir", None, "The problem's data directory (--decode_split reads it).")
+_define("string", "t2t_usr_dir", None, "A directory of modules registering more problems/hparams.")
+
+
+def _given(name):
+  return FLAGS[name].value if FLAGS[name].present else None
+
+
+def check(output_dir):
+  """InputError if --problem, --model, --hparams_set or --hparams contradict the run."""
+  from t2t_keras.training import model_io  # pylint: disable=import-outside-toplevel
+  model_io.check_run_matches(output_dir, problem=_given("problem"), model=_given("model"),
+                             hparams_set=_given("hparams_set"), hparams=_given("hparams"))
+
+
+def import_usr_dir():
+  if FLAGS.t2t_usr_dir:
+    from t2t_keras.usr_dir import import_usr_dir as load  # pylint: disable=import-outside-toplevel
+    load(FLAGS.t2t_usr_dir)

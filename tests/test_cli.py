@@ -1,0 +1,346 @@
+"""The binaries' flags as t2t users pass them, and a one-line error for every bad input.
+
+The binaries run in this process (`t2t_keras.bin.run_in_process`: the same flag
+parsing and error handling as the console scripts); test_t2t_walkthrough.py runs
+them as processes.
+"""
+
+import gzip
+import os
+
+import pytest
+import tensorflow as tf
+
+from t2t_keras import bin as t2t_bin
+from t2t_keras.bin import trainer as trainer_bin  # first: its flag defaults win
+from t2t_keras.bin import avg_all as avg_all_bin
+from t2t_keras.bin import bleu as bleu_bin
+from t2t_keras.bin import datagen as datagen_bin
+from t2t_keras.bin import decoder as decoder_bin
+from t2t_keras.bin import exporter as exporter_bin
+from t2t_keras.data import datagen
+from t2t_keras.decoding import decoder
+from t2t_keras.training import model_io
+from t2t_keras.training import trainer as trainer_lib
+
+PROBLEM = "algorithmic_copy"
+PROBLEM_ARGS = dict(num_train=300, num_dev=20, num_test=20, max_length=6, num_symbols=5)
+TINY = ("hidden_size=16,filter_size=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1,"
+        "batch_size=256,max_length=8")
+BINARIES = {"trainer": trainer_bin, "decoder": decoder_bin, "bleu": bleu_bin,
+            "avg-all": avg_all_bin, "exporter": exporter_bin, "datagen": datagen_bin}
+
+
+def run_binary(capsys, name, *args):
+  """(exit code, stdout, stderr) of t2t-<name> with `args`, run in this process."""
+  capsys.readouterr()
+  code = t2t_bin.run_in_process(BINARIES[name], [f"t2t-{name}", *args])
+  out = capsys.readouterr()
+  return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp("cli_data"))
+  datagen.generate(PROBLEM, path, log=None, **PROBLEM_ARGS)
+  return path
+
+
+@pytest.fixture(scope="module")
+def run_dir(data_dir, tmp_path_factory):
+  """A trained run (steps 2 and 4 kept) made through the Python API."""
+  out = str(tmp_path_factory.mktemp("cli_run"))
+  trainer_lib.train(PROBLEM, "transformer_tiny", data_dir, out, hparams=TINY, train_steps=4,
+                    save_every=2, eval_every=0, eval_bleu_sentences=0, use_xla=False,
+                    log=lambda *a: None)
+  return out
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+  d = tmp_path_factory.mktemp("cli_files")
+  paths = {}
+  for name, text in {"in": "a b\nc d\n", "three": "a\nb\nc\n", "two": "a\nb\n",
+                     "pairs": "a b\tb a\nno tab here\n", "empty": "",
+                     "one": "a b\n"}.items():
+    paths[name] = str(d / f"{name}.txt")
+    with open(paths[name], "w") as f:
+      f.write(text)
+  paths["bad_utf8"] = str(d / "bad_utf8.txt")
+  with open(paths["bad_utf8"], "wb") as f:
+    f.write(b"fine\nbad \xff byte\n")
+  paths["dir"] = str(d)
+  return paths
+
+
+def _truncated_copy(run_dir, dest, keep_intact):
+  """A copy of run_dir whose checkpoints after the first `keep_intact` are cut short."""
+  import shutil
+  shutil.copytree(run_dir, dest)
+  state = tf.train.get_checkpoint_state(dest)
+  for path in list(state.all_model_checkpoint_paths)[keep_intact:]:
+    data = tf.io.gfile.glob(path + ".data-*")[0]
+    with open(data, "r+b") as f:
+      f.truncate(os.path.getsize(data) // 2)
+  return dest
+
+
+# (binary, args with {run} {data} {tmp} {files[...]} placeholders, expected stderr text)
+BAD_INPUTS = [
+    # t2t-trainer
+    ("trainer", ["--output_dir={tmp}/t", "--problem=translate_nope"],
+     "unknown problem 'translate_nope'"),
+    ("trainer", ["--output_dir={tmp}/t", "--hparams_set=transformer_tinny"],
+     "Closest match: 'transformer_tiny'"),
+    ("trainer", ["--output_dir={tmp}/t", "--problem=" + PROBLEM, "--data_dir={data}",
+                 "--hparams=hiden_size=3"], "unknown hparam 'hiden_size'"),
+    ("trainer", ["--output_dir={tmp}/t", "--problem=" + PROBLEM, "--data_dir={data}",
+                 "--hparams=hidden_size=big"], "hparam 'hidden_size': cannot parse 'big' as int"),
+    ("trainer", ["--problem=" + PROBLEM], "--output_dir is required"),
+    ("trainer", ["--output_dir={tmp}/t", "--use_tpu"],
+     "--use_tpu cannot apply here: t2t-keras runs on CPUs and GPUs"),
+    ("trainer", ["--output_dir={tmp}/t", "--cloud_mlengine"], "not on Cloud ML Engine"),
+    ("trainer", ["--output_dir={tmp}/t", "--master=grpc://x:1"], "--master cannot apply here"),
+    ("trainer", ["--output_dir={tmp}/t", "extra"], "unexpected arguments: extra"),
+    ("trainer", ["--output_dir={run}", "--problem=algorithmic_reverse", "--data_dir={data}"],
+     "--problem=algorithmic_reverse does not match the run"),
+    ("trainer", ["--output_dir={run}", "--problem=" + PROBLEM, "--data_dir={data}",
+                 "--hparams_set=transformer_small", "--hparams=" + TINY],
+     "--hparams_set=transformer_small does not match the run"),
+    ("trainer", ["--output_dir={run}", "--problem=" + PROBLEM, "--data_dir={data}",
+                 "--hparams=" + TINY + ",num_heads=4"], "num_heads: saved 2 != new 4"),
+    ("trainer", ["--output_dir={all_truncated}", "--problem=" + PROBLEM, "--data_dir={data}",
+                 "--hparams=" + TINY], "no readable checkpoint in"),
+    ("trainer", ["--output_dir={tmp}/t", "--problem=" + PROBLEM, "--data_dir={tmp}/nodata"],
+     "{tmp}/nodata"),
+    # t2t-decoder
+    ("decoder", ["--output_dir={run}", "--decode_from_file={tmp}/missing.en"],
+     "--decode_from_file={tmp}/missing.en: no such file"),
+    ("decoder", ["--output_dir={run}"], "give exactly one of --decode_from_file"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--decode_hparams=beam_sze=2"],
+     "unknown hparam 'beam_sze'. Did you mean 'beam_size'?"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--decode_hparams=beam_size=0"],
+     "decode hparam beam_size=0: must be >= 1"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--decode_hparams=alpha=-1"],
+     "decode hparam alpha=-1.0: must be >= 0"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--problem=translate_ende_numbers"],
+     "--problem=translate_ende_numbers does not match the run"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--model=universal_transformer"],
+     "--model=universal_transformer does not match the run"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--hparams=num_heads=4"],
+     "num_heads=4 (run: 2)"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--checkpoint_path={run}/ckpt-99"],
+     "--checkpoint_path={run}/ckpt-99: no readable checkpoint there"),
+    ("decoder", ["--output_dir={data}", "--decode_from_file={in}"], "is '{data}' a t2t-trainer output_dir"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--decode_reference={three}"],
+     "has 2 lines but {three} has 3"),
+    ("decoder", ["--output_dir={run}", "--score_file={pairs}"], "--score_file needs --decode_to_file"),
+    ("decoder", ["--output_dir={run}", "--score_file={pairs}", "--decode_to_file={tmp}/scores"],
+     "{pairs}:2: expected 'source<TAB>target', found 0 tabs"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={bad_utf8}"], "{bad_utf8}:2: invalid UTF-8"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--cloud_tpu_name=x"],
+     "--cloud_tpu_name cannot apply here"),
+    # t2t-bleu
+    ("bleu", ["--translation={two}", "--reference={three}"], "{two} has 2 lines but {three} has 3"),
+    ("bleu", ["--translation={two}", "--reference={tmp}/nope.de"], "{tmp}/nope.de: no such file"),
+    ("bleu", ["--translation={two}"], "--translation and --reference are required"),
+    # t2t-avg-all
+    ("avg-all", ["--output_dir={tmp}/avg"], "--model_dir is required"),
+    ("avg-all", ["--model_dir={no_ckpt}", "--output_dir={tmp}/avg"], "no checkpoints found in"),
+    ("avg-all", ["--model_dir={data}", "--output_dir={tmp}/avg"], "is '{data}' a t2t-trainer output_dir"),
+    ("avg-all", ["--model_dir={run}", "--output_dir={run}"], "--output_dir must differ from --model_dir"),
+    ("avg-all", ["--model_dir={run}", "--output_dir={tmp}/avg", "--min_steps=100"],
+     "no checkpoint in '{run}' between step 100 and the end"),
+    ("avg-all", ["--model_dir={all_truncated}", "--output_dir={tmp}/avg"], "no readable checkpoint in"),
+    # t2t-exporter
+    ("exporter", ["--output_dir={run}", "--hparams_set=transformer_base"],
+     "--hparams_set=transformer_base does not match the run"),
+    ("exporter", ["--output_dir={run}", "--max_input_length=1", "--export_dir={tmp}/exp"],
+     "max_input_length must be >= 2"),
+    # t2t-datagen
+    ("datagen", ["--problem=translate_parallel_text", "--data_dir={tmp}/pd",
+                 "--parallel_train={empty},{empty}", "--parallel_dev={two},{two}",
+                 "--parallel_test={two},{two}"], "the train split has no pair with both sides non-empty"),
+    ("datagen", ["--problem=translate_parallel_text", "--data_dir={tmp}/pd",
+                 "--parallel_train={two},{three}", "--parallel_dev={two},{two}",
+                 "--parallel_test={two},{two}"], "{two} has 2 lines, {three} has 3 lines"),
+    ("datagen", ["--problem=translate_parallel_text", "--data_dir={tmp}/pd",
+                 "--parallel_train={tmp}/x.en,{tmp}/x.de", "--parallel_dev={two},{two}",
+                 "--parallel_test={two},{two}"], "missing input file(s): {tmp}/x.en"),
+    ("datagen", ["--problem=translate_parallel_text", "--data_dir={tmp}/pd",
+                 "--parallel_train={bad_utf8},{bad_utf8}", "--parallel_dev={two},{two}",
+                 "--parallel_test={two},{two}"], "{bad_utf8}:2: invalid UTF-8"),
+]
+
+
+@pytest.fixture(scope="module")
+def places(run_dir, data_dir, files, tmp_path_factory):
+  tmp = str(tmp_path_factory.mktemp("cli_tmp"))
+  no_ckpt = os.path.join(tmp, "no_ckpt")
+  os.makedirs(no_ckpt)
+  for name in (model_io.HPARAMS_FILE, model_io.RUN_FILE):
+    tf.io.gfile.copy(os.path.join(run_dir, name), os.path.join(no_ckpt, name))
+  all_truncated = _truncated_copy(run_dir, os.path.join(tmp, "all_truncated"), keep_intact=0)
+  return dict(files, run=run_dir, data=data_dir, tmp=tmp, no_ckpt=no_ckpt,
+              all_truncated=all_truncated)
+
+
+def test_the_table_has_at_least_25_cases():
+  assert len(BAD_INPUTS) >= 25
+
+
+@pytest.mark.parametrize("binary,args,expected", BAD_INPUTS,
+                         ids=[f"{b}-{i}" for i, (b, _, _) in enumerate(BAD_INPUTS)])
+def test_bad_input_is_one_clear_line(capsys, places, binary, args, expected):
+  before = sorted(os.listdir(places["run"]))
+  code, _, err = run_binary(capsys, binary, *[a.format(**places) for a in args])
+  assert code == 1
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert lines and lines[-1] == lines[0], err  # one line, no traceback
+  assert lines[0].startswith(f"t2t-{binary}: error: "), err
+  assert expected.format(**places) in lines[0]
+  assert sorted(os.listdir(places["run"])) == before  # nothing written into the run
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--train_steps=-5"], "flag --train_steps=-5: -5 is not a positive integer"),
+    (["--eval_steps=0"], "flag --eval_steps=0: 0 is not a positive integer"),
+    (["--no_such_flag=1"], "Unknown command line flag 'no_such_flag'"),
+])
+def test_bad_flag_values_are_refused_while_parsing(capsys, args, expected):
+  code, _, err = run_binary(capsys, "trainer", "--output_dir=unused", *args)
+  assert code == 1 and expected in err
+
+
+def test_no_output_file_on_failure(capsys, places):
+  out = os.path.join(places["tmp"], "never.de")
+  code, _, _ = run_binary(capsys, "decoder", f"--output_dir={places['run']}",
+                          f"--decode_from_file={places['in']}", f"--decode_to_file={out}",
+                          f"--decode_reference={places['three']}")
+  assert code == 1 and not os.path.exists(out)
+  assert not [f for f in os.listdir(places["tmp"]) if "incomplete" in f]
+
+
+def test_truncated_newest_checkpoint_is_skipped_everywhere(capsys, places, data_dir, tmp_path):
+  run = _truncated_copy(places["run"], str(tmp_path / "run"), keep_intact=1)  # ckpt-2 intact
+  out = str(tmp_path / "out.txt")
+  code, stdout, err = run_binary(capsys, "decoder", f"--output_dir={run}",
+                                 f"--decode_from_file={places['in']}", f"--decode_to_file={out}",
+                                 "--decode_hparams=jit=false")
+  assert code == 0 and "warning: skipping" in err and "ckpt-4" in err
+  assert f"loaded {run}/ckpt-2" in stdout and len(open(out).read().splitlines()) == 2
+  code, stdout, err = run_binary(capsys, "avg-all", f"--model_dir={run}",
+                                 f"--output_dir={tmp_path}/avg", "--n=2")
+  assert code == 0 and "skipping" in err + stdout and "mean of ckpt-2\n" in stdout
+  code, stdout, _ = run_binary(capsys, "trainer", f"--output_dir={run}", f"--problem={PROBLEM}",
+                               f"--data_dir={data_dir}", f"--hparams={TINY}", "--train_steps=5",
+                               "--eval_every=0", "--eval_bleu_sentences=0")
+  assert code == 0
+  assert f"resumed from {run}/ckpt-2 at step 2" in stdout and "steps 2 -> 5" in stdout
+  assert tf.train.latest_checkpoint(run).endswith("ckpt-5")
+
+
+def test_t2t_trainer_flags_keep_their_meaning(capsys, data_dir, tmp_path):
+  out = str(tmp_path / "run")
+  code, stdout, _ = run_binary(
+      capsys, "trainer", f"--output_dir={out}", f"--problem={PROBLEM}", "--model=transformer",
+      "--hparams_set=transformer_tiny", f"--hparams={TINY}", f"--data_dir={data_dir}",
+      "--train_steps=6", "--local_eval_frequency=2", "--keep_checkpoint_max=2",
+      "--save_checkpoints_secs=0", "--random_seed=7", "--eval_steps=1",
+      "--eval_bleu_sentences=0")
+  assert code == 0, stdout
+  kept = tf.train.get_checkpoint_state(out).all_model_checkpoint_paths
+  assert [os.path.basename(p) for p in kept] == ["ckpt-4", "ckpt-6"]  # every 2 steps, keep 2
+  assert stdout.count("dev loss") == 3  # evaluated at steps 2, 4 and 6
+  flags = trainer_bin.FLAGS
+  try:
+    flags(["t2t-trainer", "--random_seed=7", "--keep_checkpoint_max=3"])
+    assert flags.seed == 7 and flags.keep_checkpoints == 3  # t2t's names are aliases
+  finally:
+    flags.unparse_flags()
+  info = model_io.load_run_info(out)[1]
+  assert info["hparams_set"] == "transformer_tiny" and info["problem"] == PROBLEM
+
+
+def test_decoder_and_exporter_accept_agreeing_t2t_flags(capsys, places, tmp_path):
+  run = places["run"]
+  common = [f"--data_dir={places['data']}", f"--problem={PROBLEM}", "--model=transformer",
+            "--hparams_set=transformer_tiny", f"--hparams={TINY}", f"--output_dir={run}"]
+  out = str(tmp_path / "t.txt")
+  code, _, err = run_binary(capsys, "decoder", *common, "--decode_hparams=beam_size=2,alpha=0.6",
+                            f"--decode_from_file={places['in']}", f"--decode_to_file={out}")
+  assert code == 0, err
+  assert len(open(out).read().splitlines()) == 2
+  code, stdout, err = run_binary(capsys, "exporter", *common, f"--export_dir={tmp_path}/exp",
+                                 "--decode_hparams=beam_size=1,jit=false")
+  assert code == 0, err
+  assert stdout.strip().splitlines()[-1] == os.path.join(str(tmp_path), "exp", "4")
+
+
+def test_score_file_equals_beam_score_of_the_same_output(capsys, places, tmp_path):
+  """Scores are log p(target|source): beam search's own score of its output (alpha 0)."""
+  model, vocab, _ = decoder_bin.load(places["run"])
+  extra = 3
+  hp = decoder.decode_hparams(f"beam_size=1,alpha=0,jit=false,extra_length={extra}")
+  sources = decoder.encode_sources(vocab, ["a b c", "d e", "e"])
+  best = [hyps[0] for hyps in decoder.translate_ids(model, sources, hp)]
+  # A hypothesis shorter than its maximum length ended with EOS, which its score includes.
+  targets = [ids + [decoder.EOS_ID] if len(ids) < len(src) + extra else ids
+             for src, (ids, _) in zip(sources, best)]
+  assert decoder.score_ids(model, sources, targets, batch_size=2) == pytest.approx(
+      [score for _, score in best], abs=1e-4)
+  # The binary: "source<TAB>target" lines, one score per line, batching and padding aside.
+  pairs = str(tmp_path / "pairs.tsv")
+  with open(pairs, "w") as f:
+    f.write("a b c\td e\nd e\ta b c\n")
+  out = str(tmp_path / "scores.txt")
+  code, _, err = run_binary(capsys, "decoder", f"--output_dir={places['run']}",
+                            f"--score_file={pairs}", f"--decode_to_file={out}",
+                            "--decode_hparams=batch_size=1")
+  assert code == 0, err
+  scores = [float(x) for x in open(out).read().split()]
+  expected = decoder.score_pairs(model, vocab, ["a b c", "d e"], ["d e", "a b c"], batch_size=2)
+  assert scores == pytest.approx(expected, abs=1e-5) and all(s < 0 for s in scores)
+
+
+def test_avg_all_writes_t2t_moving_averages_as_a_run_dir(capsys, places, tmp_path):
+  avg = str(tmp_path / "avg")
+  code, stdout, err = run_binary(capsys, "avg-all", f"--model_dir={places['run']}",
+                                 f"--output_dir={avg}", "--n=1")
+  assert code == 0, err
+  # n=1: one "average" per checkpoint, equal to it; the run's files come along.
+  assert sorted(os.path.basename(p) for p in
+                tf.train.get_checkpoint_state(avg).all_model_checkpoint_paths) == ["ckpt-2", "ckpt-4"]
+  for name in (model_io.HPARAMS_FILE, model_io.RUN_FILE, model_io.VOCAB_FILE):
+    assert os.path.exists(os.path.join(avg, name))
+  original = tf.train.load_checkpoint(os.path.join(places["run"], "ckpt-4"))
+  averaged = tf.train.load_checkpoint(os.path.join(avg, "ckpt-4"))
+  for key in original.get_variable_to_shape_map():
+    if key.startswith("model/") and original.get_variable_to_dtype_map()[key].is_floating:
+      assert (original.get_tensor(key) == averaged.get_tensor(key)).all(), key
+  # n=2: windows ending at each checkpoint with one older: only ckpt-4's.
+  code, stdout, _ = run_binary(capsys, "avg-all", f"--model_dir={places['run']}",
+                               f"--output_dir={avg}2", "--n=2")
+  assert code == 0 and "wrote " in stdout and "mean of ckpt-2, ckpt-4" in stdout
+  assert tf.train.latest_checkpoint(avg + "2").endswith("ckpt-4")
+  # The averaged dir is a run: the decoder loads it as --output_dir.
+  out = str(tmp_path / "avg.de")
+  code, stdout, err = run_binary(capsys, "decoder", f"--output_dir={avg}2",
+                                 f"--decode_from_file={places['in']}", f"--decode_to_file={out}",
+                                 "--decode_hparams=jit=false")
+  assert code == 0 and f"loaded {avg}2/ckpt-4" in stdout, err
+  assert not [f for f in os.listdir(avg + "2") if "incomplete" in f]
+
+
+def test_datagen_reads_relative_parallel_files_from_the_working_directory(
+    capsys, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  for name, text in {"t.en": "one two\nthree\n" * 20, "t.de": "eins zwei\ndrei\n" * 20}.items():
+    with gzip.open(name + ".gz", "wt") as f:
+      f.write(text)
+  code, stdout, err = run_binary(
+      capsys, "datagen", "--problem=translate_parallel_text", "--data_dir=d", "--vocab_size=20",
+      "--parallel_train=t.en.gz,t.de.gz", "--parallel_dev=t.en.gz,t.de.gz",
+      "--parallel_test=t.en.gz,t.de.gz")
+  assert code == 0, err
+  assert "train: 40 pairs" in stdout
