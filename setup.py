@@ -21,6 +21,7 @@ BINARIES = {
     "t2t-exporter": "exporter",
     "t2t-avg-all": "avg_all",
     "t2t-bleu": "bleu",
+    "t2t-evalb": "evalb",
     "t2t-param-table": "param_table",
 }
 

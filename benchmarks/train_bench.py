@@ -139,7 +139,7 @@ def breakdown(trainer, batch, use_xla, repeats=3):
       "forward_backward": _time(lambda: [g.numpy() for g in forward_backward(batch)][0],
                                 repeats),
       "apply": _time(lambda: (apply(), trainer.step.numpy()), repeats),
-      "step": _time(lambda: float(trainer._train_step(batch)[0]), repeats),  # pylint: disable=protected-access
+      "step": _time(lambda: float(trainer.step_fn.one_step(batch)[0]), repeats),  # pylint: disable=protected-access
   }
   try:
     out["apply_xla"] = _time(lambda: (apply_xla(), trainer.step.numpy()), repeats)

@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -163,3 +165,37 @@ def test_blocked_top_k_equals_top_k():
   values, indices = bs.top_k(tf.constant(scores), 8)
   assert sorted(indices.numpy()[0].tolist()) == list(range(130, 138))
   assert values.numpy()[1].tolist() == [1.0] * 8
+
+
+@pytest.mark.parametrize("stop_early", [False, True])
+def test_beam_search_equals_exhaustive_search(stop_early):
+  """A beam as wide as every prefix finds the best output of an exhaustive search
+  (vocabulary 5, outputs up to 3 ids, length penalty 0.6); run to the end it returns every
+  finished output in exhaustive order. (t2t's early stop guarantees the best one only.)"""
+  tf.keras.utils.set_random_seed(4)
+  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32, num_heads=2)
+  m = Transformer(5, hp)
+  m.build_for_ids()
+  src = tf.constant([[3, 1]])  # 2 non-pad ids: outputs up to 2 + 1 = 3 ids
+  max_len, alpha, tokens = 3, 0.6, [0, 2, 3, 4]
+  candidates = [list(p) + [1] for n in range(max_len) for p in itertools.product(tokens, repeat=n)]
+  buffers = np.array([c + [0] * (max_len - len(c)) for c in candidates], np.int32)
+  logits, _ = m.decode(shift_right(tf.constant(buffers)),
+                       *m.encode(tf.repeat(src, len(candidates), axis=0)))
+  log_probs = tf.nn.log_softmax(logits).numpy()
+  exhaustive = sorted(
+      ((sum(log_probs[i, t, c[t]] for t in range(len(c))) / ((5 + len(c)) / 6) ** alpha, c)
+       for i, c in enumerate(candidates)), key=lambda x: -x[0])
+  beam = len(tokens) ** max_len
+  ids, scores, _ = bs._beam_search_with_steps(m, src, beam, alpha, 1, None, 1, stop_early, True)
+  found = [(float(s), [int(x) for x in row]) for s, row in zip(scores[0].numpy(), ids[0].numpy())
+           if s > -bs.INF / 2]
+  by_output = {tuple(c): score for score, c in exhaustive}
+  for score, row in found:  # every returned output carries its exhaustive score
+    output = tuple(row[:row.index(1) + 1])
+    assert score == pytest.approx(by_output[output], abs=1e-4)
+  assert found[0][0] == pytest.approx(exhaustive[0][0], abs=1e-4)  # the best is found
+  assert found[0][1][:len(exhaustive[0][1])] == exhaustive[0][1]
+  if not stop_early:  # run to the end: every finished output, in exhaustive order
+    assert len(found) == len(candidates)
+    assert [round(x, 4) for x, _ in found] == [round(x, 4) for x, _ in exhaustive]

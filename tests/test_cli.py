@@ -19,7 +19,7 @@ from t2t_keras.bin import datagen as datagen_bin
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data import datagen
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import decoder, scoring
 from t2t_keras.training import model_io
 from t2t_keras.training import trainer as trainer_lib
 
@@ -287,7 +287,7 @@ def test_score_file_equals_beam_score_of_the_same_output(capsys, places, tmp_pat
   # A hypothesis shorter than its maximum length ended with EOS, which its score includes.
   targets = [ids + [decoder.EOS_ID] if len(ids) < len(src) + extra else ids
              for src, (ids, _) in zip(sources, best)]
-  assert decoder.score_ids(model, sources, targets, batch_size=2) == pytest.approx(
+  assert scoring.score_ids(model, sources, targets, batch_size=2) == pytest.approx(
       [score for _, score in best], abs=1e-4)
   # The binary: "source<TAB>target" lines, one score per line, batching and padding aside.
   pairs = str(tmp_path / "pairs.tsv")
@@ -299,7 +299,7 @@ def test_score_file_equals_beam_score_of_the_same_output(capsys, places, tmp_pat
                             "--decode_hparams=batch_size=1")
   assert code == 0, err
   scores = [float(x) for x in open(out).read().split()]
-  expected = decoder.score_pairs(model, vocab, ["a b c", "d e"], ["d e", "a b c"], batch_size=2)
+  expected = scoring.score_pairs(model, vocab, ["a b c", "d e"], ["d e", "a b c"], batch_size=2)
   assert scores == pytest.approx(expected, abs=1e-5) and all(s < 0 for s in scores)
 
 

@@ -1,5 +1,6 @@
 """Trainer behaviour: distribution equivalence, resume, failures, output files."""
 
+import functools
 import json
 import os
 
@@ -14,6 +15,13 @@ from t2t_keras.training import trainer as trainer_lib
 from t2t_keras.training.strategy import make_strategy
 
 PROBLEM_ARGS = dict(num_train=1500, num_dev=100, num_test=100, max_length=8, num_symbols=6)
+
+
+@functools.lru_cache(maxsize=None)
+def two_cpus():
+  """One MirroredStrategy over the 2 logical CPUs for the whole module: strategies made
+  one after another in a process can reuse collective instance keys and abort."""
+  return make_strategy(devices=["/cpu:0", "/cpu:1"])
 
 
 def tiny_hparams(**changes):
@@ -50,7 +58,7 @@ def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path):
   batch["targets"][:4, 3:] = 0  # uneven token counts across the two halves
   updated = []
   for name, strategy in (("one", make_strategy()),
-                         ("two", make_strategy(devices=["/cpu:0", "/cpu:1"]))):
+                         ("two", two_cpus())):
     t = make_trainer(copy_data, tmp_path / name, hp, strategy=strategy, use_xla=True)
     if updated:
       for v, w in zip(t.model.weights, first_init):
@@ -101,11 +109,11 @@ def test_changed_hparams_are_refused_with_keys_named(copy_data, tmp_path):
 def test_non_finite_loss_stops_and_keeps_last_checkpoint(copy_data, tmp_path):
   out = tmp_path / "run"
   t = make_trainer(copy_data, out, save_every=2)
-  real_step = t._train_step
+  real_step = t.step_fn.one_step
   def poisoned(batches):
     loss, tokens = real_step(batches)
     return (loss * np.nan if int(t.step) == 2 else loss), tokens
-  t._train_step = poisoned
+  t.step_fn.one_step = poisoned
   with pytest.raises(trainer_lib.NonFiniteLossError, match=r"loss is nan at step 3.*ckpt-2"):
     t.train(6)
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")
@@ -134,3 +142,96 @@ def test_packed_rows_train_and_evaluate(copy_data, tmp_path):
   assert batch["inputs"].shape == (512 // 32, 32) and "targets_segmentation" in batch
   s = t.train(20)
   assert s["step"] == 20 and np.isfinite(s["loss"]) and s["dev_perplexity"] > 1.0
+
+
+def _feed(trainer, batches, replicas=1):
+  """Makes the trainer read `batches` (dicts of int32 arrays), each split over `replicas`."""
+  if replicas == 1:
+    trainer.iterator = iter([{k: tf.constant(v) for k, v in b.items()} for b in batches])
+  else:
+    halves = [{k: tf.constant(h) for k, h in zip(b, parts)}
+              for b in batches for parts in zip(*[np.split(v, replicas) for v in b.values()])]
+    trainer.iterator = iter(halves)
+
+
+def _random_batch(rng, rows, src_len, tgt_len, cut=None):
+  batch = {"inputs": rng.randint(2, 10, size=(rows, src_len)).astype("int32"),
+           "targets": rng.randint(2, 10, size=(rows, tgt_len)).astype("int32")}
+  if cut:
+    batch["targets"][:, cut:] = 0
+  return batch
+
+
+def _pad_to(batch, length):
+  return {k: np.pad(v, [(0, 0), (0, length - v.shape[1])]) for k, v in batch.items()}
+
+
+def _weights(trainer):
+  return [w.numpy() for w in trainer.model.trainable_weights]
+
+
+def _init_like(trainer, reference):
+  for v, w in zip(trainer.model.weights, reference.model.weights):
+    v.assign(w)
+
+
+def test_accumulated_micro_batches_equal_one_batch_of_their_union(copy_data, tmp_path):
+  """2 micro-batches with different token counts == one batch of both: tokens weigh."""
+  rng = np.random.RandomState(1)
+  a = _random_batch(rng, 4, 6, 5, cut=2)          # 8 target tokens
+  b = _random_batch(rng, 6, 7, 7)                 # 42 target tokens
+  union = {k: np.concatenate([_pad_to(a, 7)[k], b[k]]) for k in a}
+  hp = tiny_hparams(layer_prepostprocess_dropout=0.0, clip_grad_norm=0.5)
+  one = make_trainer(copy_data, tmp_path / "one", hp)
+  two = make_trainer(copy_data, tmp_path / "two", hp.replace(gradient_accumulation_steps=2))
+  _init_like(two, one)
+  _feed(one, [union, union])
+  _feed(two, [a, b, a, b])
+  for _ in range(2):
+    loss1, tokens1 = one.train_step()
+    loss2, tokens2 = two.train_step()
+    assert tokens1 == tokens2 == 50 and loss2 == pytest.approx(loss1, rel=1e-5)
+  assert int(two.optimizer.iterations) == 2  # the schedule counts updates, not micro-batches
+  for x, y in zip(_weights(one), _weights(two)):
+    np.testing.assert_allclose(x, y, atol=2e-6)
+
+
+@pytest.mark.parametrize("clip", [0.0, 0.05])
+def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_path, clip):
+  """Clipping scales by the norm of the gradient summed over replicas (0.05: always active)."""
+  rng = np.random.RandomState(2)
+  batch = _random_batch(rng, 8, 6, 5)
+  batch["targets"][:4, 3:] = 0  # uneven token counts across the replicas
+  hp = tiny_hparams(layer_prepostprocess_dropout=0.0, clip_grad_norm=clip)
+  one = make_trainer(copy_data, tmp_path / "one", hp)
+  two = make_trainer(copy_data, tmp_path / "two", hp,
+                     strategy=two_cpus())
+  unclipped = make_trainer(copy_data, tmp_path / "unclipped", hp.replace(clip_grad_norm=0.0))
+  start = [w.numpy() for w in one.model.weights]
+  for t, replicas in ((one, 1), (two, 2), (unclipped, 1)):
+    for v, w in zip(t.model.weights, start):
+      v.assign(w)
+    _feed(t, [batch] * 3, replicas)
+    for _ in range(3):
+      t.train_step()
+  for x, y in zip(_weights(one), _weights(two)):
+    np.testing.assert_allclose(x, y, atol=1e-5)
+  # Clipping changed the updates (Adam's first step moves by ~lr whatever the scale).
+  changed = max(np.abs(x - y).max() for x, y in zip(_weights(one), _weights(unclipped)))
+  assert (changed > 1e-5) == bool(clip)
+
+
+def test_replicas_draw_different_dropout_masks(copy_data, tmp_path):
+  hp = tiny_hparams(layer_prepostprocess_dropout=0.5)
+  two = make_trainer(copy_data, tmp_path / "two", hp,
+                     strategy=two_cpus())
+  batch = _random_batch(np.random.RandomState(3), 2, 6, 5)
+  same = two.strategy.experimental_distribute_values_from_function(
+      lambda ctx: {k: tf.constant(v) for k, v in batch.items()})
+  out = two.strategy.run(lambda b: two.model(b, training=True), args=(same,))
+  first, second = [t.numpy() for t in two.strategy.experimental_local_results(out)]
+  assert not np.allclose(first, second)
+  # Without training the replicas agree: the difference is the dropout stream.
+  out = two.strategy.run(lambda b: two.model(b, training=False), args=(same,))
+  first, second = [t.numpy() for t in two.strategy.experimental_local_results(out)]
+  np.testing.assert_allclose(first, second, atol=1e-6)

@@ -134,3 +134,37 @@ def test_multi_worker_mirrored_two_processes_agree(copy_data, tmp_path):
   other = model_weights(tf.train.latest_checkpoint(str(out / "worker_tmp_1")), out)
   for name in chief:
     np.testing.assert_allclose(chief[name], other[name], atol=1e-6, err_msg=name)
+
+
+def test_sigterm_on_one_worker_stops_both_at_the_same_step(copy_data, tmp_path):
+  """A signal on the non-chief worker: both save at the same step and exit 0, none hangs."""
+  out = tmp_path / "run"
+  workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+  procs, logs = [], []
+  for i in range(2):
+    tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})
+    logs.append(open(tmp_path / f"worker{i}.log", "w+"))
+    procs.append(subprocess.Popen(
+        trainer_cmd(copy_data, out, "--train_steps=100000", "--save_every=100000"),
+        env=env(TF_CONFIG=tf_config), stdout=logs[i], stderr=subprocess.STDOUT, text=True))
+  try:
+    deadline = time.time() + 240
+    while "step       3" not in (tmp_path / "worker0.log").read_text():
+      assert time.time() < deadline and procs[0].poll() is None, \
+          (tmp_path / "worker0.log").read_text()
+      time.sleep(0.2)
+    procs[1].send_signal(signal.SIGTERM)
+    codes = [p.wait(timeout=120) for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+  texts = [(tmp_path / f"worker{i}.log").read_text() for i in range(2)]
+  assert codes == [0, 0], texts
+  assert "another worker was stopped at step" in texts[0]  # (only the chief logs)
+  chief = tf.train.latest_checkpoint(str(out))
+  other = tf.train.latest_checkpoint(str(out / "worker_tmp_1"))
+  assert chief.rsplit("-", 1)[1] == other.rsplit("-", 1)[1]  # the same step
+  weights = model_weights(chief, out), model_weights(other, out)
+  for name in weights[0]:
+    np.testing.assert_allclose(weights[0][name], weights[1][name], atol=1e-6, err_msg=name)

@@ -27,7 +27,7 @@ import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 from absl import app, flags
 
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import decoder, scoring
 from t2t_keras.errors import InputError
 
 NAME = "t2t-decoder"
@@ -86,7 +86,7 @@ def main(argv):
     print("type a sentence per line; Ctrl-D ends")
     decoder.decode_interactive(model, vocab, hparams)
   elif FLAGS.score_file:
-    decoder.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
+    scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
                        batch_size=hparams.batch_size)
   elif FLAGS.decode_from_file:
     decoder.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,

@@ -13,10 +13,9 @@ import os
 
 import sentencepiece as spm
 
-PAD = 0
-EOS = 1
-UNK = 2
-PAD_ID, EOS_ID, UNK_ID = PAD, EOS, UNK
+from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID  # noqa: E402  (re-exported)
+
+PAD, EOS, UNK = PAD_ID, EOS_ID, UNK_ID
 
 
 def train_sentencepiece(sentences, model_path, vocab_size, *,

@@ -13,9 +13,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.ids import EOS_ID
 from t2t_keras.models.transformer import shift_right
 
-EOS_ID = 1
 
 
 def attention_weights(model, source_ids, output_ids):

@@ -25,7 +25,11 @@ inside a SavedModel signature.
 
 import tensorflow as tf
 
-EOS_ID = 1
+from t2t_keras.decoding.greedy import greedy_loop
+from t2t_keras.decoding.search_common import (buffer_length, cached_logits_fn,
+                                              decode_lengths_for, uncached_logits_fn, write_at)
+from t2t_keras.ids import EOS_ID
+
 INF = 1e7  # t2t's "infinity": large but finite, so INF * 0 stays 0.
 
 
@@ -73,12 +77,6 @@ def _gather_beams(x, indices, batch_size, beam_size):
   split = tf.reshape(x, tf.concat([[batch_size, beam_size], shape[1:]], 0))
   gathered = tf.gather(split, indices, axis=1, batch_dims=1)
   return tf.reshape(gathered, shape)
-
-
-def _write(seq, position, values):
-  """seq [..., length] with `values` [...] written at `position` (static shapes)."""
-  at = tf.equal(tf.range(tf.shape(seq)[-1]), position)
-  return tf.where(at, values[..., None], seq)
 
 
 def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_length,
@@ -143,7 +141,7 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
     topk_beams = topk_ids // vocab_size
     topk_tokens = topk_ids % vocab_size
     topk_seq = tf.gather(alive_seq, topk_beams, axis=1, batch_dims=1)
-    topk_seq = _write(topk_seq, i + 1, topk_tokens)
+    topk_seq = write_at(topk_seq, i + 1, topk_tokens)
     # An extension of a dead (-INF) beam never counts as finished.
     topk_finished = tf.logical_and(tf.equal(topk_tokens, eos_id), topk_scores > -INF / 2)
 
@@ -201,53 +199,6 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
   ids = tf.where(any_finished[:, None, None], finished_seq, alive_seq)[:, :, 1:]
   scores = tf.where(any_finished[:, None], finished_scores, alive_scores)
   return ids, scores, steps
-
-
-def decode_lengths_for(inputs, extra_length, max_length):
-  """Each sentence's maximum output length: non-pad input length + extra_length, capped."""
-  lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, 0), tf.int32), axis=1)
-  return tf.minimum(lengths + extra_length, max_length)
-
-
-def buffer_length(model, inputs, extra_length, max_decode_length=None):
-  """Static-when-possible output buffer length: padded input length + extra, or the cap."""
-  if max_decode_length:
-    length = max_decode_length
-  else:
-    width = inputs.shape[1]
-    length = (width if width is not None else tf.shape(inputs)[1]) + extra_length
-  hp = getattr(model, "hparams", None)
-  if hp is not None and hp.get("pos") == "emb":  # learned positions end at max_positions
-    length = tf.minimum(length, hp.max_positions) if tf.is_tensor(length) else min(
-        length, hp.max_positions)
-  return length
-
-
-def cached_logits_fn(model, memory_mask):
-  """symbols_to_logits_fn of one cached decoder step (state = the model's cache)."""
-
-  def fn(ids, i, cache):
-    prev = tf.gather(ids, tf.reshape(i, [1]), axis=1)  # [n, 1], static shape
-    logits, cache = model.decode(prev, None, memory_mask, cache=cache, cache_index=i)
-    return logits[:, -1], cache
-
-  return fn
-
-
-def uncached_logits_fn(model, memory, memory_mask, prefix_only=False):
-  """symbols_to_logits_fn that re-runs the whole decoder each step (no cache).
-
-  `prefix_only` decodes ids[:, :i + 1] (dynamic shapes: not for XLA); otherwise
-  the full fixed-length buffer (the causal mask makes the later positions
-  irrelevant to step i).
-  """
-
-  def fn(ids, i, state):
-    decoder_input = ids[:, :i + 1] if prefix_only else ids[:, :-1]
-    logits, _ = model.decode(decoder_input, memory, memory_mask)
-    return tf.gather(logits, i, axis=1), state
-
-  return fn
 
 
 def beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
@@ -308,7 +259,6 @@ def _greedy_as_beam(fn, state, batch_size, length, decode_lengths, alpha, eos_id
   The 2k-candidate search with k = 1 would keep the better of the two best
   extensions when it ends in EOS, which argmax decoding never picks.
   """
-  from t2t_keras.decoding.greedy import greedy_loop  # pylint: disable=import-outside-toplevel
   ids, log_probs, steps = greedy_loop(fn, state, batch_size, length, decode_lengths, eos_id)
   is_eos = tf.equal(ids, eos_id)
   lengths = tf.where(tf.reduce_any(is_eos, 1),

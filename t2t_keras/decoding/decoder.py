@@ -23,9 +23,9 @@ import tensorflow as tf
 
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.errors import InputError
+from t2t_keras.ids import EOS_ID
 from t2t_keras.hparam import HParams, HParamsError
 
-EOS_ID = 1
 
 Hypothesis = collections.namedtuple("Hypothesis", ["text", "ids", "score"])
 
@@ -220,62 +220,6 @@ def decode_file(model, vocab, input_path, output_path=None, hparams=None, refere
                      f"{len(references)}")
   return translate_and_score(model, vocab, sources, hparams, references, output_path,
                              attention_plot_dir, progress, log)
-
-
-def score_pairs(model, vocab, sources, targets, batch_size=32):
-  """log p(target | source) under the model, summed over the target's subwords and EOS.
-
-  t2t-decoder's --score_file. Args: text lines of equal count. Returns a
-  list of floats (natural log), one per pair, in input order.
-  """
-  if len(sources) != len(targets):
-    raise InputError(f"{len(sources)} sources but {len(targets)} targets")
-  return score_ids(model, encode_sources(vocab, sources), encode_sources(vocab, targets),
-                   batch_size)
-
-
-def score_ids(model, src_ids, tgt_ids, batch_size=32):
-  """log p(target ids | source ids): the sum over the given target ids (EOS where given).
-
-  Args: lists of id lists (sources EOS-terminated, as the training data).
-  Returns: a list of floats, one per pair, in input order.
-  """
-  scores = []
-  for start in range(0, len(src_ids), batch_size):
-    src, tgt = src_ids[start:start + batch_size], tgt_ids[start:start + batch_size]
-    batch = {"inputs": _pad(src), "targets": _pad(tgt)}
-    logits = tf.cast(model(batch, training=False), tf.float32)
-    log_probs = tf.gather(tf.nn.log_softmax(logits), batch["targets"], axis=2, batch_dims=2)
-    mask = tf.cast(batch["targets"] != 0, tf.float32)
-    scores.extend(float(x) for x in tf.reduce_sum(log_probs * mask, axis=1).numpy())
-  return scores
-
-
-def _pad(rows):
-  out = np.zeros([len(rows), max(len(r) for r in rows)], np.int32)
-  for i, r in enumerate(rows):
-    out[i, :len(r)] = r
-  return tf.constant(out)
-
-
-def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=print):
-  """Scores "source<TAB>target" lines (t2t's --score_file): one log-probability per line.
-
-  Writes "%.6f" lines to output_path (atomically) when given; returns the scores.
-  """
-  sources, targets = [], []
-  for lineno, line in enumerate(_read_lines(input_path), start=1):
-    parts = line.split("\t")
-    if len(parts) != 2:
-      raise InputError(f"{input_path}:{lineno}: expected 'source<TAB>target', "
-                       f"found {len(parts) - 1} tabs")
-    sources.append(parts[0].strip())
-    targets.append(parts[1].strip())
-  scores = score_pairs(model, vocab, sources, targets, batch_size) if sources else []
-  if output_path:
-    _write_lines(output_path, [f"{x:.6f}" for x in scores])
-    log(f"scored {len(scores)} pairs; wrote {output_path}")
-  return scores
 
 
 def split_pairs(problem, data_dir=None, split="test", tmp_dir=None, vocab=None):

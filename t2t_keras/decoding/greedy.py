@@ -10,8 +10,9 @@ the model's k/v cache. A sentence stops at EOS or at its maximum length
 
 import tensorflow as tf
 
-from t2t_keras.decoding.beam_search import (EOS_ID, _write, buffer_length, cached_logits_fn,
-                                            decode_lengths_for, uncached_logits_fn)
+from t2t_keras.decoding.search_common import (buffer_length, cached_logits_fn,
+                                              decode_lengths_for, uncached_logits_fn, write_at)
+from t2t_keras.ids import EOS_ID
 
 
 def greedy_loop(symbols_to_logits_fn, state, batch_size, max_length, decode_lengths,
@@ -37,7 +38,7 @@ def greedy_loop(symbols_to_logits_fn, state, batch_size, max_length, decode_leng
     token_log_prob = tf.gather(log_probs, token, axis=1, batch_dims=1)
     token = tf.where(done, 0, token)
     scores += tf.where(done, 0.0, token_log_prob)
-    ids = _write(ids, i + 1, token)
+    ids = write_at(ids, i + 1, token)
     done = tf.logical_or(done, tf.logical_or(tf.equal(token, eos_id), i + 1 >= decode_lengths))
     return i + 1, ids, scores, done, state
 

@@ -39,10 +39,9 @@ import tensorflow_text as tf_text
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
 from t2t_keras.errors import InputError
+from t2t_keras.ids import EOS_ID, PAD_ID
 from t2t_keras.training import model_io
 
-EOS_ID = 1
-PAD_ID = 0
 NO_HYPOTHESIS = -1e6  # beam slots that never finished score -1e7 (beam_search's -INF)
 
 

@@ -6,11 +6,10 @@
                             train_steps=1500)
 
 Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy in this TF/Keras
-version, so the loop is our own. Per replica, one function (XLA-compiled with use_xla) runs
-forward and backward; gradients are applied outside it (an XLA function that
-touches another logical device's variables fails). The loss is the
-label-smoothed cross-entropy summed over non-pad target tokens divided by the
-token count summed over all replicas, and the optimizer sums replica gradients.
+version, so the loop is our own. The update itself (forward, backward,
+token-weighted gradient sums, clipping, apply) is `step.TrainStep`; this module
+holds the loop, evaluation and what the loop reports to (checkpoints,
+TensorBoard, learning curves, signals).
 """
 
 import functools
@@ -27,8 +26,9 @@ from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams, HParamsError
 from t2t_keras.training import curves, model_io
-from t2t_keras.training.loss import smoothed_cross_entropy, token_metrics
+from t2t_keras.training.evaluation import Evaluator
 from t2t_keras.training.schedule import make_optimizer
+from t2t_keras.training.step import TrainStep
 from t2t_keras.training.strategy import is_chief, make_strategy
 
 # Keys that may change between runs in one output_dir (extending training).
@@ -95,7 +95,6 @@ class Trainer:
     self.eval_every = eval_every
     self.eval_steps = eval_steps
     self.eval_bleu_sentences = eval_bleu_sentences
-    self._dev_pairs = None
     self.log_every = log_every
     self.chief = is_chief(self.strategy)
     self.log = log if self.chief else (lambda *a, **k: None)
@@ -135,50 +134,15 @@ class Trainer:
         output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}")
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, directory, max_to_keep=keep_checkpoints, checkpoint_name="ckpt")
-    self._train_step = self._make_train_step()
-    self._eval_step = None
+    self.step_fn = TrainStep(self.model, self.optimizer, hparams, self.strategy,
+                             self.iterator.element_spec, use_xla=self.use_xla,
+                             single_device=self._single_device())
+    self.evaluator = Evaluator(problem, data_dir, hparams, self.strategy, self.model, self.vocab,
+                               eval_steps=eval_steps, bleu_sentences=eval_bleu_sentences)
     self._stop_signal = None
+    self._agree_fn = None
 
   # Steps.
-
-  def _make_train_step(self):
-    model, optimizer, hp = self.model, self.optimizer, self.hparams
-    scale = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-
-    @tf.function(jit_compile=self.use_xla)
-    def forward_backward(batch, global_tokens):
-      with tf.GradientTape() as tape:
-        logits = model(batch, training=True)
-        loss_sum, _ = smoothed_cross_entropy(logits, batch["targets"], hp.label_smoothing)
-        loss = loss_sum / global_tokens
-        scaled = optimizer.scale_loss(loss) if scale else loss
-      return tape.gradient(scaled, model.trainable_variables), loss_sum
-
-    def replica_step(batch):
-      ctx = tf.distribute.get_replica_context()
-      tokens = tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], 0), tf.float32))
-      global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
-      grads, loss_sum = forward_backward(batch, tf.maximum(global_tokens, 1.0))
-      optimizer.apply_gradients(zip(grads, model.trainable_variables))
-      return loss_sum, tokens
-
-    def train_step(batches):
-      loss_sum, tokens = self.strategy.run(replica_step, args=(batches,))
-      loss_sum = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss_sum, axis=None)
-      tokens = self.strategy.reduce(tf.distribute.ReduceOp.SUM, tokens, axis=None)
-      return loss_sum / tf.maximum(tokens, 1.0), tokens
-
-    if self.use_xla or not self._single_device():
-      # One trace per batch shape (the pipeline's buckets keep them few): XLA
-      # compiles per shape anyway, and distributed values carry no signature.
-      return tf.function(train_step)
-    # One trace for every batch shape: each retrace of forward, backward and
-    # Adam cost ~5.5 s and ~0.2 GB (Multi30k: 10 shapes, 62 s of warm-up;
-    # benchmarks/train_bench.py). The graph does not depend on which shape came
-    # first, so a resumed run runs the same kernels and resume stays bit-exact.
-    spec = {k: tf.TensorSpec([None] * v.shape.rank, v.dtype)
-            for k, v in self.iterator.element_spec.items()}
-    return tf.function(train_step, input_signature=[spec])
 
   def _single_device(self):
     return self.local_replicas == 1 and self.strategy.num_replicas_in_sync == 1
@@ -192,61 +156,17 @@ class Trainer:
         lambda ctx: local[ctx.replica_id_in_sync_group % self.local_replicas])
 
   def train_step(self):
-    """One update (gradient_accumulation_steps micro-batches); returns (loss, target tokens)."""
-    losses, tokens = [], 0.0
-    for _ in range(self.hparams.gradient_accumulation_steps):
-      loss, n = self._train_step(self._next_batches())
-      losses.append(float(loss))
-      tokens += float(n)
+    """One update (gradient_accumulation_steps micro-batches); returns (loss, target tokens).
+
+    The loss is the label-smoothed cross-entropy per target token of the update.
+    """
+    loss, tokens = self.step_fn.update(self._next_batches)
     self.step.assign_add(1)
-    return sum(losses) / len(losses), tokens
-
-  def _make_eval_step(self):
-    model = self.model
-
-    @tf.function(reduce_retracing=True)
-    def eval_step(batch):
-      def replica(batch):
-        return token_metrics(model(batch, training=False), batch["targets"])
-      sums = self.strategy.run(replica, args=(batch,))
-      return [self.strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None) for s in sums]
-
-    return eval_step
+    return loss, tokens
 
   def evaluate(self, steps=None):
-    """Dev loss (plain cross-entropy per token), perplexity and token accuracy."""
-    steps = steps or self.eval_steps
-    if self._eval_step is None:
-      self._eval_step = self._make_eval_step()
-    dataset = self.strategy.distribute_datasets_from_function(
-        lambda ctx: make_dataset(self.problem, self.data_dir, "dev", self.hparams,
-                                 shuffle=False, seed=0, repeat=False, input_context=ctx))
-    xent = correct = tokens = 0.0
-    for i, batch in enumerate(dataset):
-      if i >= steps:
-        break
-      x, c, n = self._eval_step(batch)
-      xent, correct, tokens = xent + float(x), correct + float(c), tokens + float(n)
-    loss = xent / max(tokens, 1.0)
-    metrics = {"dev_loss": loss, "dev_perplexity": math.exp(min(loss, 50.0)),
-               "dev_accuracy": correct / max(tokens, 1.0), "dev_tokens": tokens}
-    if self.eval_bleu_sentences:
-      metrics.update(self.dev_bleu(self.eval_bleu_sentences))
-    return metrics
-
-  def dev_bleu(self, sentences):
-    """Greedy-decodes the first `sentences` dev pairs: {"dev_bleu", "dev_char_bleu"} (sacreBLEU)."""
-    from t2t_keras.decoding import decoder
-    from t2t_keras.metrics import bleu
-    if self._dev_pairs is None:
-      sources, references = decoder.split_pairs(self.problem, self.data_dir, "dev",
-                                                vocab=self.vocab)
-      self._dev_pairs = sources[:sentences], references[:sentences]
-    sources, references = self._dev_pairs
-    hyps = decoder.decode_lines(self.model, self.vocab, sources,
-                                decoder.decode_hparams("beam_size=1"))
-    report = bleu.bleu_report(hyps, references)
-    return {"dev_bleu": report["bleu"], "dev_char_bleu": report["char_bleu"]}
+    """Dev loss (plain cross-entropy per token), perplexity, token accuracy (and greedy BLEU)."""
+    return self.evaluator.evaluate(steps)
 
   # The loop.
 
@@ -273,6 +193,26 @@ class Trainer:
       self.log(f"saved {path}")
     return path
 
+  def _agree(self, stop, save):
+    """(stop, save) as all workers will act on them this step.
+
+    With several workers a signal on any one stops all of them after the same
+    step, and time-based saves follow the chief's clock, so no worker waits in
+    a collective that another has left (one scalar all-reduce per step). With
+    one worker: the local decisions.
+    """
+    if self.input_context.num_input_pipelines <= 1:
+      return stop, save
+    if self._agree_fn is None:
+      @tf.function
+      def agree(flags):
+        summed = self.strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, tf.identity(flags)))  # on each replica's device
+        return self.strategy.experimental_local_results(summed)[0]
+      self._agree_fn = agree
+    flags = self._agree_fn(tf.constant([float(stop), float(save and self.chief)]))
+    return bool(flags[0] > 0), bool(flags[1] > 0)
+
   def _install_signal_handlers(self):
     def handler(signum, frame):
       self._stop_signal = signum
@@ -288,7 +228,8 @@ class Trainer:
     """Trains to `train_steps` (default hparams.train_steps); returns a summary dict.
 
     Resumes from the latest checkpoint in output_dir. SIGTERM / Ctrl-C save a
-    checkpoint and return with summary["interrupted"] set. A non-finite loss
+    checkpoint and return with summary["interrupted"] set; with several
+    workers, a signal to any of them stops all after the same step. A non-finite loss
     raises NonFiniteLossError naming the step, keeping the last good checkpoint.
     """
     train_steps = train_steps or self.hparams.train_steps
@@ -359,13 +300,17 @@ class Trainer:
               tf.summary.scalar(k, v)
           history.add(step, time=time.time(), **eval_metrics)
           last_log = time.time()
-        if (step % self.save_every == 0 or
-            0 < self.save_every_seconds < time.time() - last_save):
+        stop, save_now = self._agree(
+            self._stop_signal is not None,
+            0 < self.save_every_seconds < time.time() - last_save)
+        if step % self.save_every == 0 or save_now:
           self.save()
           last_save = time.time()
-        if self._stop_signal is not None:
+        if stop:
           interrupted = True
-          self.log(f"signal {self._stop_signal} received at step {step}: saving and exiting")
+          self.log(f"signal {self._stop_signal} received at step {step}: saving and exiting"
+                   if self._stop_signal is not None else
+                   f"another worker was stopped at step {step}: saving and exiting")
           break
       if self.manager.latest_checkpoint is None or \
           not self.manager.latest_checkpoint.endswith(f"ckpt-{step}"):

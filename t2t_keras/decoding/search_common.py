@@ -1,0 +1,62 @@
+"""What both searches (beam_search.py, greedy.py) need around the model.
+
+Next-token functions over the model (cached: one decoder step with the k/v
+cache; uncached: the whole decoder again, the reference), each sentence's
+maximum output length, the output buffer's length, and writes into fixed-size
+buffers (static shapes, so XLA compiles one program).
+"""
+
+import tensorflow as tf
+
+
+def write_at(seq, position, values):
+  """seq [..., length] with `values` [...] written at `position` (static shapes)."""
+  at = tf.equal(tf.range(tf.shape(seq)[-1]), position)
+  return tf.where(at, values[..., None], seq)
+
+
+def decode_lengths_for(inputs, extra_length, max_length):
+  """Each sentence's maximum output length: non-pad input length + extra_length, capped."""
+  lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, 0), tf.int32), axis=1)
+  return tf.minimum(lengths + extra_length, max_length)
+
+
+def buffer_length(model, inputs, extra_length, max_decode_length=None):
+  """Static-when-possible output buffer length: padded input length + extra, or the cap."""
+  if max_decode_length:
+    length = max_decode_length
+  else:
+    width = inputs.shape[1]
+    length = (width if width is not None else tf.shape(inputs)[1]) + extra_length
+  hp = getattr(model, "hparams", None)
+  if hp is not None and hp.get("pos") == "emb":  # learned positions end at max_positions
+    length = tf.minimum(length, hp.max_positions) if tf.is_tensor(length) else min(
+        length, hp.max_positions)
+  return length
+
+
+def cached_logits_fn(model, memory_mask):
+  """symbols_to_logits_fn of one cached decoder step (state = the model's cache)."""
+
+  def fn(ids, i, cache):
+    prev = tf.gather(ids, tf.reshape(i, [1]), axis=1)  # [n, 1], static shape
+    logits, cache = model.decode(prev, None, memory_mask, cache=cache, cache_index=i)
+    return logits[:, -1], cache
+
+  return fn
+
+
+def uncached_logits_fn(model, memory, memory_mask, prefix_only=False):
+  """symbols_to_logits_fn that re-runs the whole decoder each step (no cache).
+
+  `prefix_only` decodes ids[:, :i + 1] (dynamic shapes: not for XLA); otherwise
+  the full fixed-length buffer (the causal mask makes the later positions
+  irrelevant to step i).
+  """
+
+  def fn(ids, i, state):
+    decoder_input = ids[:, :i + 1] if prefix_only else ids[:, :-1]
+    logits, _ = model.decode(decoder_input, memory, memory_mask)
+    return tf.gather(logits, i, axis=1), state
+
+  return fn
