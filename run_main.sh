@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job, end to end on the embedded default problem (about 10 minutes on 2 CPU cores):
+# The main job, end to end on the embedded default problem (about 6 minutes on 2 CPU cores):
 # datagen -> train transformer_tiny -> beam-search the test split with BLEU -> exact match per
 # range (0-99, 100-9,999, 10,000-99,999) on numbers outside the test split -> export a
 # SavedModel -> translate with it in a separate process (TensorFlow + TF Text only).

@@ -3,7 +3,7 @@
 Importing this package imports TensorFlow with its start-up chatter (the CUDA
 probe and oneDNN notices the PyPI wheel prints on CPU machines) sent to
 /dev/null, and TensorFlow's Python warnings off (e.g. "triggered tf.function
-retracing": the trainer traces once per batch shape on purpose), so binaries
+retracing" from evaluation batches of new shapes), so binaries
 print clean logs. Set T2T_VERBOSE_TF=1 to see all of it.
 """
 
