@@ -10,6 +10,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 NUM_LOGICAL_CPUS = 2
@@ -34,3 +35,11 @@ _split_cpu()
 
 SHARED_DATA = os.path.normpath(
     os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+
+
+@pytest.fixture(scope="session")
+def two_cpu_strategy():
+  """One MirroredStrategy over the 2 logical CPUs for the whole session: strategies made one
+  after another in a process can reuse collective instance keys and abort."""
+  from t2t_keras.training.strategy import make_strategy
+  return make_strategy(devices=["/cpu:0", "/cpu:1"])

@@ -1,6 +1,5 @@
 """Trainer behaviour: distribution equivalence, resume, failures, output files."""
 
-import functools
 import json
 import os
 
@@ -15,13 +14,6 @@ from t2t_keras.training import trainer as trainer_lib
 from t2t_keras.training.strategy import make_strategy
 
 PROBLEM_ARGS = dict(num_train=1500, num_dev=100, num_test=100, max_length=8, num_symbols=6)
-
-
-@functools.lru_cache(maxsize=None)
-def two_cpus():
-  """One MirroredStrategy over the 2 logical CPUs for the whole module: strategies made
-  one after another in a process can reuse collective instance keys and abort."""
-  return make_strategy(devices=["/cpu:0", "/cpu:1"])
 
 
 def tiny_hparams(**changes):
@@ -49,7 +41,7 @@ def make_trainer(data_dir, output_dir, hparams=None, **kwargs):
                              **kwargs)
 
 
-def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path):
+def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path, two_cpu_strategy):
   """Same global batch: one device vs 2 replicas give the same updated weights."""
   hp = tiny_hparams(layer_prepostprocess_dropout=0.0)
   rng = np.random.RandomState(0)
@@ -58,7 +50,7 @@ def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path):
   batch["targets"][:4, 3:] = 0  # uneven token counts across the two halves
   updated = []
   for name, strategy in (("one", make_strategy()),
-                         ("two", two_cpus())):
+                         ("two", two_cpu_strategy)):
     t = make_trainer(copy_data, tmp_path / name, hp, strategy=strategy, use_xla=True)
     if updated:
       for v, w in zip(t.model.weights, first_init):
@@ -197,7 +189,8 @@ def test_accumulated_micro_batches_equal_one_batch_of_their_union(copy_data, tmp
 
 
 @pytest.mark.parametrize("clip", [0.0, 0.05])
-def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_path, clip):
+def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_path, clip,
+                                                             two_cpu_strategy):
   """Clipping scales by the norm of the gradient summed over replicas (0.05: always active)."""
   rng = np.random.RandomState(2)
   batch = _random_batch(rng, 8, 6, 5)
@@ -205,7 +198,7 @@ def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_pa
   hp = tiny_hparams(layer_prepostprocess_dropout=0.0, clip_grad_norm=clip)
   one = make_trainer(copy_data, tmp_path / "one", hp)
   two = make_trainer(copy_data, tmp_path / "two", hp,
-                     strategy=two_cpus())
+                     strategy=two_cpu_strategy)
   unclipped = make_trainer(copy_data, tmp_path / "unclipped", hp.replace(clip_grad_norm=0.0))
   start = [w.numpy() for w in one.model.weights]
   for t, replicas in ((one, 1), (two, 2), (unclipped, 1)):
@@ -221,10 +214,10 @@ def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_pa
   assert (changed > 1e-5) == bool(clip)
 
 
-def test_replicas_draw_different_dropout_masks(copy_data, tmp_path):
+def test_replicas_draw_different_dropout_masks(copy_data, tmp_path, two_cpu_strategy):
   hp = tiny_hparams(layer_prepostprocess_dropout=0.5)
   two = make_trainer(copy_data, tmp_path / "two", hp,
-                     strategy=two_cpus())
+                     strategy=two_cpu_strategy)
   batch = _random_batch(np.random.RandomState(3), 2, 6, 5)
   same = two.strategy.experimental_distribute_values_from_function(
       lambda ctx: {k: tf.constant(v) for k, v in batch.items()})
