@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.data import vocabulary
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import decoder, files
 from t2t_keras.models.transformer import Transformer
 from t2t_keras.training import model_io
 
@@ -72,7 +72,7 @@ def test_decode_file_with_reference_and_plots(model, vocab, tmp_path):
   src.write_text("\n".join(SENTENCES[:3]) + "\n")
   ref.write_text("\n".join(["a b c", "d e", "f"]) + "\n")
   out = tmp_path / "out" / "decoded.de"
-  summary = decoder.decode_file(model, vocab, str(src), str(out), _hp(max_attention_plots=2),
+  summary = files.decode_file(model, vocab, str(src), str(out), _hp(max_attention_plots=2),
                                 reference_path=str(ref), attention_plot_dir=str(tmp_path / "p"),
                                 progress=False, log=lambda msg: None)
   lines = out.read_text().split("\n")[:-1]
@@ -89,7 +89,7 @@ def test_attention_weights_shape(model, vocab):
 
 
 def test_decode_split_of_generated_problem(model, vocab):
-  summary = decoder.decode_split(model, vocab, "translate_ende_numbers", split="test",
+  summary = files.decode_split(model, vocab, "translate_ende_numbers", split="test",
                                  hparams=_hp(num_samples=3), progress=False,
                                  log=lambda msg: None)
   assert len(summary["translations"]) == 3 and summary["bleu"]["sentences"] == 3

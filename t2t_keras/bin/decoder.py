@@ -27,7 +27,7 @@ import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 from absl import app, flags
 
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
-from t2t_keras.decoding import decoder, scoring
+from t2t_keras.decoding import decoder, files, scoring
 from t2t_keras.errors import InputError
 
 NAME = "t2t-decoder"
@@ -84,16 +84,16 @@ def main(argv):
   print(f"loaded {info['checkpoint_path']} ({info['problem']}, vocab {vocab.vocab_size})")
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
-    decoder.decode_interactive(model, vocab, hparams)
+    files.decode_interactive(model, vocab, hparams)
   elif FLAGS.score_file:
     scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
                        batch_size=hparams.batch_size)
   elif FLAGS.decode_from_file:
-    decoder.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,
+    files.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,
                         reference_path=FLAGS.decode_reference,
                         attention_plot_dir=FLAGS.attention_plot_dir)
   else:
-    decoder.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
+    files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
                          FLAGS.decode_split, hparams, tmp_dir=FLAGS.tmp_dir,
                          output_path=FLAGS.decode_to_file,
                          attention_plot_dir=FLAGS.attention_plot_dir)

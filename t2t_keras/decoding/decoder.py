@@ -1,11 +1,12 @@
-"""Translating text with a trained model: batching, files, problem splits, BLEU.
+"""Translating text with a trained model: decoding hparams, batching, the search function.
 
     hp = decode_hparams("beam_size=4,alpha=0.6")
     model, _, info, _ = model_io.load_model("runs/tiny")
     vocab = SubwordVocabulary(info["vocab_path"])
     decode_lines(model, vocab, ["one hundred and five"], hp)   # -> ["einhundertfünf"]
-    decode_file(model, vocab, "newstest.en", "newstest.de.decoded", hp, reference_path="newstest.de")
-    decode_split(model, vocab, "translate_ende_numbers", "data", "test", hp)
+
+Files, problem splits, BLEU and the interactive mode are `decoding/files.py`;
+scoring given translations is `decoding/scoring.py`.
 
 Inputs are sorted by length (longest first) and cut into batches of
 `batch_size`; each batch is padded to a multiple of `length_bucket` tokens and
@@ -14,15 +15,12 @@ back in the input order.
 """
 
 import collections
-import os
 import sys
-import time
 
 import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding.beam_search import beam_search
-from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 from t2t_keras.hparam import HParams, HParamsError
 
@@ -143,134 +141,3 @@ def decode_lines(model, vocab, lines, hparams, search_fn=None, progress=False):
   """Best translation of each text line, in input order."""
   return [hyps[0].text for hyps in translate_lines(model, vocab, lines, hparams, search_fn,
                                                     progress)]
-
-
-def _format(hyps, return_beams):
-  if not return_beams:
-    return hyps[0].text
-  return "\t".join(f"{h.text}\t{h.score:.4f}" for h in hyps)
-
-
-def _write_lines(path, lines):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = path + ".incomplete"
-  with open(tmp, "w", encoding="utf-8") as f:
-    for line in lines:
-      f.write(line.replace("\n", " ") + "\n")
-  os.replace(tmp, path)
-
-
-def _read_lines(path):
-  """Lines of a UTF-8 text file, plain or .gz."""
-  from t2t_keras.metrics.bleu import read_lines  # pylint: disable=import-outside-toplevel
-  return read_lines(path)
-
-
-def translate_and_score(model, vocab, sources, hparams, references=None, output_path=None,
-                        attention_plot_dir=None, progress=True, log=print):
-  """Translates text lines; writes/scores/plots as asked. Returns a summary dict.
-
-  The dict holds "translations" (best per line), "nbest", "seconds",
-  "sentences_per_second", "output_path" and, with references, "bleu" (a
-  `metrics.bleu.bleu_report`).
-  """
-  if hparams.num_samples >= 0:
-    sources = sources[:hparams.num_samples]
-    references = references[:hparams.num_samples] if references is not None else None
-  start = time.time()
-  nbest = translate_lines(model, vocab, sources, hparams, progress=progress)
-  seconds = time.time() - start
-  translations = [h[0].text for h in nbest]
-  summary = {"translations": translations, "nbest": nbest, "seconds": seconds,
-             "sentences_per_second": len(sources) / max(seconds, 1e-9),
-             "output_path": output_path, "bleu": None}
-  log(f"decoded {len(sources)} sentences in {seconds:.1f} s "
-      f"({summary['sentences_per_second']:.1f} sentences/s, beam {hparams.beam_size}, "
-      f"alpha {hparams.alpha})")
-  if output_path:
-    _write_lines(output_path, [_format(h, hparams.return_beams) for h in nbest])
-    log(f"wrote {output_path}")
-  if references is not None:
-    from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
-    summary["bleu"] = bleu.bleu_report(translations, references, lang=hparams.bleu_lang)
-    log(bleu.format_report(summary["bleu"]))
-  if attention_plot_dir:
-    from t2t_keras.decoding import attention  # pylint: disable=import-outside-toplevel
-    limit = hparams.max_attention_plots or len(sources)
-    paths = attention.plot_translations(
-        model, vocab, encode_sources(vocab, sources[:limit]),
-        [h[0].ids for h in nbest[:limit]], attention_plot_dir)
-    log(f"wrote {len(paths)} attention plots to {attention_plot_dir}")
-  return summary
-
-
-def decode_file(model, vocab, input_path, output_path=None, hparams=None, reference_path=None,
-                attention_plot_dir=None, progress=True, log=print):
-  """Translates a text file line by line (see `translate_and_score`).
-
-  output_path defaults to "<input_path>.beam<k>.alpha<a>.decodes".
-  """
-  hparams = hparams or decode_hparams()
-  if output_path is None:
-    output_path = f"{input_path}.beam{hparams.beam_size}.alpha{hparams.alpha}.decodes"
-  references = _read_lines(reference_path) if reference_path else None
-  sources = _read_lines(input_path)
-  if references is not None and len(references) != len(sources):
-    raise InputError(f"{input_path} has {len(sources)} lines but {reference_path} has "
-                     f"{len(references)}")
-  return translate_and_score(model, vocab, sources, hparams, references, output_path,
-                             attention_plot_dir, progress, log)
-
-
-def split_pairs(problem, data_dir=None, split="test", tmp_dir=None, vocab=None):
-  """(sources, references) text of a problem's split.
-
-  Raw text from the problem's generator when it can produce it (always for
-  generated problems; with tmp_dir for downloaded ones), else the ids in
-  data_dir's TFRecords detokenized with `vocab` (references then carry
-  sentencepiece's normalization).
-  """
-  from t2t_keras import registry  # pylint: disable=import-outside-toplevel
-  if isinstance(problem, str):
-    problem = registry.problem(problem)
-  try:
-    pairs = [(s["inputs"].strip(), s["targets"].strip())
-             for s in problem.generate_samples(split, tmp_dir)]
-    pairs = [p for p in pairs if p[0] and p[1]]
-    if pairs:
-      return [p[0] for p in pairs], [p[1] for p in pairs]
-  except (FileNotFoundError, OSError, ValueError, NotImplementedError):
-    pass
-  if data_dir is None or vocab is None:
-    raise FileNotFoundError(f"no raw {split} data for {problem.name}: pass tmp_dir, or "
-                            f"data_dir and vocab to read its TFRecords")
-  sources, references = [], []
-  for ex in problem.dataset(data_dir, split).as_numpy_iterator():
-    sources.append(vocab.decode(ex["inputs"]))
-    references.append(vocab.decode(ex["targets"]))
-  return sources, references
-
-
-def decode_split(model, vocab, problem, data_dir=None, split="test", hparams=None,
-                 tmp_dir=None, output_path=None, attention_plot_dir=None, progress=True,
-                 log=print):
-  """Translates a problem's split and prints BLEU against its references (a summary dict)."""
-  hparams = hparams or decode_hparams()
-  sources, references = split_pairs(problem, data_dir, split, tmp_dir, vocab)
-  return translate_and_score(model, vocab, sources, hparams, references, output_path,
-                             attention_plot_dir, progress, log)
-
-
-def decode_interactive(model, vocab, hparams, stream=None, log=print):
-  """Reads lines from `stream` (stdin) and prints their n-best translations until EOF."""
-  stream = stream or sys.stdin
-  hparams = hparams.replace(batch_size=1)
-  search_fn = make_search_fn(model, hparams)
-  for line in stream:
-    line = line.strip()
-    if not line:
-      continue
-    for k, hyp in enumerate(translate_lines(model, vocab, [line], hparams, search_fn)[0]):
-      log(f"{k}\t{hyp.score:.4f}\t{hyp.text}")
-      if not hparams.return_beams:
-        break

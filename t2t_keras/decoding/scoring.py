@@ -7,7 +7,8 @@
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding.decoder import _read_lines, _write_lines, encode_sources
+from t2t_keras.decoding.decoder import encode_sources
+from t2t_keras.decoding.files import read_lines, write_lines
 from t2t_keras.errors import InputError
 
 
@@ -53,7 +54,7 @@ def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=pr
   Writes "%.6f" lines to output_path (atomically) when given; returns the scores.
   """
   sources, targets = [], []
-  for lineno, line in enumerate(_read_lines(input_path), start=1):
+  for lineno, line in enumerate(read_lines(input_path), start=1):
     parts = line.split("\t")
     if len(parts) != 2:
       raise InputError(f"{input_path}:{lineno}: expected 'source<TAB>target', "
@@ -62,6 +63,6 @@ def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=pr
     targets.append(parts[1].strip())
   scores = score_pairs(model, vocab, sources, targets, batch_size) if sources else []
   if output_path:
-    _write_lines(output_path, [f"{x:.6f}" for x in scores])
+    write_lines(output_path, [f"{x:.6f}" for x in scores])
     log(f"scored {len(scores)} pairs; wrote {output_path}")
   return scores

@@ -69,10 +69,10 @@ class Evaluator:
 
   def dev_bleu(self, sentences):
     """Greedy-decodes the first `sentences` dev pairs: {"dev_bleu", "dev_char_bleu"} (sacreBLEU)."""
-    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
+    from t2t_keras.decoding import decoder, files  # pylint: disable=import-outside-toplevel
     from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
     if self._dev_pairs is None:
-      sources, references = decoder.split_pairs(self.problem, self.data_dir, "dev",
+      sources, references = files.split_pairs(self.problem, self.data_dir, "dev",
                                                 vocab=self.vocab)
       self._dev_pairs = sources[:sentences], references[:sentences]
     sources, references = self._dev_pairs

@@ -6,16 +6,17 @@
                             train_steps=1500)
 
 Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy in this TF/Keras
-version, so the loop is our own. The update itself (forward, backward,
-token-weighted gradient sums, clipping, apply) is `step.TrainStep`; this module
-holds the loop, evaluation and what the loop reports to (checkpoints,
-TensorBoard, learning curves, signals).
+version, so the loop is our own, and this module holds it. The update itself
+(forward, backward, token-weighted gradient sums, clipping, apply) is
+`step.TrainStep`; dev metrics are `evaluation.Evaluator`; the loop reports to
+`reporting.Reporter` (log, TensorBoard, metrics.jsonl, curves), stops on
+`signals` (SIGTERM / Ctrl-C, agreed across workers) and resumes through
+`checkpoints` (the newest readable checkpoint).
 """
 
 import functools
 import math
 import os
-import signal
 import time
 
 import keras
@@ -25,7 +26,7 @@ from t2t_keras import registry
 from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams, HParamsError
-from t2t_keras.training import curves, model_io
+from t2t_keras.training import checkpoints, model_io, reporting, signals
 from t2t_keras.training.evaluation import Evaluator
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.step import TrainStep
@@ -139,8 +140,8 @@ class Trainer:
                              single_device=self._single_device())
     self.evaluator = Evaluator(problem, data_dir, hparams, self.strategy, self.model, self.vocab,
                                eval_steps=eval_steps, bleu_sentences=eval_bleu_sentences)
-    self._stop_signal = None
-    self._agree_fn = None
+    self.agreement = signals.WorkerAgreement(self.strategy,
+                                             self.input_context.num_input_pipelines, self.chief)
 
   # Steps.
 
@@ -171,20 +172,10 @@ class Trainer:
   # The loop.
 
   def restore(self):
-    """Restores the latest checkpoint of output_dir, if any; returns the step."""
-    # Newest first; a truncated one (killed mid-write, disk full) is skipped
-    # for the newest readable one.
-    for path in reversed(self.manager.checkpoints):
-      if model_io.checkpoint_is_readable(path):
-        self.checkpoint.restore(path).assert_existing_objects_matched()
-        self.log(f"resumed from {path} at step {int(self.step.numpy())}")
-        break
-      self.log(f"warning: skipping {path}: missing or truncated checkpoint files")
-    else:
-      if self.manager.checkpoints:
-        raise InputError(f"no readable checkpoint in {self.output_dir}: "
-                         f"{', '.join(self.manager.checkpoints)} are all missing or truncated; "
-                         "move them away to start afresh")
+    """Restores the newest readable checkpoint of output_dir, if any; returns the step."""
+    path = checkpoints.restore_newest_readable(self.checkpoint, self.manager, self.log)
+    if path:
+      self.log(f"resumed from {path} at step {int(self.step.numpy())}")
     return int(self.step.numpy())
 
   def save(self):
@@ -193,44 +184,13 @@ class Trainer:
       self.log(f"saved {path}")
     return path
 
-  def _agree(self, stop, save):
-    """(stop, save) as all workers will act on them this step.
-
-    With several workers a signal on any one stops all of them after the same
-    step, and time-based saves follow the chief's clock, so no worker waits in
-    a collective that another has left (one scalar all-reduce per step). With
-    one worker: the local decisions.
-    """
-    if self.input_context.num_input_pipelines <= 1:
-      return stop, save
-    if self._agree_fn is None:
-      @tf.function
-      def agree(flags):
-        summed = self.strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
-            tf.distribute.ReduceOp.SUM, tf.identity(flags)))  # on each replica's device
-        return self.strategy.experimental_local_results(summed)[0]
-      self._agree_fn = agree
-    flags = self._agree_fn(tf.constant([float(stop), float(save and self.chief)]))
-    return bool(flags[0] > 0), bool(flags[1] > 0)
-
-  def _install_signal_handlers(self):
-    def handler(signum, frame):
-      self._stop_signal = signum
-    previous = {}
-    for sig in (signal.SIGTERM, signal.SIGINT):
-      try:
-        previous[sig] = signal.signal(sig, handler)
-      except ValueError:  # not the main thread
-        pass
-    return previous
-
   def train(self, train_steps=None):
     """Trains to `train_steps` (default hparams.train_steps); returns a summary dict.
 
-    Resumes from the latest checkpoint in output_dir. SIGTERM / Ctrl-C save a
-    checkpoint and return with summary["interrupted"] set; with several
-    workers, a signal to any of them stops all after the same step. A non-finite loss
-    raises NonFiniteLossError naming the step, keeping the last good checkpoint.
+    Resumes from the newest readable checkpoint in output_dir. SIGTERM / Ctrl-C
+    save a checkpoint and return with summary["interrupted"] set; with several
+    workers, a signal to any of them stops all after the same step. A non-finite
+    loss raises NonFiniteLossError naming the step, keeping the last good checkpoint.
     """
     train_steps = train_steps or self.hparams.train_steps
     if train_steps < 1:
@@ -245,10 +205,8 @@ class Trainer:
       counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
       self.log(f"train split: {counts['dropped']} of {counts['total']} pairs are longer than "
                f"max_length={self.hparams.max_length} and are dropped")
-    writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) \
-        if self.chief else tf.summary.create_noop_writer()
-    history = curves.History(os.path.join(self.output_dir, curves.HISTORY_FILE), start_step)
-    previous_handlers = self._install_signal_handlers()
+    reporter = reporting.Reporter(self.output_dir, chief=self.chief, log=self.log,
+                                  start_step=start_step)
     self.log(f"training {self.problem.name} with {self.model.count_params():,} parameters "
              f"on {self.strategy.num_replicas_in_sync} replica(s), XLA "
              f"{'on' if self.use_xla else 'off'}, steps {start_step} -> {train_steps}")
@@ -259,72 +217,55 @@ class Trainer:
     interrupted = False
     last_loss = float("nan")
     eval_metrics = {}
-    try:
-      while step < train_steps:
-        loss, tokens = self.train_step()
-        step = int(self.step.numpy())
-        if not math.isfinite(loss):
-          raise NonFiniteLossError(
-              f"loss is {loss} at step {step}; stopping. The last good checkpoint "
-              f"({self.manager.latest_checkpoint}) is kept.")
-        last_loss = loss
-        tokens_since += tokens
-        loss_since += loss
-        steps_since += 1
-        now = time.time()
-        if step % self.log_every == 0 or step == train_steps:
-          lr = float(self.optimizer.learning_rate)
-          rate = tokens_since / max(now - last_log, 1e-9)
-          eta = (train_steps - step) * (now - last_log) / steps_since
-          self.log(f"step {step:>7d}  loss {loss_since / steps_since:.4f}  lr {lr:.3e}  "
-                   f"{rate:,.0f} tgt tok/s  ETA {_fmt_time(eta)}")
-          with writer.as_default(step=step):
-            tf.summary.scalar("loss", loss_since / steps_since)
-            tf.summary.scalar("learning_rate", lr)
-            tf.summary.scalar("target_tokens_per_second", rate)
-          history.add(step, loss=loss_since / steps_since, lr=lr, tokens_per_second=rate,
-                      time=now)
-          tokens_since = loss_since = 0.0
-          steps_since = 0
-          last_log = time.time()
-        if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
-          eval_metrics = self.evaluate()
-          self.log(f"step {step:>7d}  dev loss {eval_metrics['dev_loss']:.4f}  "
-                   f"ppl {eval_metrics['dev_perplexity']:.2f}  "
-                   f"acc {eval_metrics['dev_accuracy']:.4f}"
-                   + (f"  BLEU {eval_metrics['dev_bleu']:.2f} (char {eval_metrics['dev_char_bleu']:.2f}, "
-                      f"greedy, {self.eval_bleu_sentences} sentences)"
-                      if "dev_bleu" in eval_metrics else ""))
-          with writer.as_default(step=step):
-            for k, v in eval_metrics.items():
-              tf.summary.scalar(k, v)
-          history.add(step, time=time.time(), **eval_metrics)
-          last_log = time.time()
-        stop, save_now = self._agree(
-            self._stop_signal is not None,
-            0 < self.save_every_seconds < time.time() - last_save)
-        if step % self.save_every == 0 or save_now:
+    with signals.StopSignals() as stop_signals:
+      try:
+        while step < train_steps:
+          loss, tokens = self.train_step()
+          step = int(self.step.numpy())
+          if not math.isfinite(loss):
+            raise NonFiniteLossError(
+                f"loss is {loss} at step {step}; stopping. The last good checkpoint "
+                f"({self.manager.latest_checkpoint}) is kept.")
+          last_loss = loss
+          tokens_since += tokens
+          loss_since += loss
+          steps_since += 1
+          now = time.time()
+          if step % self.log_every == 0 or step == train_steps:
+            reporter.progress(step, loss_since / steps_since,
+                              float(self.optimizer.learning_rate),
+                              tokens_since / max(now - last_log, 1e-9),
+                              (train_steps - step) * (now - last_log) / steps_since)
+            tokens_since = loss_since = 0.0
+            steps_since = 0
+            last_log = time.time()
+          if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
+            eval_metrics = self.evaluate()
+            reporter.evaluation(step, eval_metrics, self.eval_bleu_sentences)
+            last_log = time.time()
+          stop, save_now = self.agreement(
+              stop_signals.received is not None,
+              0 < self.save_every_seconds < time.time() - last_save)
+          if step % self.save_every == 0 or save_now:
+            self.save()
+            last_save = time.time()
+          if stop:
+            interrupted = True
+            self.log(f"signal {stop_signals.received} received at step {step}: saving and "
+                     "exiting" if stop_signals.received is not None else
+                     f"another worker was stopped at step {step}: saving and exiting")
+            break
+        if self.manager.latest_checkpoint is None or \
+            not self.manager.latest_checkpoint.endswith(f"ckpt-{step}"):
           self.save()
-          last_save = time.time()
-        if stop:
-          interrupted = True
-          self.log(f"signal {self._stop_signal} received at step {step}: saving and exiting"
-                   if self._stop_signal is not None else
-                   f"another worker was stopped at step {step}: saving and exiting")
-          break
-      if self.manager.latest_checkpoint is None or \
-          not self.manager.latest_checkpoint.endswith(f"ckpt-{step}"):
-        self.save()
-    finally:
-      for sig, h in previous_handlers.items():
-        signal.signal(sig, h)
-      writer.flush()
-    seconds = time.time() - t0
+      finally:
+        reporter.flush()
     summary = {"step": step, "start_step": start_step, "loss": last_loss,
-               "seconds": seconds, "interrupted": interrupted,
+               "seconds": time.time() - t0, "interrupted": interrupted,
                "checkpoint": self.manager.latest_checkpoint, **eval_metrics}
-    if self.chief:
-      summary["curves_png"] = curves.plot(history.path, self.output_dir)
+    png = reporter.close()
+    if png:
+      summary["curves_png"] = png
     self.log("done: " + ", ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
     return summary
@@ -338,11 +279,6 @@ def _input_context(strategy):
     return tf.data.Dataset.range(1)
   strategy.distribute_datasets_from_function(capture)
   return captured[0]
-
-
-def _fmt_time(seconds):
-  seconds = int(max(seconds, 0))
-  return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="",

@@ -1,0 +1,65 @@
+"""What the training loop reports to: the log, TensorBoard, metrics.jsonl and the curves PNG.
+
+    reporter = Reporter(output_dir, chief=True, log=print, start_step=0)
+    reporter.progress(step, loss, lr, tokens_per_second, eta_seconds)
+    reporter.evaluation(step, metrics, bleu_sentences)
+    png = reporter.close()        # flushes TensorBoard, plots the curves (chief only)
+"""
+
+import os
+import time
+
+import tensorflow as tf
+
+from t2t_keras.training import curves
+
+
+def format_time(seconds):
+  seconds = int(max(seconds, 0))
+  return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Reporter:
+  """Progress and dev metrics of one run, to every place they go.
+
+  Args:
+    output_dir: TensorBoard events go to output_dir/train, the history to
+      output_dir/metrics.jsonl, the curves to output_dir/learning_curves.png.
+    chief: only the chief writes files (other workers: the log call only).
+    log: a print-like function.
+    start_step: the step the run starts (or resumes) at; later history is kept.
+  """
+
+  def __init__(self, output_dir, *, chief, log, start_step):
+    self.output_dir, self.chief, self.log = output_dir, chief, log
+    self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief
+                   else tf.summary.create_noop_writer())
+    self.history = curves.History(os.path.join(output_dir, curves.HISTORY_FILE), start_step)
+
+  def progress(self, step, loss, lr, tokens_per_second, eta_seconds):
+    self.log(f"step {step:>7d}  loss {loss:.4f}  lr {lr:.3e}  "
+             f"{tokens_per_second:,.0f} tgt tok/s  ETA {format_time(eta_seconds)}")
+    with self.writer.as_default(step=step):
+      tf.summary.scalar("loss", loss)
+      tf.summary.scalar("learning_rate", lr)
+      tf.summary.scalar("target_tokens_per_second", tokens_per_second)
+    self.history.add(step, loss=loss, lr=lr, tokens_per_second=tokens_per_second,
+                     time=time.time())
+
+  def evaluation(self, step, metrics, bleu_sentences):
+    self.log(f"step {step:>7d}  dev loss {metrics['dev_loss']:.4f}  "
+             f"ppl {metrics['dev_perplexity']:.2f}  acc {metrics['dev_accuracy']:.4f}"
+             + (f"  BLEU {metrics['dev_bleu']:.2f} (char {metrics['dev_char_bleu']:.2f}, "
+                f"greedy, {bleu_sentences} sentences)" if "dev_bleu" in metrics else ""))
+    with self.writer.as_default(step=step):
+      for k, v in metrics.items():
+        tf.summary.scalar(k, v)
+    self.history.add(step, time=time.time(), **metrics)
+
+  def flush(self):
+    self.writer.flush()
+
+  def close(self):
+    """Flushes TensorBoard; returns the learning-curves PNG path (chief) or None."""
+    self.flush()
+    return curves.plot(self.history.path, self.output_dir) if self.chief else None
