@@ -44,6 +44,7 @@ setuptools.setup(
         "sentencepiece>=0.2",
         "num2words>=0.5.13",
         "matplotlib>=3.8",
+        "nltk>=3.9",  # Penn Treebank .mrg reading (parsing problem)
     ],
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3"]},
     entry_points={
