@@ -66,3 +66,50 @@ def test_the_sample_round_trips_through_linearization_with_evalb_f1_100():
   # tree but not by its word form (e.g. "'" as '' rather than a possessive).
   assert result["error_sentences"] <= 0.01 * len(gold)
   assert result["f1"] == 100.0
+
+
+def _write_ldc_layout(root):
+  """A tiny treebank laid out like the LDC distribution: sections 02, 03, 22, 23."""
+  tree = "( (S (NP-SBJ (DT The) (NN {w})) (VP (VBD sat) (NP (-NONE- *T*-1))) (. .)) )\n"
+  for section, word in (("02", "cat"), ("03", "dog"), ("22", "cow"), ("23", "hen")):
+    d = root / "parsed" / "mrg" / "wsj" / section
+    d.mkdir(parents=True)
+    (d / f"wsj_{section}01.mrg").write_text(tree.format(w=word) * 2)
+
+
+def test_parsing_problem_reads_the_ldc_layout_with_standard_splits(tmp_path):
+  from t2t_keras import registry
+  _write_ldc_layout(tmp_path)
+  problem = registry.problem("parsing_english_ptb8k")
+  problem.raw_dir = str(tmp_path)
+  pairs = {s: list(problem.generate_samples(s)) for s in ("train", "dev", "test")}
+  assert [len(v) for v in pairs.values()] == [4, 2, 2]
+  assert {p["inputs"] for p in pairs["train"]} == {"The cat sat .", "The dog sat ."}
+  assert pairs["dev"][0] == {"inputs": "The cow sat .",
+                             "targets": "(S (NP XX XX )NP (VP XX )VP XX )S"}
+  assert pairs["test"][0]["inputs"] == "The hen sat ."
+
+
+def test_parsing_problem_datagen_and_a_missing_directory(tmp_path):
+  from t2t_keras.data import datagen
+  from t2t_keras.errors import InputError
+  _write_ldc_layout(tmp_path / "raw")
+  summary = datagen.generate("parsing_english_ptb8k", str(tmp_path / "data"), None,
+                             raw_dir=str(tmp_path / "raw"), vocab_size=40, log=None)
+  assert summary["splits"]["train"]["pairs"] == 4
+  with pytest.raises((FileNotFoundError, InputError), match="no .mrg files for train, dev, test"):
+    datagen.generate("parsing_english_ptb8k", str(tmp_path / "data2"), None,
+                     raw_dir=str(tmp_path / "nowhere"), log=None)
+
+
+@pytest.mark.skipif(not os.path.isdir(PTB), reason=f"no Penn Treebank sample at {PTB}")
+def test_parsing_problem_splits_the_sample_by_file():
+  from t2t_keras import registry
+  problem = registry.problem("parsing_english_ptb8k")
+  problem.raw_dir = PTB
+  train, dev = problem.split_files("train"), problem.split_files("dev")
+  assert os.path.basename(train[-1]) == "wsj_0159.mrg" and len(train) == 159
+  assert os.path.basename(dev[0]) == "wsj_0160.mrg" and problem.split_files("test") == dev
+  first = next(problem.generate_samples("train"))
+  assert first["inputs"].startswith("Pierre Vinken , 61 years old")
+  assert first["targets"].startswith("(S (NP (NP XX XX )NP XX (ADJP (NP XX XX )NP XX )ADJP")
