@@ -43,3 +43,13 @@ def two_cpu_strategy():
   after another in a process can reuse collective instance keys and abort."""
   from t2t_keras.training.strategy import make_strategy
   return make_strategy(devices=["/cpu:0", "/cpu:1"])
+
+
+def load_benchmark(name):
+  """benchmarks/<name>.py as a module (the benchmarks are scripts, not a package)."""
+  import importlib.util
+  path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", f"{name}.py")
+  spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module

@@ -1,20 +1,9 @@
 """benchmarks/run_all.py: the summary it prints from the three benchmarks' results."""
 
-import importlib.util
-import os
+from conftest import load_benchmark
 
-_DIR = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
-
-
-def _load(name):
-  spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(_DIR, f"{name}.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-run_all = _load("run_all")
-train_bench = _load("train_bench")
+run_all = load_benchmark("run_all")
+train_bench = load_benchmark("train_bench")
 
 
 def _train(xla, warmup_seconds, warmup_steps, seconds):

@@ -1,21 +1,11 @@
 """benchmarks/peer_compare.py: parsing of the children's output, medians, ratio lines."""
 
 import argparse
-import importlib.util
-import os
 import sys
 
-_DIR = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+from conftest import load_benchmark
 
-
-def _load(name):
-  spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(_DIR, f"{name}.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-pc = _load("peer_compare")
+pc = load_benchmark("peer_compare")
 
 PEER_STEP_OUTPUT = (  # the lines model_garden_peer.py prints
     "tf 2.15.1 tf_keras 2.15.1\n"

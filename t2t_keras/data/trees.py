@@ -99,22 +99,21 @@ def delinearize(tokens, words, root="S"):
   """
   stack = [[root, []]]  # [label, children as strings]
   next_word = 0
+
+  def close():  # the innermost open constituent joins its parent, if it has words
+    label, children = stack.pop()
+    if children:
+      stack[-1][1].append(f"({label} {' '.join(children)})")
+
   for token in tokens:
     if token.startswith("(") and len(token) > 1:
       stack.append([token[1:], []])
     elif token.startswith(")"):
       if len(stack) > 1:
-        label, children = stack.pop()
-        if children:
-          stack[-1][1].append(f"({label} {' '.join(children)})")
+        close()
     elif token == POS_TOKEN and next_word < len(words):
       stack[-1][1].append(_leaf(words[next_word]))
       next_word += 1
-  def close():
-    label, children = stack.pop()
-    if children:
-      stack[-1][1].append(f"({label} {' '.join(children)})")
-
   while len(stack) > 2:  # inner constituents still open
     close()
   stack[-1][1].extend(_leaf(w) for w in words[next_word:])  # in order, after the rest

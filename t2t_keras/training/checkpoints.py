@@ -11,13 +11,11 @@ def restore_newest_readable(checkpoint, manager, log):
   warning. Returns the path restored, or None when there is none yet. Raises
   InputError when checkpoints exist but none reads back.
   """
-  for path in reversed(manager.checkpoints):
-    if model_io.checkpoint_is_readable(path):
-      checkpoint.restore(path).assert_existing_objects_matched()
-      return path
-    log(f"warning: skipping {path}: missing or truncated checkpoint files")
-  if manager.checkpoints:
+  path = model_io.newest_readable(manager.checkpoints, log)
+  if path is not None:
+    checkpoint.restore(path).assert_existing_objects_matched()
+  elif manager.checkpoints:
     raise InputError(f"no readable checkpoint in {manager.directory}: "
                      f"{', '.join(manager.checkpoints)} are all missing or truncated; "
                      "move them away to start afresh")
-  return None
+  return path

@@ -128,6 +128,19 @@ def readable_checkpoints(paths, log=None):
   return kept
 
 
+def newest_readable(paths, log=None):
+  """The newest (last) readable checkpoint of `paths`, oldest first; None if none reads back.
+
+  Each unreadable newer one is skipped and logged with `log`.
+  """
+  for path in reversed(list(paths)):
+    if checkpoint_is_readable(path):
+      return path
+    if log:
+      log(f"warning: skipping {path}: missing or truncated checkpoint files")
+  return None
+
+
 def latest_checkpoint(output_dir, log=None):
   """The newest readable checkpoint of output_dir (unreadable newer ones are skipped and logged)."""
   state = tf.train.get_checkpoint_state(output_dir)
@@ -136,13 +149,11 @@ def latest_checkpoint(output_dir, log=None):
     paths.append(state.model_checkpoint_path)
   if not paths:
     raise FileNotFoundError(f"no checkpoint found in {output_dir!r}")
-  for path in reversed(paths):
-    if checkpoint_is_readable(path):
-      return path
-    if log:
-      log(f"warning: skipping {path}: missing or truncated checkpoint files")
-  raise InputError(f"no readable checkpoint in {output_dir!r}: "
-                   f"{', '.join(os.path.basename(p) for p in paths)} are missing or truncated")
+  path = newest_readable(paths, log)
+  if path is None:
+    raise InputError(f"no readable checkpoint in {output_dir!r}: "
+                     f"{', '.join(os.path.basename(p) for p in paths)} are missing or truncated")
+  return path
 
 
 def _warn(message):

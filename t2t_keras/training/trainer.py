@@ -94,7 +94,6 @@ class Trainer:
     self.save_every = save_every
     self.save_every_seconds = save_every_minutes * 60
     self.eval_every = eval_every
-    self.eval_steps = eval_steps
     self.eval_bleu_sentences = eval_bleu_sentences
     self.log_every = log_every
     self.chief = is_chief(self.strategy)
