@@ -13,6 +13,16 @@ average. Averages already there are kept (re-runs are cheap); truncated
 checkpoints are skipped with a warning. The paper averages the last 5 (base)
 or 20 (big) checkpoints written at 10-minute intervals: keep that many with the
 trainer's --keep_checkpoints.
+
+Automatic selection (none of t2t, OpenNMT-tf or fairseq has it): with dev data,
+every window of --select_windows checkpoints ending at --select_ends points is
+averaged and scored on it (beam search with --select_decode_hparams, cased
+sacreBLEU); the best goes to --output_dir, with selection.json / selection.md
+saying what was tried and why it was chosen:
+
+    t2t-avg-all --model_dir=runs/m30k --output_dir=runs/m30k/selected \
+        --select_from_file=val.en.gz --select_reference=val.de.gz \
+        --select_windows=1,5,10,20 --select_ends=3
 """
 
 import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
@@ -35,6 +45,16 @@ _define("integer", "max_step", None,
 _define("float", "wait_minutes", 0.0,
         "Wait up to this many minutes for new checkpoints, averaging them as they come.",
         lower_bound=0.0)
+_define("string", "select_from_file", None,
+        "Dev sources: choose the averaging window by BLEU on them (with --select_reference).")
+_define("string", "select_reference", None, "Dev references for --select_from_file.")
+_define("list", "select_windows", ["1", "5", "10", "20"],
+        "With --select_from_file: candidate numbers of consecutive checkpoints to average.")
+_define("integer", "select_ends", 1,
+        "With --select_from_file: windows end at the newest checkpoint and at this many "
+        "minus one earlier ones, spread over the newer half of the run.", lower_bound=1)
+_define("string", "select_decode_hparams", "beam_size=4,alpha=0.6",
+        "With --select_from_file: the decoding the candidates are compared with.")
 NAME = "t2t-avg-all"
 FLAGS = flags.FLAGS
 
@@ -46,11 +66,46 @@ def main(argv):
                          "(t2t's meaning; --output_dir is where the averages go)")
   import os  # pylint: disable=import-outside-toplevel
   output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, averaging.AVERAGED_DIR)
+  if FLAGS.select_from_file or FLAGS.select_reference:
+    return _select(output_dir)
   written = averaging.average_all(FLAGS.model_dir, output_dir, n=FLAGS.n,
                                   min_steps=FLAGS.min_steps, max_step=FLAGS.max_step,
                                   wait_minutes=FLAGS.wait_minutes)
   print(f"{len(written)} average(s) in {output_dir}; newest: {written[-1]}")
   print(f"decode with: t2t-decoder --output_dir={output_dir} ...")
+  return 0
+
+
+def _select(output_dir):
+  import os  # pylint: disable=import-outside-toplevel
+  from t2t_keras.errors import InputError  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding.files import read_lines  # pylint: disable=import-outside-toplevel
+  from t2t_keras.training import selection  # pylint: disable=import-outside-toplevel
+  if not (FLAGS.select_from_file and FLAGS.select_reference):
+    raise InputError("--select_from_file and --select_reference go together (dev sources "
+                     "and their references)")
+  for flag, path in (("--select_from_file", FLAGS.select_from_file),
+                     ("--select_reference", FLAGS.select_reference)):
+    if not os.path.isfile(path):
+      raise InputError(f"{flag}={path}: no such file")
+  try:
+    windows = sorted({int(w) for w in FLAGS.select_windows})
+  except ValueError:
+    raise InputError(f"--select_windows={','.join(FLAGS.select_windows)}: expected "
+                     "positive integers, e.g. 1,5,10,20") from None
+  if not windows or windows[0] < 1:
+    raise InputError(f"--select_windows={','.join(FLAGS.select_windows)}: expected "
+                     "positive integers, e.g. 1,5,10,20")
+  sources, references = read_lines(FLAGS.select_from_file), read_lines(FLAGS.select_reference)
+  if len(sources) != len(references):
+    raise InputError(f"{FLAGS.select_from_file} has {len(sources)} lines but "
+                     f"{FLAGS.select_reference} has {len(references)}")
+  result = selection.select_average(
+      FLAGS.model_dir, output_dir, sources, references, windows=windows,
+      ends=FLAGS.select_ends, decode_overrides=FLAGS.select_decode_hparams,
+      max_step=FLAGS.max_step, dev_name=os.path.basename(FLAGS.select_from_file))
+  print(f"decode with: t2t-decoder --output_dir={output_dir} "
+        f"--decode_hparams={result['decode_hparams']} ...")
   return 0
 
 

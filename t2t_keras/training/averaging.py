@@ -43,7 +43,7 @@ def checkpoint_paths(output_dir, log=None):
   return readable
 
 
-def _step_of(path):
+def step_of(path):
   tail = os.path.basename(path).rsplit("-", 1)[-1]
   return int(tail) if tail.isdigit() else None
 
@@ -143,22 +143,22 @@ def average_checkpoints(output_dir, num_last=5, output_path=None, paths=None, ma
     paths = checkpoint_paths(output_dir)
     if max_step is not None:
       kept = paths
-      paths = [p for p in kept if _step_of(p) is not None and _step_of(p) <= max_step]
+      paths = [p for p in kept if step_of(p) is not None and step_of(p) <= max_step]
       if not paths:
         raise ValueError(f"no checkpoint at or before step {max_step} in {output_dir!r}; "
                          f"kept: {', '.join(os.path.basename(p) for p in kept)}")
     paths = paths[-num_last:]
   paths = list(paths)
   if output_path is None:
-    step = _step_of(paths[-1])
+    step = step_of(paths[-1])
     output_path = os.path.join(output_dir, AVERAGED_DIR,
                                f"ckpt-{step}" if step is not None else "ckpt")
   average_checkpoint_files(paths, output_path)
-  _write_checkpoint_index(output_path)
+  write_checkpoint_index(output_path)
   return output_path, paths
 
 
-def _write_checkpoint_index(*prefixes):
+def write_checkpoint_index(*prefixes):
   """The `checkpoint` file listing `prefixes` (oldest first; they share a directory), so that
   tf.train.latest_checkpoint(dir) finds the last."""
   names = [os.path.basename(p) for p in prefixes]
@@ -198,7 +198,7 @@ def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_min
   written, done, deadline = [], set(), time.time() + 60 * wait_minutes
   while True:
     paths = [p for p in checkpoint_paths(model_dir, log)
-             if (_step_of(p) or 0) >= min_steps and (max_step is None or (_step_of(p) or 0) <= max_step)]
+             if (step_of(p) or 0) >= min_steps and (max_step is None or (step_of(p) or 0) <= max_step)]
     if not paths:
       raise InputError(f"no checkpoint in {model_dir!r} between step {min_steps} and "
                        f"{max_step if max_step is not None else 'the end'}")
@@ -209,22 +209,22 @@ def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_min
       windows = [paths[i - n + 1:i + 1] for i in range(n - 1, len(paths))]
     new = [w for w in windows if w[-1] not in done]
     for window in new:
-      prefix = os.path.join(output_dir, f"ckpt-{_step_of(window[-1])}")
+      prefix = os.path.join(output_dir, f"ckpt-{step_of(window[-1])}")
       if not model_io.checkpoint_is_readable(prefix):
         average_checkpoint_files(window, prefix)
         log(f"wrote {prefix}: mean of {', '.join(os.path.basename(p) for p in window)}")
       written.append(prefix)
       done.add(window[-1])
     if new:
-      _copy_run_info(model_dir, output_dir)
-      _write_checkpoint_index(*written)
+      copy_run_info(model_dir, output_dir)
+      write_checkpoint_index(*written)
       deadline = time.time() + 60 * wait_minutes
     if time.time() >= deadline:
       return written
     time.sleep(min(10.0, max(0.0, deadline - time.time())))
 
 
-def _copy_run_info(model_dir, output_dir):
+def copy_run_info(model_dir, output_dir):
   for name in (model_io.HPARAMS_FILE, model_io.RUN_FILE, model_io.VOCAB_FILE):
     src = os.path.join(model_dir, name)
     if os.path.exists(src):

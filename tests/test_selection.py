@@ -1,0 +1,162 @@
+"""Automatic checkpoint selection: candidate windows, the choice by dev BLEU, the report."""
+
+import json
+import os
+
+import pytest
+import tensorflow as tf
+
+from t2t_keras import bin as t2t_bin
+from t2t_keras import registry
+from t2t_keras.bin import avg_all as avg_all_bin
+from t2t_keras.data import vocabulary
+from t2t_keras.decoding import decoder
+from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
+from t2t_keras.models.transformer import Transformer
+from t2t_keras.training import averaging, model_io, selection
+
+SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
+             "nine", "eighty-eight thousand and one", "six hundred and twelve"]
+DECODE = "beam_size=2,alpha=0.6,extra_length=10,batch_size=4,jit=false"
+STEPS = [100, 200, 300, 400, 500, 600]
+
+
+def test_end_checkpoints_spread_over_the_newer_half():
+  paths = [f"ckpt-{s}" for s in range(1, 12)]  # 11 checkpoints: indices 0..10
+  assert selection.end_checkpoints(paths, 1) == [10]
+  assert selection.end_checkpoints(paths, 2) == [10, 5]
+  assert selection.end_checkpoints(paths, 3) == [10, 8, 5]  # 10 - round(2.5) = 8 (banker's)
+  assert selection.end_checkpoints(paths[:1], 3) == [0]
+  assert selection.end_checkpoints(paths[:2], 3) == [1]  # half of one step back: no room
+
+
+def test_candidate_windows_cover_every_size_and_end_once():
+  paths = [f"ckpt-{s}" for s in STEPS]
+  got = [(n, [p.split("-")[1] for p in w]) for n, w in
+         selection.candidate_windows(paths, windows=[1, 2, 10], ends=2)]
+  assert got == [
+      (1, ["600"]), (2, ["500", "600"]), (6, ["100", "200", "300", "400", "500", "600"]),
+      (1, ["400"]), (2, ["300", "400"]), (4, ["100", "200", "300", "400"])]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+  """A 'run' of random-weight checkpoints at STEPS, with vocabulary and run info."""
+  out = tmp_path_factory.mktemp("run")
+  corpus = SENTENCES * 20 + ["einhundertfünf", "dreiundzwanzig", "neun"] * 20
+  vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 60, num_threads=1)
+  hp = registry.hparams("transformer_tiny").replace(
+      hidden_size=16, filter_size=32, num_heads=2, num_encoder_layers=1, num_decoder_layers=1)
+  model = Transformer(vocab.vocab_size, hp)
+  model.build_for_ids()
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 100,
+                                       checkpoint_name="ckpt")
+  for i, step in enumerate(STEPS):
+    for v in model.trainable_variables:
+      value = tf.random.stateless_normal(v.shape, seed=[i, 7])
+      if v.shape[0] == vocab.vocab_size:  # the shared embedding: PAD, EOS and UNK get
+        value = tf.tensor_scatter_nd_update(  # logit 0, so outputs run long enough for
+            value, [[PAD_ID], [EOS_ID], [UNK_ID]], tf.zeros([3, v.shape[1]]))  # 4-grams
+      v.assign(value)
+    manager.save(checkpoint_number=step)
+  model_io.save_run_info(str(out), hp, "translate_ende_numbers", vocab.vocab_size,
+                         str(out / "spm.model"))
+  return str(out)
+
+
+def _translations_of(run_dir, window_steps, tmp_path):
+  """What the average of the checkpoints at window_steps translates SENTENCES to."""
+  prefix = str(tmp_path / "reference_avg" / "ckpt")
+  averaging.average_checkpoint_files(
+      [os.path.join(run_dir, f"ckpt-{s}") for s in window_steps], prefix)
+  model, _, info, _ = model_io.load_model(run_dir, prefix)
+  vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
+  return decoder.decode_lines(model, vocab, SENTENCES, decoder.decode_hparams(DECODE))
+
+
+def test_chooses_the_window_whose_translations_match_the_references(run_dir, tmp_path):
+  # References = the outputs of the 2-checkpoint window ending at step 400 (the earlier
+  # end), so that candidate scores 100 and every other one less. (Random weights give
+  # one-word outputs, so word BLEU is 0 for all and the tie goes to chrF.)
+  references = _translations_of(run_dir, [300, 400], tmp_path)
+  out = str(tmp_path / "selected")
+  result = selection.select_average(run_dir, out, SENTENCES, references, windows=[1, 2, 3],
+                                    ends=2, decode_overrides=DECODE, log=lambda *a: None)
+  chosen = result["chosen"]
+  assert (chosen["n"], chosen["first_step"], chosen["last_step"]) == (2, 300, 400)
+  assert chosen["chrf"] == 100.0
+  assert len(result["candidates"]) == 6  # 3 sizes x 2 ends (600 and 400)
+  assert max(c["chrf"] for c in result["candidates"]
+             if (c["n"], c["last_step"]) != (2, 400)) < 100.0
+  # The output directory is a run directory whose latest checkpoint is the choice.
+  assert tf.train.latest_checkpoint(out) == os.path.join(out, "ckpt-400")
+  model, _, info, _ = model_io.load_model(out)
+  vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
+  assert decoder.decode_lines(model, vocab, SENTENCES,
+                              decoder.decode_hparams(DECODE)) == references
+  # What was tried and why, on disk.
+  with open(os.path.join(out, selection.SELECTION_JSON)) as f:
+    saved = json.load(f)
+  assert saved["candidates"] == result["candidates"] and "highest cased sacreBLEU" in saved["rule"]
+  table = open(os.path.join(out, selection.SELECTION_MD)).read()
+  assert "| 2 | 300-400 | **0.00** | 100.00 |" in table
+  assert not os.path.exists(os.path.join(out, "candidates"))
+
+
+def test_ties_go_to_chrf_then_the_wider_window_then_the_later_end():
+  a = {"bleu": 30.0, "chrf": 60.0, "n": 5, "last_step": 600}
+  assert selection._better({"bleu": 30.0, "chrf": 60.1, "n": 1, "last_step": 100}, a)
+  assert selection._better({"bleu": 30.0, "chrf": 60.0, "n": 10, "last_step": 500}, a)
+  assert selection._better({"bleu": 30.0, "chrf": 60.0, "n": 5, "last_step": 700}, a)
+  assert not selection._better({"bleu": 29.9, "chrf": 70.0, "n": 20, "last_step": 900}, a)
+
+
+def test_max_step_ignores_newer_checkpoints(run_dir, tmp_path):
+  result = selection.select_average(run_dir, str(tmp_path / "sel"), SENTENCES, SENTENCES,
+                                    windows=[2], ends=1, decode_overrides=DECODE,
+                                    max_step=400, log=lambda *a: None)
+  assert [(c["first_step"], c["last_step"]) for c in result["candidates"]] == [(300, 400)]
+
+
+def _avg_all(capsys, *args):
+  capsys.readouterr()
+  code = t2t_bin.run_in_process(avg_all_bin, ["t2t-avg-all", *args])
+  out = capsys.readouterr()
+  return code, out.out, out.err
+
+
+def test_t2t_avg_all_selects_with_dev_files(capsys, run_dir, tmp_path):
+  src, ref = tmp_path / "dev.en", tmp_path / "dev.de"
+  src.write_text("\n".join(SENTENCES) + "\n")
+  ref.write_text("\n".join(_translations_of(run_dir, [600], tmp_path)) + "\n")
+  out = str(tmp_path / "sel")
+  code, stdout, err = _avg_all(capsys, f"--model_dir={run_dir}", f"--output_dir={out}",
+                               f"--select_from_file={src}", f"--select_reference={ref}",
+                               "--select_windows=1,4", f"--select_decode_hparams={DECODE}")
+  assert code == 0, err
+  assert "chose the average of 1 checkpoint(s), steps 600-600" in stdout
+  assert tf.train.latest_checkpoint(out) == os.path.join(out, "ckpt-600")
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--select_from_file={src}"], "--select_from_file and --select_reference go together"),
+    (["--select_from_file={src}", "--select_reference={short}"],
+     "has 6 lines but {short} has 1"),
+    (["--select_from_file={src}", "--select_reference={src}", "--select_windows=0,5"],
+     "--select_windows=0,5: expected positive integers"),
+    (["--select_from_file={src}", "--select_reference={tmp}/none.de"],
+     "--select_reference={tmp}/none.de: no such file"),
+    (["--select_from_file={src}", "--select_reference={src}",
+      "--select_decode_hparams=beam_sise=4"], "beam_sise"),
+])
+def test_bad_selection_input_is_one_clear_line(capsys, run_dir, tmp_path, args, expected):
+  src, short = tmp_path / "dev.en", tmp_path / "short.de"
+  src.write_text("\n".join(SENTENCES) + "\n")
+  short.write_text("x\n")
+  places = dict(src=src, short=short, tmp=tmp_path)
+  code, _, err = _avg_all(capsys, f"--model_dir={run_dir}", f"--output_dir={tmp_path}/sel",
+                          *[a.format(**places) for a in args])
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert code == 1 and len(lines) == 1, err
+  assert lines[0].startswith("t2t-avg-all: error: ") and expected.format(**places) in lines[0]
+  assert not os.path.exists(tmp_path / "sel" / "ckpt-600.index")
