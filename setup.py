@@ -23,6 +23,7 @@ BINARIES = {
     "t2t-bleu": "bleu",
     "t2t-evalb": "evalb",
     "t2t-param-table": "param_table",
+    "t2t-sweep": "sweep",
 }
 
 setuptools.setup(
