@@ -15,6 +15,12 @@ The trees are read from `--raw_dir` (else $T2T_PTB_DIR, else
     (wsj_0001-0179): train wsj_0001-0159, dev wsj_0160-0179. The sample's own
     test files (wsj_0180-0199) are held out for independent evaluation, so its
     "test" split repeats dev: choose everything on dev.
+
+Besides the TFRecords, datagen writes each evaluation split as text for EVALB:
+`<data_dir>/parsing_english_ptb8k.<split>.words` (the sentences, one per line)
+and `.trees` (the cleaned gold trees, one per line). Model outputs become trees
+with `postprocess` (t2t-decoder does this for this problem) or, inside an
+exported SavedModel, with `serving_postprocess` (TensorFlow ops).
 """
 
 import glob
@@ -37,6 +43,9 @@ class ParsingEnglishPtb8k(Text2TextProblem):
 
   vocab_size = 8000
   raw_dir_env = "T2T_PTB_DIR"
+  # The paper's decoding for parsing: output length input + 300, beam 21, alpha 0.3
+  # (t2t-decoder and t2t-exporter apply them before --decode_hparams).
+  decode_defaults = "extra_length=300,beam_size=21,alpha=0.3"
 
   def __init__(self, was_reversed=False, *, raw_dir=None, **kwargs):
     super().__init__(was_reversed, **kwargs)
@@ -73,6 +82,42 @@ class ParsingEnglishPtb8k(Text2TextProblem):
           f"{self.data_name}: no .mrg files for {', '.join(empty)} in {root}: expected "
           "parsed/mrg/wsj/SS/wsj_SSNN.mrg (LDC) or wsj_NNNN.mrg files (the sample); set "
           f"--raw_dir or ${self.raw_dir_env}")
+
+  def eval_files(self, data_dir, split):
+    """(sentences file, gold trees file) of an evaluation split, as datagen writes them."""
+    prefix = os.path.join(data_dir, f"{self.data_name}.{split}")
+    return prefix + ".words", prefix + ".trees"
+
+  def generate_data(self, data_dir, tmp_dir=None, log=None):
+    summary = super().generate_data(data_dir, tmp_dir, log)
+    for split in ("dev", "test"):
+      words_path, trees_path = self.eval_files(data_dir, split)
+      if os.path.exists(words_path) and os.path.exists(trees_path):
+        continue
+      sentences, gold = [], []
+      for path in self.split_files(split, tmp_dir):
+        for tree in trees.read_mrg(path):
+          cleaned = trees.clean(tree)
+          if cleaned is not None:
+            sentences.append(" ".join(cleaned.leaves()))
+            gold.append(trees.tree_string(cleaned))
+      for path, lines in ((words_path, sentences), (trees_path, gold)):
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+          f.writelines(line + "\n" for line in lines)
+        os.replace(path + ".tmp", path)
+      (log or (lambda m: None))(f"wrote {words_path} and {trees_path} ({len(gold)} trees)")
+    return summary
+
+  @staticmethod
+  def postprocess(source, output):
+    """A model output (linearized tree) -> a well-formed tree over the source's words."""
+    return trees.delinearize(output.split(), source.split())
+
+  @staticmethod
+  def serving_postprocess():
+    """`postprocess` as a TensorFlow module: (outputs [n], sources [n]) -> trees [n]."""
+    from t2t_keras.serving.tree_ops import TreeBuilder  # pylint: disable=import-outside-toplevel
+    return TreeBuilder()
 
   def generate_forward_samples(self, split, tmp_dir=None):
     for path in self.split_files(split, tmp_dir):

@@ -97,6 +97,11 @@ def test_parsing_problem_datagen_and_a_missing_directory(tmp_path):
   summary = datagen.generate("parsing_english_ptb8k", str(tmp_path / "data"), None,
                              raw_dir=str(tmp_path / "raw"), vocab_size=40, log=None)
   assert summary["splits"]["train"]["pairs"] == 4
+  # The evaluation splits as text for EVALB: sentences and cleaned gold trees, line by line.
+  data = tmp_path / "data"
+  assert (data / "parsing_english_ptb8k.dev.words").read_text() == "The cow sat .\n" * 2
+  assert (data / "parsing_english_ptb8k.test.trees").read_text() == \
+      "(S (NP (DT The) (NN hen)) (VP (VBD sat)) (. .))\n" * 2
   with pytest.raises((FileNotFoundError, InputError), match="no .mrg files for train, dev, test"):
     datagen.generate("parsing_english_ptb8k", str(tmp_path / "data2"), None,
                      raw_dir=str(tmp_path / "nowhere"), log=None)
@@ -113,3 +118,27 @@ def test_parsing_problem_splits_the_sample_by_file():
   first = next(problem.generate_samples("train"))
   assert first["inputs"].startswith("Pierre Vinken , 61 years old")
   assert first["targets"].startswith("(S (NP (NP XX XX )NP XX (ADJP (NP XX XX )NP XX )ADJP")
+
+
+def test_right_branching_baseline():
+  assert trees.right_branching(["a", "b", "."]) == "(S (XX a) (S (XX b) (. .)))"
+  assert trees.right_branching(["a"]) == "(S (XX a))"
+  assert trees.right_branching([]) == "(S )"
+  # Scored by EVALB against a gold tree: "." is deleted, so the inner S covers "b" alone
+  # (and is not the gold VP); the outer S matches.
+  r = evalb.score_sentence("(S (NP (DT a)) (VP (VB b)) (. .))", trees.right_branching(
+      ["a", "b", "."]))
+  assert (r.status, r.gold, r.test, r.matched) == (0, 3, 2, 1)
+
+
+def test_evalb_by_length_buckets():
+  gold = ["(S (NP (DT a)) (VP (VB b)))", "(S (NP (DT a) (NN c)) (VP (VB b) (NP (NN d)) "
+          "(ADVP (RB e)) (PP (IN f) (NP (NN g))) (NP (NN h) (NN i) (NN j) (NN k))))"]
+  test = ["(S (XX a) (XX b))", gold[1]]
+  buckets = dict(evalb.by_length(evalb.evalb(gold, test), edges=(5,)))
+  assert set(buckets) == {"1-5", "6+"}
+  assert buckets["1-5"]["valid_sentences"] == 1 and buckets["1-5"]["recall"] == 100.0 / 3
+  assert buckets["6+"]["f1"] == 100.0
+  lines = evalb.format_by_length(evalb.evalb(gold, test)).splitlines()
+  assert lines[1].split()[:2] == ["1-10", "1"] and lines[2].split()[:2] == ["11-20", "1"]
+  assert lines[-1].split()[:2] == ["41+", "0"]

@@ -12,6 +12,9 @@
     # options: --decode_hparams="beam_size=4,alpha=0.6,extra_length=50,batch_size=32"
     #          --checkpoint_path=runs/tiny/averaged/ckpt-2000 --attention_plot_dir=plots
 
+Problems that post-process outputs (parsing_english_ptb8k: linearized trees
+to well-formed trees over the input words) have it applied to every output.
+
 The model, its hparams, problem and vocabulary come from output_dir (what the
 trainer wrote there, or a t2t-avg-all output_dir); --checkpoint_path picks
 another checkpoint. t2t's --problem, --model, --hparams_set, --hparams and
@@ -26,6 +29,7 @@ import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
 from absl import app, flags
 
+from t2t_keras import registry
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
 from t2t_keras.decoding import decoder, files, scoring
 from t2t_keras.errors import InputError
@@ -82,6 +86,11 @@ def main(argv):
   run_flags.check(FLAGS.output_dir)
   model, vocab, info = load(FLAGS.output_dir, FLAGS.checkpoint_path)
   print(f"loaded {info['checkpoint_path']} ({info['problem']}, vocab {vocab.vocab_size})")
+  defaults = registry.problem_hook(info["problem"], "decode_defaults", "")
+  if defaults:
+    hparams = decoder.decode_hparams(FLAGS.decode_hparams, defaults)
+    print(f"decoding with {info['problem']}'s defaults {defaults}, then "
+          f"--decode_hparams={FLAGS.decode_hparams!r}")
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
     files.decode_interactive(model, vocab, hparams)
@@ -91,7 +100,8 @@ def main(argv):
   elif FLAGS.decode_from_file:
     files.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,
                         reference_path=FLAGS.decode_reference,
-                        attention_plot_dir=FLAGS.attention_plot_dir)
+                        attention_plot_dir=FLAGS.attention_plot_dir,
+                        postprocess=registry.problem_hook(info["problem"], "postprocess"))
   else:
     files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
                          FLAGS.decode_split, hparams, tmp_dir=FLAGS.tmp_dir,

@@ -125,6 +125,19 @@ def delinearize(tokens, words, root="S"):
   return f"({root} {' '.join(top)})"
 
 
+def right_branching(words, label="S"):
+  """The right-branching baseline tree over `words`: (S w1 (S w2 (S ... (S wn-1 wn)))).
+
+  Words get the tags `delinearize` gives them (XX, punctuation its Penn tag).
+  """
+  if not words:
+    return f"({label} )"
+  tree = _leaf(words[-1])
+  for word in reversed(words[:-1]):
+    tree = f"({label} {_leaf(word)} {tree})"
+  return tree if len(words) > 1 else f"({label} {tree})"
+
+
 def tree_string(tree):
   """One-line bracketing of an nltk Tree, as EVALB files hold them."""
   return tree.pformat(margin=10 ** 9)

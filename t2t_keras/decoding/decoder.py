@@ -28,8 +28,11 @@ from t2t_keras.hparam import HParams, HParamsError
 Hypothesis = collections.namedtuple("Hypothesis", ["text", "ids", "score"])
 
 
-def decode_hparams(overrides=""):
+def decode_hparams(overrides="", defaults=""):
   """The decoding HParams, with t2t-style "beam_size=4,alpha=0.6" overrides.
+
+  `defaults` (a problem's `decode_defaults`, e.g. parsing's beam 21) apply
+  first, then `overrides`.
 
     beam_size        4 (the paper); 1 is greedy search.
     alpha            0.6, GNMT length penalty ((5 + len) / 6) ** alpha.
@@ -47,7 +50,7 @@ def decode_hparams(overrides=""):
   hp = HParams(beam_size=4, alpha=0.6, extra_length=50, max_decode_length=0,
                batch_size=32, length_bucket=8, jit=True, stop_early=True,
                return_beams=False, num_samples=-1, max_attention_plots=0,
-               bleu_lang="de").override(overrides)
+               bleu_lang="de").override(defaults).override(overrides)
   for key, low in _LOWER_BOUNDS.items():
     if hp.get(key) < low:
       raise HParamsError(f"decode hparam {key}={hp.get(key)!r}: must be >= {low}")

@@ -39,12 +39,13 @@ def read_lines(path):
 
 
 def translate_and_score(model, vocab, sources, hparams, references=None, output_path=None,
-                        attention_plot_dir=None, progress=True, log=print):
+                        attention_plot_dir=None, progress=True, log=print, postprocess=None):
   """Translates text lines; writes/scores/plots as asked. Returns a summary dict.
 
   The dict holds "translations" (best per line), "nbest", "seconds",
   "sentences_per_second", "output_path" and, with references, "bleu" (a
-  `metrics.bleu.bleu_report`).
+  `metrics.bleu.bleu_report`). `postprocess(source, output) -> text` (a
+  problem's, e.g. parsing's tree building) is applied to every hypothesis.
   """
   if hparams.num_samples >= 0:
     sources = sources[:hparams.num_samples]
@@ -52,6 +53,9 @@ def translate_and_score(model, vocab, sources, hparams, references=None, output_
   start = time.time()
   nbest = translate_lines(model, vocab, sources, hparams, progress=progress)
   seconds = time.time() - start
+  if postprocess is not None:
+    nbest = [[h._replace(text=postprocess(src, h.text)) for h in hyps]
+             for src, hyps in zip(sources, nbest)]
   translations = [h[0].text for h in nbest]
   summary = {"translations": translations, "nbest": nbest, "seconds": seconds,
              "sentences_per_second": len(sources) / max(seconds, 1e-9),
@@ -77,7 +81,7 @@ def translate_and_score(model, vocab, sources, hparams, references=None, output_
 
 
 def decode_file(model, vocab, input_path, output_path=None, hparams=None, reference_path=None,
-                attention_plot_dir=None, progress=True, log=print):
+                attention_plot_dir=None, progress=True, log=print, postprocess=None):
   """Translates a text file line by line (see `translate_and_score`).
 
   output_path defaults to "<input_path>.beam<k>.alpha<a>.decodes".
@@ -91,7 +95,7 @@ def decode_file(model, vocab, input_path, output_path=None, hparams=None, refere
     raise InputError(f"{input_path} has {len(sources)} lines but {reference_path} has "
                      f"{len(references)}")
   return translate_and_score(model, vocab, sources, hparams, references, output_path,
-                             attention_plot_dir, progress, log)
+                             attention_plot_dir, progress, log, postprocess)
 
 
 def split_pairs(problem, data_dir=None, split="test", tmp_dir=None, vocab=None):
@@ -116,6 +120,11 @@ def split_pairs(problem, data_dir=None, split="test", tmp_dir=None, vocab=None):
   if data_dir is None or vocab is None:
     raise FileNotFoundError(f"no raw {split} data for {problem.name}: pass tmp_dir, or "
                             f"data_dir and vocab to read its TFRecords")
+  return record_pairs(problem, data_dir, split, vocab)
+
+
+def record_pairs(problem, data_dir, split, vocab):
+  """(sources, references) text of a split's TFRecords in data_dir, detokenized with vocab."""
   sources, references = [], []
   for ex in problem.dataset(data_dir, split).as_numpy_iterator():
     sources.append(vocab.decode(ex["inputs"]))

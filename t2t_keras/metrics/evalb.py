@@ -219,6 +219,29 @@ def evalb(gold_lines, test_lines, params=COLLINS):
           "sentences": results}
 
 
+LENGTH_BUCKETS = (10, 20, 30, 40)
+
+
+def by_length(result, edges=LENGTH_BUCKETS):
+  """[(label, summary)] for sentences of 1-10, 11-20, ... words and the rest ("41+")."""
+  out, low = [], 0
+  sentences = result["sentences"]
+  for high in list(edges) + [None]:
+    chosen = [r for r in sentences if r.length > low and (high is None or r.length <= high)]
+    out.append((f"{low + 1}-{high}" if high is not None else f"{low + 1}+", _summary(chosen)))
+    low = high
+  return out
+
+
+def format_by_length(result, edges=LENGTH_BUCKETS):
+  """F1 / recall / precision per sentence-length bucket, one line each."""
+  lines = ["words    sentences  recall  precision     F1"]
+  for label, s in by_length(result, edges):
+    lines.append(f"{label:>7s}  {s['valid_sentences']:9d}  {s['recall']:6.2f}  "
+                 f"{s['precision']:9.2f}  {s['f1']:6.2f}")
+  return "\n".join(lines) + "\n"
+
+
 def format_report(result):
   """EVALB's summary block (both sections) as text."""
   lines = []

@@ -15,7 +15,10 @@ Everything happens in the graph: UTF-8 repair (invalid bytes become U+FFFD),
 sentencepiece tokenization (tensorflow_text), truncation to the training
 max_length, EOS, length-sorted batches of at most `batch_size` padded to
 `length_bucket` multiples (few XLA programs), beam search with the decode
-hparams, and detokenization. Empty inputs (no tokens) give "" with score 0.
+hparams, detokenization, and the problem's post-processing where it has one
+(parsing: well-formed trees over the input words, `serving/tree_ops.py`). The
+problem's `decode_defaults` (parsing: beam 21, alpha 0.3, input + 300) apply
+before the given decode hparams. Empty inputs (no tokens) give "" with score 0.
 
 Layout (TF Serving's versioned directories, written to a temporary directory
 and renamed, so a server polling export_dir never sees a partial version):
@@ -36,6 +39,7 @@ import time
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from t2t_keras import registry
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
 from t2t_keras.errors import InputError
@@ -59,8 +63,11 @@ class Translator(tf.Module):
   are the SavedModel's signatures; both only use TensorFlow and TF Text ops.
   """
 
-  def __init__(self, model, vocab_path, decode_hparams, max_input_length):
+  def __init__(self, model, vocab_path, decode_hparams, max_input_length, postprocess=None):
     super().__init__(name="translator")
+    # A problem's output post-processing in TF ops, (outputs [n], inputs [n]) -> [n]
+    # (parsing: trees from linearized outputs); None: outputs as decoded.
+    self.postprocess = postprocess
     hp = decode_hparams
     # The Keras model is held outside tracking (a Keras 3 Model as a SavedModel
     # child traces a default serving function from its build shapes, which
@@ -165,6 +172,9 @@ class Translator(tf.Module):
     empty_scores = tf.concat([tf.zeros([1, 1]), tf.fill([1, beam - 1], -1e7)], axis=1)
     texts = tf.gather(tf.concat([texts, tf.fill([1, beam], "")], 0), slot)
     scores = tf.gather(tf.concat([scores, empty_scores], 0), slot)
+    if self.postprocess is not None:
+      texts = tf.reshape(self.postprocess(tf.reshape(texts, [-1]), tf.repeat(inputs, beam)),
+                         [-1, beam])
     return texts, scores
 
   # --- signatures -----------------------------------------------------------
@@ -183,6 +193,12 @@ class Translator(tf.Module):
     """
     texts, scores = self._nbest(inputs)
     return {"outputs": texts, "scores": scores}
+
+
+def _serving_postprocess(problem_name):
+  """The problem's TF post-processing module (parsing: TreeBuilder), or None."""
+  make = registry.problem_hook(problem_name, "serving_postprocess")
+  return make() if make else None
 
 
 def checkpoint_step(path):
@@ -212,9 +228,10 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     The path of the new export_dir/<version>.
   """
   log = log or (lambda *_: None)
-  hp = (decode_hparams if not isinstance(decode_hparams, str)
-        else make_decode_hparams(decode_hparams))
   model, hparams, info, ckpt = model_io.load_model(output_dir, checkpoint_path)
+  hp = (decode_hparams if not isinstance(decode_hparams, str)
+        else make_decode_hparams(decode_hparams, registry.problem_hook(
+            info.get("problem"), "decode_defaults", "")))
   vocab_path = info.get("vocab_path")
   if not vocab_path or not os.path.exists(vocab_path):
     raise FileNotFoundError(f"{output_dir} has no vocabulary copy ({model_io.VOCAB_FILE})")
@@ -249,7 +266,8 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     info_path = os.path.join(tmp, "export_info.json")  # saved into assets/, then removed
     with open(info_path, "w") as f:
       json.dump(export_info, f, indent=2, default=str)
-    translator = Translator(model, vocab_path, hp, max_input_length)
+    translator = Translator(model, vocab_path, hp, max_input_length,
+                            postprocess=_serving_postprocess(info.get("problem")))
     translator.info_asset = tf.saved_model.Asset(info_path)
     signatures = {"serving_default": translator.translate.get_concrete_function(),
                   "nbest": translator.nbest.get_concrete_function()}

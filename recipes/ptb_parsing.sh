@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# English constituency parsing as translation (the paper's section 6.3) on the Penn Treebank
+# sample, in MINUTES of wall clock (default 60): datagen, training, decoding dev, EVALB F1
+# (all, <= 40 words, by length) beside the right-branching baseline, and a SavedModel that
+# parses raw sentences into trees in a process with only TensorFlow and TF Text.
+#
+#   recipes/ptb_parsing.sh [MINUTES]
+#   env: PTB_DIR (default ../shared/data/ptb_sample; a full LDC treebank works too),
+#        RUN_DIR (default t2t_train/ptb_parsing), HPARAMS_SET (default transformer_parsing_cpu),
+#        DECODE (default: the problem's paper presets, extra_length=300,beam_size=21,alpha=0.3),
+#        RESERVE_S (seconds kept for decoding and export, default 600)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source ./setup_venv.sh
+export TF_CPP_MIN_LOG_LEVEL=3
+
+MINUTES=${1:-60}
+RAW=${PTB_DIR:-../shared/data/ptb_sample}
+RUN=${RUN_DIR:-t2t_train/ptb_parsing}
+DATA=t2t_data/ptb
+DECODE=${DECODE:-}
+RESERVE_S=${RESERVE_S:-600}
+START=$(date +%s)
+P=parsing_english_ptb8k
+
+t2t-datagen --problem=$P --data_dir=$DATA --raw_dir="$RAW"
+
+TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
+rc=0
+timeout -s TERM $TRAIN_S t2t-trainer --problem=$P \
+    --hparams_set=${HPARAMS_SET:-transformer_parsing_cpu} --data_dir=$DATA --output_dir=$RUN \
+    --save_every=500 --save_every_minutes=1000 --keep_checkpoints=20 \
+    --eval_every=1000 --eval_bleu_sentences=0 --log_every=100 || rc=$?
+[ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
+
+# Dev sentences -> trees (t2t-decoder builds a well-formed tree from every output).
+t2t-decoder --output_dir=$RUN --decode_from_file=$DATA/$P.dev.words \
+    --decode_to_file=$RUN/dev.parsed --decode_hparams="$DECODE"
+echo "== EVALB (COLLINS.prm), dev =="
+t2t-evalb --gold_file=$DATA/$P.dev.trees --test_file=$RUN/dev.parsed --by_length
+echo "== the right-branching baseline on the same trees =="
+t2t-evalb --gold_file=$DATA/$P.dev.trees --right_branching | grep -A7 -- "-- All --"
+echo "recipe wall clock: $(( $(date +%s) - START )) s (budget $((MINUTES * 60)) s)"
+
+# What users serve: raw sentences in, trees out, with only TensorFlow and TF Text.
+t2t-exporter --output_dir=$RUN --decode_hparams="$DECODE" --overwrite
+python t2t_keras/serving/translate_saved_model.py $RUN/export \
+    "The dog saw a man in the park ." "Stocks fell sharply on Friday ."

@@ -1,0 +1,107 @@
+"""Parsing outputs become trees: TreeBuilder (TF ops) equals trees.delinearize; the decoder
+and the exported SavedModel return well-formed trees over the input words."""
+
+import glob
+import json
+import os
+import random
+
+import pytest
+import tensorflow as tf
+from nltk.tree import Tree
+
+from conftest import SHARED_DATA
+from t2t_keras import bin as t2t_bin
+from t2t_keras import registry
+from t2t_keras.bin import decoder as decoder_bin
+from t2t_keras.data import trees, vocabulary
+from t2t_keras.models.transformer import Transformer
+from t2t_keras.serving import export
+from t2t_keras.serving.tree_ops import TreeBuilder
+from t2t_keras.training import model_io
+
+PTB = os.path.join(SHARED_DATA, "ptb_sample")
+TOKENS = ["(S", "(NP", "(VP", "(PP", ")S", ")NP", ")VP", ")", "(", "XX", "XX", "XX", "foo"]
+WORDS = ["the", "dog", ",", "barks", ".", "``", "-LRB-", "a(b", "$"]
+
+
+def _cases(n, seed=0):
+  rng = random.Random(seed)
+  out = []
+  for _ in range(n):
+    tokens = [rng.choice(TOKENS) for _ in range(rng.randint(0, 14))]
+    words = [rng.choice(WORDS) for _ in range(rng.randint(0, 6))]
+    out.append((" ".join(tokens), " ".join(words)))
+  return out + [("", ""), ("(S XX )S", ""), ("", "a b"), (")S )S XX", "a"),
+                ("(NP XX )NP", "x"), ("(S (NP XX )NP )S", "x")]
+
+
+def test_tree_builder_equals_delinearize_on_malformed_outputs():
+  cases = _cases(400)
+  builder = TreeBuilder()
+  got = tf.function(builder)([c[0] for c in cases], [c[1] for c in cases]).numpy()
+  for (output, sentence), tree in zip(cases, got):
+    assert tree.decode() == trees.delinearize(output.split(), sentence.split()), (output, sentence)
+
+
+@pytest.mark.skipif(not os.path.isdir(PTB), reason=f"no Penn Treebank sample at {PTB}")
+def test_tree_builder_equals_delinearize_on_the_sample():
+  outputs, sentences = [], []
+  for path in sorted(glob.glob(os.path.join(PTB, "wsj_*.mrg")))[:20]:
+    for tree in trees.read_mrg(path):
+      words, target = trees.linearize(trees.clean(tree))
+      outputs.append(target)
+      sentences.append(" ".join(words))
+  got = tf.function(TreeBuilder())(outputs, sentences).numpy()
+  assert len(got) > 100
+  assert [t.decode() for t in got] == [trees.delinearize(o.split(), s.split())
+                                       for o, s in zip(outputs, sentences)]
+
+
+SENTENCES = ["The dog saw a man .", "Stocks fell , sharply ."]
+DECODE = "beam_size=2,extra_length=6,batch_size=4,jit=false"
+
+
+@pytest.fixture(scope="module")
+def parsing_run(tmp_path_factory):
+  """A random-weight 'run' of the parsing problem (vocabulary over words and tree tokens)."""
+  out = tmp_path_factory.mktemp("parse_run")
+  corpus = (SENTENCES + ["(S (NP XX XX )NP (VP XX (NP XX XX )NP )VP XX )S"]) * 30
+  vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 50, num_threads=1)
+  tf.keras.utils.set_random_seed(5)
+  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32,
+                                                    num_heads=2, max_length=32)
+  model = Transformer(vocab.vocab_size, hp)
+  model.build_for_ids()
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 2).save(
+      checkpoint_number=3)
+  model_io.save_run_info(str(out), hp, "parsing_english_ptb8k", vocab.vocab_size,
+                         str(out / "spm.model"))
+  return str(out)
+
+
+def test_decoder_and_export_give_the_same_well_formed_trees(capsys, parsing_run, tmp_path):
+  src = tmp_path / "dev.words"
+  src.write_text("\n".join(SENTENCES) + "\n")
+  out = tmp_path / "dev.parsed"
+  capsys.readouterr()
+  code = t2t_bin.run_in_process(decoder_bin, [
+      "t2t-decoder", f"--output_dir={parsing_run}", f"--decode_from_file={src}",
+      f"--decode_to_file={out}", f"--decode_hparams={DECODE}"])
+  stdout = capsys.readouterr().out
+  assert code == 0
+  assert "parsing_english_ptb8k's defaults extra_length=300,beam_size=21,alpha=0.3" in stdout
+  parsed = out.read_text().splitlines()
+  for sentence, tree in zip(SENTENCES, parsed):
+    assert Tree.fromstring(tree).leaves() == sentence.split()  # well-formed, words as leaves
+
+  path = export.export_model(parsing_run, export_dir=str(tmp_path / "export"),
+                             decode_hparams=DECODE, log=None)
+  with open(os.path.join(path, "assets", "export_info.json")) as f:
+    info = json.load(f)
+  # The problem's preset alpha 0.3 stays; the given beam and length win.
+  assert (info["decode_hparams"]["alpha"], info["decode_hparams"]["beam_size"],
+          info["decode_hparams"]["extra_length"]) == (0.3, 2, 6)
+  served = tf.saved_model.load(path).signatures["serving_default"](
+      inputs=tf.constant(SENTENCES))["outputs"].numpy()
+  assert [t.decode() for t in served] == parsed
