@@ -18,7 +18,7 @@ wordpiece and BLEU) for each row, for the comparison the sweep prints.
 """
 
 from t2t_keras import registry
-from t2t_keras.hparams.transformer import TABLE3, transformer_base
+from t2t_keras.hparams.transformer import TABLE3, make_variant, transformer_base
 
 PAPER_BASE = dict(num_layers=6, hidden_size=512, filter_size=2048)
 CPU_BASE = dict(num_layers=3, hidden_size=256, filter_size=1024)
@@ -59,17 +59,11 @@ def transformer_table3_cpu():
       batch_size=4096, learning_rate_warmup_steps=400, max_length=100, train_steps=1200)
 
 
-def _make_set(row, changes):
-  def fn():
-    return transformer_table3_cpu().replace(**changes)
-  fn.__name__ = f"transformer_table3_cpu_{row}"
-  fn.__doc__ = f"Table 3 row ({row.upper()}) at CPU scale: transformer_table3_cpu with {changes}."
-  return fn
-
-
 CPU_ROWS = {row: scale_changes(changes) for row, (changes, _) in TABLE3.items()}
 for _row, _changes in CPU_ROWS.items():
-  registry.register_hparams(_make_set(_row, _changes))
+  registry.register_hparams(make_variant(
+      f"transformer_table3_cpu_{_row}", transformer_table3_cpu, _changes,
+      f"Table 3 row ({_row.upper()}) at CPU scale: transformer_table3_cpu with {_changes}."))
 
 
 def paper_row(hparams_set):

@@ -181,14 +181,16 @@ TABLE3 = {
 PAPER_PARAMS_MILLIONS = {"transformer_base": 65, "transformer_big": 213}
 
 
-def _make_table3_set(row, changes):
+def make_variant(name, base, changes, doc):
+  """An hparams-set function named `name`: base() with `changes` (for registering rows)."""
   def fn():
-    return transformer_base().replace(**changes)
-  fn.__name__ = f"transformer_table3_{row}"
-  fn.__doc__ = f"Table 3 row ({row.upper()}): base with {changes}."
+    return base().replace(**changes)
+  fn.__name__, fn.__doc__ = name, doc
   return fn
 
 
 for _row, (_changes, _paper) in TABLE3.items():
-  registry.register_hparams(_make_table3_set(_row, _changes))
+  registry.register_hparams(make_variant(
+      f"transformer_table3_{_row}", transformer_base, _changes,
+      f"Table 3 row ({_row.upper()}): base with {_changes}."))
   PAPER_PARAMS_MILLIONS[f"transformer_table3_{_row}"] = _paper
