@@ -173,18 +173,21 @@ def plot(results, path):
   order = ["base"] + sorted(r for r in rows if r != "base")
   order = [r for r in order if r in rows]
   fig, axes = plt.subplots(2, 1, figsize=(max(6, 0.55 * len(order) + 2), 7), sharex=True)
+  axes[1].set_xlim(-0.6, len(order) - 0.4)
   for ax, key, paper_i, label in ((axes[0], "dev_bleu", 1, "dev BLEU"),
                                   (axes[1], "dev_perplexity", 0, "dev perplexity")):
     ours = [_mean(rows[r], key) for r in order]
-    ax.plot(range(len(order)), ours, "o", color="tab:blue", label="ours (CPU scale, Multi30k)")
-    for x, r in enumerate(order):  # every seed of a row
+    xs = [x - 0.12 for x in range(len(order))]  # ours left of the paper's, side by side
+    ax.plot(xs, ours, "o", color="tab:blue", label="ours (CPU scale, Multi30k dev)")
+    for x, r in zip(xs, order):  # every seed of a row
       ys = [v[key] for v in rows[r]]
       if len(ys) > 1:
         ax.vlines(x, min(ys), max(ys), color="tab:blue", alpha=0.5)
     twin = ax.twinx()
-    twin.plot(range(len(order)), [rows[r][0]["paper_perplexity" if paper_i == 0 else
-                                          "paper_bleu"] for r in order],
+    twin.plot([x + 0.24 for x in xs], [rows[r][0]["paper_perplexity" if paper_i == 0 else
+                                                  "paper_bleu"] for r in order],
               "s", color="tab:orange", label="paper (newstest2013)")
+    ax.legend(handles=ax.get_lines() + twin.get_lines(), loc="best", fontsize="small")
     ax.set_ylabel(f"ours: {label}", color="tab:blue")
     twin.set_ylabel(f"paper: {label}", color="tab:orange")
     for x, r in enumerate(order):
