@@ -21,7 +21,8 @@ from t2t_keras.serving.tree_ops import TreeBuilder
 from t2t_keras.training import model_io
 
 PTB = os.path.join(SHARED_DATA, "ptb_sample")
-TOKENS = ["(S", "(NP", "(VP", "(PP", ")S", ")NP", ")VP", ")", "(", "XX", "XX", "XX", "foo"]
+TOKENS = ["(S", "(NP", "(VP", "(PP", ")S", ")NP", ")VP", ")", "(", "XX", "XX", "XX", "foo",
+          "the", "dog", "barks", ".", "a(b"]  # words as leaves: taken, skipped, repeated
 WORDS = ["the", "dog", ",", "barks", ".", "``", "-LRB-", "a(b", "$"]
 
 
@@ -45,11 +46,12 @@ def test_tree_builder_equals_delinearize_on_malformed_outputs():
 
 
 @pytest.mark.skipif(not os.path.isdir(PTB), reason=f"no Penn Treebank sample at {PTB}")
-def test_tree_builder_equals_delinearize_on_the_sample():
+@pytest.mark.parametrize("words_as_leaves", [False, True])
+def test_tree_builder_equals_delinearize_on_the_sample(words_as_leaves):
   outputs, sentences = [], []
   for path in sorted(glob.glob(os.path.join(PTB, "wsj_*.mrg")))[:20]:
     for tree in trees.read_mrg(path):
-      words, target = trees.linearize(trees.clean(tree))
+      words, target = trees.linearize(trees.clean(tree), words_as_leaves)
       outputs.append(target)
       sentences.append(" ".join(words))
   got = tf.function(TreeBuilder())(outputs, sentences).numpy()

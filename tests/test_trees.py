@@ -34,6 +34,23 @@ def test_linearize_and_back():
   assert (r.status, r.matched, r.gold, r.test) == (0, 3, 3, 3)
 
 
+def test_words_as_leaves_and_back():
+  cleaned = trees.clean(Tree.fromstring(RAW))
+  words, target = trees.linearize(cleaned, words_as_leaves=True)
+  assert target == "(S (VP runs (NP the -LRB- race )NP )VP . )S"
+  rebuilt = trees.delinearize(target.split(), words)
+  assert rebuilt == "(S (VP (XX runs) (NP (XX the) (-LRB- -LRB-) (XX race))) (. .))"
+  # A leaf takes the next input word whatever it says (the input is the truth), two
+  # words when it spells the one after (the model skipped one), none when it repeats
+  # the previous one.
+  assert trees.delinearize("(S (NP walks )NP jumps )S".split(), ["a", "b"]) == \
+      "(S (NP (XX a)) (XX b))"
+  assert trees.delinearize("(S (NP c )NP (VP c d )VP )S".split(), ["b", "c", "d"]) == \
+      "(S (NP (XX b) (XX c)) (VP (XX d)))"
+  assert trees.delinearize("(S (NP b b )NP (VP c )VP )S".split(), ["b", "c"]) == \
+      "(S (NP (XX b)) (VP (XX c)))"
+
+
 @pytest.mark.parametrize("tokens,expected", [
     ("(S (NP XX", "(S (NP (XX a)) (XX b) (. .))"),              # unclosed; words left over
     ("(S (NP XX )NP )S )S )S", "(S (S (NP (XX a))) (XX b) (. .))"),  # extra closes
@@ -41,6 +58,7 @@ def test_linearize_and_back():
     ("", "(S (XX a) (XX b) (. .))"),                            # nothing: a flat tree
     ("(NP )NP (S XX XX XX )S", "(S (XX a) (XX b) (. .))"),      # empty constituent dropped
     ("(NP XX )NP (VP XX XX )VP", "(S (NP (XX a)) (VP (XX b) (. .)))"),  # two tops: one root
+    ("( (NP w )NP ( w w", "(S (NP (XX a)) (XX b) (. .))"),     # lone "(" ignored
 ])
 def test_delinearize_always_gives_a_well_formed_tree(tokens, expected):
   out = trees.delinearize(tokens.split(), ["a", "b", "."])
@@ -88,6 +106,10 @@ def test_parsing_problem_reads_the_ldc_layout_with_standard_splits(tmp_path):
   assert pairs["dev"][0] == {"inputs": "The cow sat .",
                              "targets": "(S (NP XX XX )NP (VP XX )VP XX )S"}
   assert pairs["test"][0]["inputs"] == "The hen sat ."
+  words = registry.problem("parsing_english_ptb8k_words")
+  words.raw_dir = str(tmp_path)
+  assert next(words.generate_samples("dev")) == {
+      "inputs": "The cow sat .", "targets": "(S (NP The cow )NP (VP sat )VP . )S"}
 
 
 def test_parsing_problem_datagen_and_a_missing_directory(tmp_path):

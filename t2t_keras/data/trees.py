@@ -13,7 +13,7 @@ rather than a hand-written reader). Cleaning is the standard preprocessing: empt
 co-indices are cut from phrase labels (NP-SBJ-1 -> NP, PP=2 -> PP; tags that start with
 '-', such as -LRB-, are kept whole), and the unlabeled outer bracket is dropped.
 Linearized targets are Vinyals et al.'s: "(LABEL" opens, ")LABEL" closes, and every
-part-of-speech tag is normalized to "XX".
+part-of-speech tag is normalized to "XX" (or, `words_as_leaves`, replaced by its word).
 """
 
 import warnings
@@ -64,14 +64,19 @@ def clean(tree):
   return Tree(strip_label(tree.label()), children) if children else None
 
 
-def linearize(tree):
-  """(words, target string): the sentence and the tree as Vinyals et al.'s token sequence."""
+def linearize(tree, words_as_leaves=False):
+  """(words, target string): the sentence and the tree as Vinyals et al.'s token sequence.
+
+  Leaves are "XX" (their normalized POS tags), or with `words_as_leaves` the words
+  themselves: "(S (VP runs (NP the race )NP )VP . )S", which tells the decoder
+  where in the sentence it is.
+  """
   words, tokens = [], []
 
   def walk(t):
     if len(t) == 1 and isinstance(t[0], str):
       words.append(t[0])
-      tokens.append(POS_TOKEN)
+      tokens.append(t[0] if words_as_leaves else POS_TOKEN)
       return
     tokens.append("(" + t.label())
     for child in t:
@@ -86,11 +91,29 @@ def _leaf(word):
   return f"({PUNCTUATION_TAGS.get(word, POS_TOKEN)} {word})"
 
 
+def _words_taken(token, words, k):
+  """How many input words (from words[k]) a leaf token takes: 0, 1 or 2.
+
+  A leaf that spells words[k] takes it; one that spells words[k + 1] takes both (the
+  model skipped a word); one that repeats words[k - 1] takes none; any other leaf (XX, a
+  misspelled copy) takes words[k]. Past the last word, nothing.
+  """
+  if k < len(words) and token == words[k]:
+    return 1
+  if k + 1 < len(words) and token == words[k + 1]:
+    return 2
+  if 0 < k <= len(words) and token == words[k - 1]:
+    return 0
+  return 1 if k < len(words) else 0
+
+
 def delinearize(tokens, words, root="S"):
   """A well-formed bracketed tree (one line) from output tokens, with `words` as its leaves.
 
   Never fails: "(LABEL" opens a constituent, ")..." closes the innermost open one (extra
-  closes are ignored), "XX" takes the next word (extra ones are ignored); constituents
+  closes are ignored), a lone "(" is ignored, and any other token is a leaf that takes
+  the next word (`_words_taken`: "XX", or a word when the targets have words as leaves;
+  extra ones are ignored); constituents
   still open at the end are closed; words left over join the outermost open constituent
   (or the root);
   constituents left without words are dropped; several top-level constituents (or none)
@@ -111,9 +134,10 @@ def delinearize(tokens, words, root="S"):
     elif token.startswith(")"):
       if len(stack) > 1:
         close()
-    elif token == POS_TOKEN and next_word < len(words):
-      stack[-1][1].append(_leaf(words[next_word]))
-      next_word += 1
+    elif not token.startswith("("):
+      take = _words_taken(token, words, next_word)
+      stack[-1][1].extend(_leaf(w) for w in words[next_word:next_word + take])
+      next_word += take
   while len(stack) > 2:  # inner constituents still open
     close()
   stack[-1][1].extend(_leaf(w) for w in words[next_word:])  # in order, after the rest

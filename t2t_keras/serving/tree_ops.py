@@ -4,8 +4,9 @@
 
 The same stack machine as `t2t_keras.data.trees.delinearize` (tests compare the
 two on real and malformed outputs): "(LABEL" opens a constituent, ")..."
-closes the innermost open one (extra closes are ignored), "XX" takes the next
-word (extra ones are ignored); still-open constituents are closed, words left
+closes the innermost open one (extra closes are ignored), a lone "(" is
+ignored and any other token ("XX" or a word) is a leaf that takes the next word
+(or two, or none: `trees._words_taken`; extra ones are ignored); still-open constituents are closed, words left
 over join the outermost open constituent, constituents without words are
 dropped and several top-level constituents go under one root. Words get the tag
 XX, punctuation its Penn tag. Only core TensorFlow string ops: a SavedModel
@@ -50,6 +51,7 @@ class TreeBuilder(tf.Module):
     words = tf.strings.split(sentence)
     leaves = tf.strings.join(["(", self.tags.lookup(words), " ", words, ")"])
     num_words = tf.size(words)
+    padded = tf.concat([[""], words, [""]], axis=0)  # padded[j + 1] = words[j]; "" outside
     size = tf.size(tokens) + 2  # the root, and at most one level per token
     labels = tf.fill([size], "")
     children = tf.fill([size], "")  # each open level's children, space-joined
@@ -73,7 +75,14 @@ class TreeBuilder(tf.Module):
       first = tf.strings.substr(token, 0, 1)
       is_open = tf.logical_and(tf.equal(first, "("), tf.strings.length(token) > 1)
       is_close = tf.logical_and(tf.equal(first, ")"), depth > 0)
-      is_word = tf.logical_and(tf.equal(token, POS_TOKEN), next_word < num_words)
+      is_leaf = tf.logical_and(tf.not_equal(first, "("), tf.not_equal(first, ")"))
+      # trees._words_taken: 1 if the leaf spells words[k], 2 if words[k + 1] (a word
+      # skipped), 0 if it repeats words[k - 1], else 1 while words are left.
+      k = next_word
+      spelled = lambda j: tf.equal(token, padded[tf.minimum(j + 1, num_words + 1)])
+      take = tf.where(spelled(k), 1, tf.where(spelled(k + 1), 2, tf.where(
+          spelled(k - 1), 0, tf.where(k < num_words, 1, 0))))
+      is_word = tf.logical_and(is_leaf, take > 0)
 
       def do_open():
         d = depth + 1
@@ -86,9 +95,10 @@ class TreeBuilder(tf.Module):
         return d, next_word, l, c, n
 
       def do_word():
-        return (depth, next_word + 1, labels,
-                _put(children, depth, _append(children[depth], leaves[next_word])),
-                _put(counts, depth, counts[depth] + 1))
+        taken = tf.strings.reduce_join(leaves[k:k + take], separator=" ")
+        return (depth, next_word + take, labels,
+                _put(children, depth, _append(children[depth], taken)),
+                _put(counts, depth, counts[depth] + take))
 
       def skip():
         return depth, next_word, labels, children, counts
