@@ -142,8 +142,9 @@ class ParsingEnglishPtb8kWords(ParsingEnglishPtb8k):
 
   "(S (NP Savin Corp. )NP (VP reported ..." rather than "(S (NP XX XX )NP (VP XX ...":
   each leaf repeats the next input word, so the decoder knows where in the sentence it
-  is; with XX it has to count. Postprocessing is the same (every leaf token takes the
-  next input word).
+  is; with XX it has to count. Postprocessing is the same: each leaf takes the next
+  input word (or two when it spells the second, none when it repeats the previous:
+  `trees._words_taken`).
   """
 
   words_as_leaves = True

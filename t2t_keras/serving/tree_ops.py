@@ -6,10 +6,10 @@ The same stack machine as `t2t_keras.data.trees.delinearize` (tests compare the
 two on real and malformed outputs): "(LABEL" opens a constituent, ")..."
 closes the innermost open one (extra closes are ignored), a lone "(" is
 ignored and any other token ("XX" or a word) is a leaf that takes the next word
-(or two, or none: `trees._words_taken`; extra ones are ignored); still-open constituents are closed, words left
-over join the outermost open constituent, constituents without words are
-dropped and several top-level constituents go under one root. Words get the tag
-XX, punctuation its Penn tag. Only core TensorFlow string ops: a SavedModel
+(or two, or none: `trees._words_taken`; extra ones are ignored); still-open
+constituents are closed, words left over join the outermost open constituent,
+constituents without words are dropped and several top-level constituents go
+under one root. Words get the tag XX, punctuation its Penn tag. Only core TensorFlow string ops: a SavedModel
 using it loads with TensorFlow (and TF Text for the vocabulary) alone.
 """
 
