@@ -108,20 +108,24 @@ def _time(fn, repeats):
 def breakdown(trainer, batch, use_xla, repeats=3):
   """Seconds for forward+loss, forward+backward, optimizer apply and a full step on `batch`."""
   import tensorflow as tf
-  from t2t_keras.training.loss import smoothed_cross_entropy
+  from t2t_keras.training.loss import projected_cross_entropy
   model, optimizer, hp = trainer.model, trainer.optimizer, trainer.hparams
   variables = model.trainable_variables
 
+  def loss_sum(batch):  # as training.step: the projection inside the loss
+    hidden = model.decoder_output(batch, training=True)
+    table = tf.cast(model.embedding.embeddings, hidden.dtype)
+    return projected_cross_entropy(hidden, table, batch["targets"], hp.label_smoothing,
+                                   compact=not use_xla)[0]
+
   @tf.function(jit_compile=use_xla)
   def forward(batch):
-    logits = model(batch, training=True)
-    return smoothed_cross_entropy(logits, batch["targets"], hp.label_smoothing)[0]
+    return loss_sum(batch)
 
   @tf.function(jit_compile=use_xla)
   def forward_backward(batch):
     with tf.GradientTape() as tape:
-      logits = model(batch, training=True)
-      loss = smoothed_cross_entropy(logits, batch["targets"], hp.label_smoothing)[0]
+      loss = loss_sum(batch)
     return tape.gradient(loss, variables)
 
   grads = forward_backward(batch)

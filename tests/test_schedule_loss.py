@@ -3,7 +3,9 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.training.loss import smoothed_cross_entropy, smoothed_xent, token_metrics
+from t2t_keras.training import loss as loss_lib
+from t2t_keras.training.loss import (projected_cross_entropy, smoothed_cross_entropy,
+                                     smoothed_xent, token_metrics)
 from t2t_keras.training.schedule import WarmupRsqrtSchedule, make_optimizer
 
 
@@ -88,3 +90,56 @@ def test_smoothed_cross_entropy_with_unknown_shapes():
   got = fn(tf.constant(logits), tf.constant(targets))
   want = _numpy_smoothed(logits.astype("float64"), targets, 0.1)
   assert float(got[0]) == pytest.approx(want[0], rel=1e-5) and float(got[1]) == want[1]
+
+
+@pytest.mark.parametrize("shape,compact,jit", [
+    ((3, 5), True, False), ((3, 5), False, False), ((3, 5), False, True),
+    ((4, 8), True, False), ((4, 8), False, True), ((2, 9), True, False), ((1, 1), True, False)])
+def test_projected_cross_entropy_equals_logits_then_loss(monkeypatch, shape, compact, jit):
+  """Value and both gradients as smoothed_cross_entropy(hidden @ table^T): full chunks,
+  a padded partial chunk, no full chunk, all padding; graph, XLA and compacted rows."""
+  monkeypatch.setattr(loss_lib, "CHUNK_ROWS", 8)
+  rng = np.random.RandomState(3)
+  hidden = tf.constant(rng.randn(*shape, 6).astype("float32"))
+  table = tf.constant(rng.randn(13, 6).astype("float32"))
+  targets = rng.randint(1, 13, size=shape).astype("int32")
+  targets[0, -2:] = 0
+  targets = tf.constant(targets)
+
+  @tf.function(jit_compile=jit)
+  def both(hidden, table, targets):
+    with tf.GradientTape(persistent=True) as tape:
+      tape.watch([hidden, table])
+      got, got_n = projected_cross_entropy(hidden, table, targets, 0.1, compact=compact)
+      want, want_n = smoothed_cross_entropy(tf.matmul(hidden, table, transpose_b=True),
+                                            targets, 0.1)
+      got3, want3 = got * 3.0, want * 3.0  # a non-unit incoming gradient
+    return (got, got_n, want, want_n, tape.gradient(got3, [hidden, table]),
+            tape.gradient(want3, [hidden, table]))
+
+  got, got_n, want, want_n, got_grads, want_grads = both(hidden, table, targets)
+  assert float(got_n) == float(want_n) == np.count_nonzero(targets.numpy())
+  assert float(got) == pytest.approx(float(want), rel=1e-5, abs=1e-5)
+  for g, w in zip(got_grads, want_grads):
+    np.testing.assert_allclose(g.numpy(), w.numpy(), atol=1e-5)
+
+
+def test_projected_cross_entropy_with_unknown_shapes_and_bfloat16(monkeypatch):
+  """As the training step traces it (one trace for every batch shape), and in bf16."""
+  monkeypatch.setattr(loss_lib, "CHUNK_ROWS", 16)
+  rng = np.random.RandomState(4)
+  fn = tf.function(lambda h, w, t: projected_cross_entropy(h, w, t, 0.1),
+                   input_signature=[tf.TensorSpec([None, None, 8], tf.bfloat16),
+                                    tf.TensorSpec([11, 8], tf.bfloat16),
+                                    tf.TensorSpec([None, None], tf.int32)])
+  for shape in ((2, 3), (5, 7)):
+    hidden = rng.randn(*shape, 8).astype("float32")
+    table = rng.randn(11, 8).astype("float32")
+    targets = rng.randint(0, 11, size=shape).astype("int32")
+    got, n = fn(tf.constant(hidden, tf.bfloat16), tf.constant(table, tf.bfloat16),
+                tf.constant(targets))
+    logits = tf.cast(tf.constant(hidden, tf.bfloat16), tf.float32) @ tf.transpose(
+        tf.cast(tf.constant(table, tf.bfloat16), tf.float32))
+    want, want_n = _numpy_smoothed(logits.numpy().astype("float64"), targets, 0.1)
+    assert float(n) == want_n
+    assert float(got) == pytest.approx(want, rel=2e-2)

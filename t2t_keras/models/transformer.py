@@ -130,7 +130,7 @@ class Transformer(keras.Model):
 
   def decode(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
              training=False, return_attention=False, self_mask=None, positions=None):
-    """Decoder stack and tied softmax.
+    """Decoder stack and tied softmax (`decoder_stack`, then `embedding.logits`).
 
     Args:
       decoder_input: int [batch, tgt_len] (shifted targets; tgt_len 1 with a cache).
@@ -144,6 +144,18 @@ class Transformer(keras.Model):
     Returns:
       (logits float32 [batch, tgt_len, vocab], updated cache or None[, attention list]).
     """
+    x, new_cache, attention = self.decoder_stack(
+        decoder_input, memory, memory_mask, cache=cache, cache_index=cache_index,
+        training=training, self_mask=self_mask, positions=positions)
+    logits = self.embedding.logits(x)
+    if return_attention:
+      return logits, new_cache, attention
+    return logits, new_cache
+
+  def decoder_stack(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
+                    training=False, self_mask=None, positions=None):
+    """`decode` up to the pre-softmax: (x [batch, tgt_len, d_model] in the compute dtype,
+    updated cache or None, the encoder-decoder attention weights of each layer)."""
     start = 0 if cache is None else cache_index
     x = self.decoder_positions(self.embedding(decoder_input), start_index=start,
                                positions=positions)
@@ -174,28 +186,32 @@ class Transformer(keras.Model):
         new_cache[name] = layer_cache
     if self.pre_norm:
       x = self.decoder_norm(x)
-    logits = self.embedding.logits(x)
-    if return_attention:
-      return logits, new_cache, attention
-    return logits, new_cache
+    return x, new_cache, attention
 
   def call(self, features, training=False):
     """Teacher forcing: {"inputs" [batch, src_len], "targets" [batch, tgt_len]} -> logits [batch, tgt_len, vocab].
 
     Packed rows also carry the four segmentation/position features (module docstring).
     """
+    return self.embedding.logits(self.decoder_output(features, training=training))
+
+  def decoder_output(self, features, training=False):
+    """`call` without the pre-softmax projection: [batch, tgt_len, d_model] in the
+    compute dtype (the trainer projects it inside its loss, `projected_cross_entropy`)."""
     if "inputs_segmentation" not in features:
       memory, mask = self.encode(features["inputs"], training=training)
-      logits, _ = self.decode(shift_right(features["targets"]), memory, mask, training=training)
-      return logits
+      x, _, _ = self.decoder_stack(shift_right(features["targets"]), memory, mask,
+                                   training=training)
+      return x
     encoder_mask, decoder_mask, memory_mask = packed_masks(
         features["inputs_segmentation"], features["targets_segmentation"])
     memory, _ = self.encode(features["inputs"], training=training, mask=encoder_mask,
                             positions=features["inputs_position"])
     positions = features["targets_position"]
-    logits, _ = self.decode(shift_right(features["targets"], positions), memory, memory_mask,
-                            training=training, self_mask=decoder_mask, positions=positions)
-    return logits
+    x, _, _ = self.decoder_stack(shift_right(features["targets"], positions), memory,
+                                 memory_mask, training=training, self_mask=decoder_mask,
+                                 positions=positions)
+    return x
 
   def get_config(self):
     return {"vocab_size": self.vocab_size, "hparams": self.hparams.values(),

@@ -30,31 +30,52 @@ def smoothed_xent(logits, labels, smoothing):
   return _smoothed_xent(logits, tf.cast(labels, tf.int32), float(smoothing))
 
 
+def _smoothed_terms(z, labels, smoothing):
+  """(xent [N], e = exp(z - max) [N, V], total = sum e [N]) for float32 logits z [N, V]."""
+  vocab = tf.cast(tf.shape(z)[-1], tf.float32)
+  off = smoothing / (vocab - 1.0)
+  top = tf.reduce_max(z, -1, keepdims=True)
+  e = tf.exp(z - top)
+  total = tf.reduce_sum(e, -1)
+  z_label = tf.gather(z, labels, axis=1, batch_dims=1)
+  xent = top[:, 0] + tf.math.log(total) - z_label
+  if smoothing:
+    xent += off * (vocab * z_label - tf.reduce_sum(z, -1))
+  return xent, e, total
+
+
+def _p_minus_q(e, total, labels, dy, smoothing):
+  """dy [N] * (softmax - q) [N, V] from `_smoothed_terms`' e and total."""
+  off = smoothing / (tf.cast(tf.shape(e)[-1], tf.float32) - 1.0)
+  g = e * (dy / total)[:, None]
+  if smoothing:
+    g -= off * dy[:, None]
+  at = tf.stack([tf.range(tf.shape(labels)[0]), labels], axis=1)
+  return tf.tensor_scatter_nd_add(g, at, -(1.0 - smoothing - off) * dy)
+
+
 @tf.function(jit_compile=True)
 def _smoothed_xent(logits, labels, smoothing):
-  vocab = tf.cast(tf.shape(logits)[-1], tf.float32)
-  off = smoothing / (vocab - 1.0)
 
   @tf.custom_gradient
   def fn(z):
-    top = tf.reduce_max(z, -1, keepdims=True)
-    e = tf.exp(z - top)
-    total = tf.reduce_sum(e, -1)
-    z_label = tf.gather(z, labels, axis=1, batch_dims=1)
-    xent = top[:, 0] + tf.math.log(total) - z_label
-    if smoothing:
-      xent += off * (vocab * z_label - tf.reduce_sum(z, -1))
+    xent, e, total = _smoothed_terms(z, labels, smoothing)
 
     def grad(dy):
-      g = e * (dy / total)[:, None]
-      if smoothing:
-        g -= off * dy[:, None]
-      at = tf.stack([tf.range(tf.shape(labels)[0]), labels], axis=1)
-      return tf.tensor_scatter_nd_add(g, at, -(1.0 - smoothing - off) * dy)
+      return _p_minus_q(e, total, labels, dy, smoothing)
 
     return xent, grad
 
   return fn(logits)
+
+
+@tf.function(jit_compile=True)
+def _loss_and_grad(z, labels, smoothing):
+  """float32 logits z [N, V], labels int32 [N] (0: padding, weight 0) ->
+  (sum of the non-pad rows' losses, their gradient dloss/dz [N, V])."""
+  weights = tf.cast(tf.not_equal(labels, 0), tf.float32)
+  xent, e, total = _smoothed_terms(z, labels, smoothing)
+  return tf.reduce_sum(xent * weights), _p_minus_q(e, total, labels, weights, smoothing)
 
 
 def smoothed_cross_entropy(logits, targets, smoothing):
@@ -77,6 +98,96 @@ def smoothed_cross_entropy(logits, targets, smoothing):
   xent = smoothed_xent(tf.reshape(logits, [-1, vocab]), tf.reshape(targets, [-1]), smoothing)
   weights = tf.cast(tf.not_equal(tf.reshape(targets, [-1]), 0), tf.float32)
   return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)
+
+
+# Rows of logits held at once by `projected_cross_entropy`, and the multiple the
+# last, partial chunk is padded to (so the XLA loss kernel sees few shapes).
+CHUNK_ROWS = 512
+_LAST_CHUNK_MULTIPLE = 32
+
+
+def projected_cross_entropy(hidden, table, targets, smoothing, compact=True):
+  """The pre-softmax projection and the label-smoothed loss, a chunk of rows at a time.
+
+  Equal to `smoothed_cross_entropy(hidden @ table^T, targets, smoothing)`, value
+  and gradients, without ever holding the [tokens, V] logits: CHUNK_ROWS rows at
+  a time are projected, their loss and gradient p - q taken by the same XLA
+  kernel, and the gradients of hidden and table (dloss/dz @ table and
+  dloss/dz^T @ hidden) computed then, in the forward pass; the backward scales
+  them by the incoming scalar. The logits' gradient is never stored either.
+  With `compact`, rows whose target is padding are dropped first, so they cost
+  no projection. The last partial chunk is padded with weight-0 rows to a
+  multiple of 32.
+
+  Args:
+    hidden: float [..., d] (e.g. [batch, len, d_model]), the decoder's output,
+      in the compute dtype (float32, bfloat16 or float16).
+    table: [V, d] in hidden's dtype (the shared embedding matrix).
+    targets: int [...] (e.g. [batch, len]); 0 is padding.
+    smoothing: epsilon_ls, a Python float.
+    compact: drop padding rows first. Their number varies by batch, which XLA
+      cannot compile: pass False inside jit_compile.
+  Returns:
+    (loss_sum float32 scalar, num_tokens float32 scalar).
+  """
+  d = hidden.shape[-1]
+  h = tf.reshape(hidden, [-1, d])
+  labels = tf.reshape(tf.cast(targets, tf.int32), [-1])
+  num_tokens = tf.reduce_sum(tf.cast(tf.not_equal(labels, 0), tf.float32))
+  if compact:
+    rows = tf.where(tf.not_equal(labels, 0))[:, 0]
+    h, labels = tf.gather(h, rows), tf.gather(labels, rows)
+  return _projected_loss(h, table, labels, float(smoothing)), num_tokens
+
+
+def _projected_loss(h, table, labels, smoothing):
+  """Sum of the losses of rows h [N, d] with labels [N] against logits h @ table^T."""
+
+  def chunk(hc, lc):
+    """(loss sum, d/dhc [c, d], d/dtable float32 [V, d]) of one chunk."""
+    z = tf.cast(tf.matmul(hc, table, transpose_b=True), tf.float32)
+    loss, dz = _loss_and_grad(z, lc, smoothing)
+    dz = tf.cast(dz, hc.dtype)
+    return (loss, tf.matmul(dz, table),
+            tf.cast(tf.matmul(dz, hc, transpose_a=True), tf.float32))
+
+  @tf.custom_gradient
+  def fn(h, table):
+    # The gradient is `grad` below: nothing here is differentiated (and the
+    # loop builds no gradient accumulators).
+    h, table = tf.stop_gradient(h), tf.stop_gradient(table)
+    # Python ints where the shape is static (XLA needs them), tensors otherwise.
+    n = h.shape[0] if h.shape[0] is not None else tf.shape(h)[0]
+    full = n // CHUNK_ROWS
+    dh = tf.TensorArray(h.dtype, size=full, infer_shape=False,
+                        element_shape=tf.TensorShape([CHUNK_ROWS, h.shape[-1]]))
+
+    def body(i, loss, dtable, dh):
+      start = i * CHUNK_ROWS  # tf.slice: a dynamic start and a static size (XLA)
+      l, dhc, dtc = chunk(tf.slice(h, [start, 0], [CHUNK_ROWS, -1]),
+                          tf.slice(labels, [start], [CHUNK_ROWS]))
+      return i + 1, loss + l, dtable + dtc, dh.write(i, dhc)
+
+    loss, dtable = tf.constant(0.0), tf.zeros(table.shape, tf.float32)
+    if not isinstance(full, int) or full:  # (XLA compiles the body even for 0 trips)
+      _, loss, dtable, dh = tf.while_loop(
+          lambda i, *_: i < full, body, (tf.constant(0), loss, dtable, dh),
+          maximum_iterations=full)  # XLA needs the bound
+    # The rest, padded with label-0 (weight 0) rows to a multiple of 32.
+    rest = n - full * CHUNK_ROWS
+    padded = -(-rest // _LAST_CHUNK_MULTIPLE) * _LAST_CHUNK_MULTIPLE
+    last_h = tf.pad(h[full * CHUNK_ROWS:], [[0, padded - rest], [0, 0]])
+    last_labels = tf.pad(labels[full * CHUNK_ROWS:], [[0, padded - rest]])
+    l, dh_last, dt_last = chunk(last_h, last_labels)
+    loss, dtable = loss + l, dtable + dt_last
+    dh = tf.concat([tf.reshape(dh.stack(), [-1, h.shape[-1]]), dh_last[:rest]], 0)
+
+    def grad(dy):
+      return dh * tf.cast(dy, dh.dtype), tf.cast(dtable * dy, table.dtype)
+
+    return loss, grad
+
+  return fn(h, table)
 
 
 def token_metrics(logits, targets):

@@ -17,7 +17,7 @@ function that touches another logical device's variables fails).
 import keras
 import tensorflow as tf
 
-from t2t_keras.training.loss import smoothed_cross_entropy
+from t2t_keras.training.loss import projected_cross_entropy
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -62,8 +62,12 @@ class TrainStep:
     @tf.function(jit_compile=self.use_xla)
     def forward_backward(batch, normalizer):
       with tf.GradientTape() as tape:
-        logits = model(batch, training=True)
-        loss_sum, _ = smoothed_cross_entropy(logits, batch["targets"], hp.label_smoothing)
+        # The pre-softmax projection happens inside the loss, a chunk of rows at
+        # a time, and skips padding rows (except under XLA: a dynamic shape).
+        hidden = model.decoder_output(batch, training=True)
+        table = tf.cast(model.embedding.embeddings, hidden.dtype)
+        loss_sum, _ = projected_cross_entropy(hidden, table, batch["targets"],
+                                              hp.label_smoothing, compact=not self.use_xla)
         loss = loss_sum / normalizer
         scaled = scaler.scale_loss(loss) if scaler else loss
       return tape.gradient(scaled, variables), loss_sum
