@@ -45,8 +45,10 @@ def _paper_defaults():
       max_length=256,  # Longer pairs (in subword tokens) are dropped in training.
       # Length buckets: "max" pads both sides to the bucket of the longer one
       # (few batch shapes, so XLA compiles few programs); "pair" buckets inputs
-      # and targets separately (less padding, many more shapes).
-      bucket_mode="max",
+      # and targets separately (less padding, many more shapes); "auto": the
+      # trainer takes "pair" where one trace serves every batch shape (one
+      # device, no XLA) and "max" elsewhere, and evaluation takes "max".
+      bucket_mode="auto",
       bucket_step=1.1,
       packed_length=0,  # >0: pack pairs into rows of this many tokens (t2t's packed datasets)
       train_steps=100000,

@@ -128,3 +128,20 @@ def test_mirrored_strategy_two_replicas_equal_shapes_and_split_budget(problem, d
     for inp, tgt in zip(*per_replica):
       b = {"inputs": inp, "targets": tgt}
       assert pipeline.batch_tokens(b) <= HP.batch_size // 2
+
+
+def test_auto_bucket_mode_is_max_outside_the_trainer(problem, data_dir):
+  """make_dataset reads "auto" as "max" (evaluation, tools); unknown modes are named."""
+  hp = HP.replace(bucket_mode="auto")
+
+  def shapes(mode):
+    ds = pipeline.make_dataset(problem, data_dir, "train", hp, shuffle=False, seed=0,
+                               repeat=False, bucket_mode=mode)
+    return [(b["inputs"].shape[1], b["targets"].shape[1]) for b in ds.take(20)]
+
+  auto = shapes(None)
+  assert auto == shapes("max") and all(s == t for s, t in auto)
+  assert any(s != t for s, t in shapes("pair"))
+  with pytest.raises(ValueError, match="'pair', 'max' or 'auto', got 'best'"):
+    pipeline.make_dataset(problem, data_dir, "train", hp, shuffle=False, seed=0,
+                          repeat=False, bucket_mode="best")

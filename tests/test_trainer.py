@@ -228,3 +228,16 @@ def test_replicas_draw_different_dropout_masks(copy_data, tmp_path, two_cpu_stra
   out = two.strategy.run(lambda b: two.model(b, training=False), args=(same,))
   first, second = [t.numpy() for t in two.strategy.experimental_local_results(out)]
   np.testing.assert_allclose(first, second, atol=1e-6)
+
+
+def test_auto_buckets_pair_only_where_one_trace_serves_every_shape(copy_data, tmp_path,
+                                                                   two_cpu_strategy):
+  """bucket_mode=auto (the default): "pair" on one device without XLA, else "max"."""
+  hp = tiny_hparams()
+  assert hp.bucket_mode == "auto"
+  cases = [(dict(), "pair"), (dict(use_xla=True), "max"),
+           (dict(strategy=two_cpu_strategy), "max")]
+  for i, (kwargs, want) in enumerate(cases):
+    assert make_trainer(copy_data, tmp_path / str(i), hp, **kwargs).bucket_mode == want
+  fixed = make_trainer(copy_data, tmp_path / "max", tiny_hparams(bucket_mode="max"))
+  assert fixed.bucket_mode == "max"

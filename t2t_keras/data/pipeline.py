@@ -110,6 +110,7 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
       least padding, more distinct shapes. "max" buckets on the boundary of
       max(len inputs, len targets) and pads both sides to it: one shape per
       boundary (fewest XLA programs), more padding when the sides' lengths differ.
+      "auto" is "max" here (the trainer resolves it for its training stream).
       Default hparams.bucket_mode if present, else "pair".
     packed_length: > 0 packs pairs into rows of this many tokens per side
       instead of bucketing (see the module docstring); batches then have the
@@ -158,8 +159,10 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
     ds = ds.batch(rows, drop_remainder=repeat or group > 1)
     return ds.prefetch(tf.data.AUTOTUNE)
 
+  if bucket_mode == "auto":
+    bucket_mode = "max"
   if bucket_mode not in ("pair", "max"):
-    raise ValueError(f"bucket_mode must be 'pair' or 'max', got {bucket_mode!r}")
+    raise ValueError(f"bucket_mode must be 'pair', 'max' or 'auto', got {bucket_mode!r}")
 
   def bucket(ex):
     if bucket_mode == "max":

@@ -123,8 +123,13 @@ class Trainer:
     # One tf.data iterator per worker, checkpointed with the model: a resumed
     # run continues the exact batch sequence. (tf.distribute's own distributed
     # iterators cannot be checkpointed in this TF version.)
+    self.bucket_mode = hparams.get("bucket_mode", "max")
+    if self.bucket_mode == "auto":
+      # Least padding where one trace serves every batch shape (TrainStep);
+      # XLA and several replicas trace and compile once per shape.
+      self.bucket_mode = "pair" if self._single_device() and not self.use_xla else "max"
     self.iterator = iter(make_dataset(problem, data_dir, "train", hparams, shuffle=True,
-                                      seed=seed, repeat=True,
+                                      seed=seed, repeat=True, bucket_mode=self.bucket_mode,
                                       input_context=self.input_context))
     rng_states = [v for v in self.model.variables if "seed_generator_state" in v.path]
     self.checkpoint = tf.train.Checkpoint(
