@@ -29,6 +29,7 @@ exported SavedModel, with `serving_postprocess` (TensorFlow ops).
 """
 
 import glob
+import math
 import os
 import re
 
@@ -121,6 +122,13 @@ class ParsingEnglishPtb8k(Text2TextProblem):
     return trees.delinearize(output.split(), source.split())
 
   @staticmethod
+  def dev_score():
+    """How t2t-avg-all's selection compares checkpoint averages on dev: EVALB F1 (all
+    sentences, COLLINS.prm) of the post-processed trees, ties to complete match."""
+    from t2t_keras.training.selection import DevScore  # pylint: disable=import-outside-toplevel
+    return DevScore("EVALB F1", "f1", "complete match", "complete_match", _evalb_scores)
+
+  @staticmethod
   def serving_postprocess():
     """`postprocess` as a TensorFlow module: (outputs [n], sources [n]) -> trees [n]."""
     from t2t_keras.serving.tree_ops import TreeBuilder  # pylint: disable=import-outside-toplevel
@@ -148,3 +156,13 @@ class ParsingEnglishPtb8kWords(ParsingEnglishPtb8k):
   """
 
   words_as_leaves = True
+
+
+def _evalb_scores(sources, outputs, references):
+  """(sources, model outputs, gold tree lines) -> {"f1", "complete_match", "signature"}."""
+  from t2t_keras.metrics import evalb  # pylint: disable=import-outside-toplevel
+  parsed = [trees.delinearize(out.split(), src.split()) for src, out in zip(sources, outputs)]
+  summary = evalb.evalb(references, parsed)["all"]
+  f1 = summary["f1"]
+  return {"f1": 0.0 if math.isnan(f1) else f1, "complete_match": summary["complete_match"],
+          "signature": "EVALB (COLLINS.prm, labeled), all sentences"}

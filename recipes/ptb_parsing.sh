@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # English constituency parsing as translation (the paper's section 6.3) on the Penn Treebank
-# sample, in MINUTES of wall clock (default 60): datagen, training, decoding dev, EVALB F1
+# sample, in MINUTES of wall clock (default 60): datagen, training, the averaging window
+# chosen on dev (EVALB F1), decoding dev, EVALB F1
 # (all, <= 40 words, by length) beside the right-branching baseline, and a SavedModel that
 # parses raw sentences into trees in a process with only TensorFlow and TF Text.
 #
@@ -10,7 +11,8 @@
 #        RUN_DIR (default t2t_train/ptb_parsing), HPARAMS_SET (default transformer_parsing_cpu),
 #        DECODE (default beam_size=4,alpha=1.0 after the problem's extra_length=300, chosen on
 #        the sample's dev files for transformer_parsing_cpu; "beam_size=21,alpha=0.3" is the paper's),
-#        RESERVE_S (seconds kept for decoding and export, default 600)
+#        RESERVE_S (seconds kept for the checkpoint selection, decoding and export,
+#        default 900)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ./setup_venv.sh
@@ -22,7 +24,7 @@ RUN=${RUN_DIR:-t2t_train/ptb_parsing}
 P=${PROBLEM:-parsing_english_ptb8k_words}
 DATA=t2t_data/ptb/$P
 DECODE=${DECODE-beam_size=4,alpha=1.0}
-RESERVE_S=${RESERVE_S:-600}
+RESERVE_S=${RESERVE_S:-900}
 START=$(date +%s)
 
 t2t-datagen --problem=$P --data_dir=$DATA --raw_dir="$RAW"
@@ -35,8 +37,14 @@ timeout -s TERM $TRAIN_S t2t-trainer --problem=$P \
     --eval_every=1000 --eval_bleu_sentences=0 --log_every=100 || rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
 
+# The averaging window chosen on dev by EVALB F1: the newest checkpoint alone or averaged
+# with 1, 3 or 7 older ones (500 steps apart); what was tried is in $RUN/selected/selection.md.
+t2t-avg-all --model_dir=$RUN --output_dir=$RUN/selected \
+    --select_from_file=$DATA/$P.dev.words --select_reference=$DATA/$P.dev.trees \
+    --select_windows=1,2,4,8 --select_decode_hparams="$DECODE"
+
 # Dev sentences -> trees (t2t-decoder builds a well-formed tree from every output).
-t2t-decoder --output_dir=$RUN --decode_from_file=$DATA/$P.dev.words \
+t2t-decoder --output_dir=$RUN/selected --decode_from_file=$DATA/$P.dev.words \
     --decode_to_file=$RUN/dev.parsed --decode_hparams="$DECODE"
 echo "== EVALB (COLLINS.prm), dev =="
 t2t-evalb --gold_file=$DATA/$P.dev.trees --test_file=$RUN/dev.parsed --by_length
@@ -45,6 +53,6 @@ t2t-evalb --gold_file=$DATA/$P.dev.trees --right_branching | grep -A7 -- "-- All
 echo "recipe wall clock: $(( $(date +%s) - START )) s (budget $((MINUTES * 60)) s)"
 
 # What users serve: raw sentences in, trees out, with only TensorFlow and TF Text.
-t2t-exporter --output_dir=$RUN --decode_hparams="$DECODE" --overwrite
-python t2t_keras/serving/translate_saved_model.py $RUN/export \
+t2t-exporter --output_dir=$RUN/selected --decode_hparams="$DECODE" --overwrite
+python t2t_keras/serving/translate_saved_model.py $RUN/selected/export \
     "The dog saw a man in the park ." "Stocks fell sharply on Friday ."

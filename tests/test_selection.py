@@ -111,6 +111,33 @@ def test_ties_go_to_chrf_then_the_wider_window_then_the_later_end():
   assert not selection._better({"bleu": 29.9, "chrf": 70.0, "n": 20, "last_step": 900}, a)
 
 
+def test_parsing_runs_are_compared_by_evalb_f1_then_complete_match():
+  """A problem's dev_score hook: parsing ranks checkpoint averages by EVALB F1 of the
+  rebuilt trees (ties: complete match); translation keeps sacreBLEU, then chrF."""
+  assert selection.dev_score_of("translate_ende_numbers") is selection.SACREBLEU
+  assert selection.dev_score_of(None) is selection.SACREBLEU
+  score = selection.dev_score_of("parsing_english_ptb8k_words")
+  assert (score.name, score.key, score.second_key) == ("EVALB F1", "f1", "complete_match")
+  gold = ["(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (PRP it))) (. .))",
+          "(S (NP (NNS stocks)) (VP (VBD fell)))"]
+  sources = ["the dog saw it .", "stocks fell"]
+  right = ["(S (NP the dog )NP (VP saw (NP it )NP )VP . )S", "(S (NP stocks )NP (VP fell )VP )S"]
+  assert score.score(sources, right, gold)["f1"] == 100.0
+  # Sentence 1 loses its object NP: 3 of 4 gold brackets, 3 test brackets.
+  half = ["(S (NP the dog )NP (VP saw it )VP . )S", right[1]]
+  got = score.score(sources, half, gold)
+  recall, precision = 6 / 7, 1.0
+  assert got["f1"] == pytest.approx(100 * 2 * precision * recall / (precision + recall))
+  assert got["complete_match"] == 50.0
+  # Outputs that are no tree at all still score (the flat fallback), never crash.
+  assert score.score(sources, ["", ")NP ("], gold)["f1"] >= 0.0
+  a = {"f1": 80.0, "complete_match": 10.0, "n": 5, "last_step": 600}
+  assert selection._better({"f1": 80.0, "complete_match": 12.0, "n": 1, "last_step": 100},
+                           a, score)
+  assert not selection._better({"f1": 79.9, "complete_match": 90.0, "n": 20,
+                                "last_step": 900}, a, score)
+
+
 def test_max_step_ignores_newer_checkpoints(run_dir, tmp_path):
   result = selection.select_average(run_dir, str(tmp_path / "sel"), SENTENCES, SENTENCES,
                                     windows=[2], ends=1, decode_overrides=DECODE,

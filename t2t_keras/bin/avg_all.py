@@ -16,9 +16,11 @@ trainer's --keep_checkpoints.
 
 Automatic selection (none of t2t, OpenNMT-tf or fairseq has it): with dev data,
 every window of --select_windows checkpoints ending at --select_ends points is
-averaged and scored on it (beam search with --select_decode_hparams, cased
-sacreBLEU); the best goes to --output_dir, with selection.json / selection.md
-saying what was tried and why it was chosen:
+averaged and scored on it (beam search with --select_decode_hparams after the
+problem's decoding defaults; cased sacreBLEU, or the problem's own dev score:
+EVALB F1 of the trees for parsing, with the gold trees as --select_reference);
+the best goes to --output_dir, with selection.json / selection.md saying what
+was tried and why it was chosen:
 
     t2t-avg-all --model_dir=runs/m30k --output_dir=runs/m30k/selected \
         --select_from_file=val.en.gz --select_reference=val.de.gz \
@@ -46,8 +48,10 @@ _define("float", "wait_minutes", 0.0,
         "Wait up to this many minutes for new checkpoints, averaging them as they come.",
         lower_bound=0.0)
 _define("string", "select_from_file", None,
-        "Dev sources: choose the averaging window by BLEU on them (with --select_reference).")
-_define("string", "select_reference", None, "Dev references for --select_from_file.")
+        "Dev sources: choose the averaging window by the problem's dev score on them "
+        "(sacreBLEU; parsing: EVALB F1) against --select_reference.")
+_define("string", "select_reference", None,
+        "Dev references for --select_from_file (parsing: gold trees, one per line).")
 _define("list", "select_windows", ["1", "5", "10", "20"],
         "With --select_from_file: candidate numbers of consecutive checkpoints to average.")
 _define("integer", "select_ends", 1,

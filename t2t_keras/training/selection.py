@@ -10,24 +10,59 @@ checkpoint: every n of `windows` with every end of `end_checkpoints(...)` (the
 newest, and with ends > 1 earlier ones spread over the newer half of the run,
 for runs that overfit before the end). Each candidate is written, restored into
 one model (so the compiled search is reused), decodes the dev sources with the
-given decoding hparams and is scored with cased sacreBLEU. The best is written
-to output_dir/ckpt-<its last step> and the directory's checkpoint index names
-only it (other files there are left alone); BLEU ties go to chrF, then to the wider
-window (more averaging is the safer bet), then to the later end. Nothing here reads a test split: the
-caller passes dev data.
+given decoding hparams and is scored by the problem's `DevScore` (cased
+sacreBLEU, ties to chrF; a problem may name its own with a `dev_score` hook, as
+parsing does: EVALB F1 of the trees, ties to complete match). The best is
+written to output_dir/ckpt-<its last step> and the directory's checkpoint index
+names only it (other files there are left alone); remaining ties go to the wider
+window (more averaging is the safer bet), then to the later end. Nothing here
+reads a test split: the caller passes dev data.
 """
 
+import dataclasses
 import json
 import os
 import shutil
 import time
+from typing import Callable
 
+from t2t_keras import registry
 from t2t_keras.errors import InputError
 from t2t_keras.training import averaging, model_io
 
 SELECTION_JSON = "selection.json"
 SELECTION_MD = "selection.md"
 _CANDIDATE_DIR = "candidates"
+
+
+@dataclasses.dataclass(frozen=True)
+class DevScore:
+  """How candidates are compared on dev: a metric, a tie-break metric (higher is better).
+
+  score(sources, outputs, references) -> {key: value, second_key: value,
+  "signature": text}; `name` and `second_name` are what reports call them.
+  """
+  name: str
+  key: str
+  second_name: str
+  second_key: str
+  score: Callable
+
+
+def _bleu_and_chrf(sources, outputs, references):
+  del sources
+  from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
+  result = bleu.sacrebleu_scores(outputs, references)
+  return {"bleu": result["bleu"], "chrf": result["chrf"], "signature": result["bleu_signature"]}
+
+
+SACREBLEU = DevScore("cased sacreBLEU", "bleu", "chrF", "chrf", _bleu_and_chrf)
+
+
+def dev_score_of(problem_name):
+  """The problem's `dev_score()` hook, else SACREBLEU."""
+  hook = registry.problem_hook(problem_name, "dev_score")
+  return hook() if hook else SACREBLEU
 
 
 def end_checkpoints(paths, ends):
@@ -53,9 +88,10 @@ def candidate_windows(paths, windows, ends):
   return out
 
 
-def _better(a, b):
-  """Whether candidate a beats b: BLEU, then chrF, then the wider window, then the later end."""
-  key = ("bleu", "chrf", "n", "last_step")
+def _better(a, b, dev_score=SACREBLEU):
+  """Whether candidate a beats b: the metric, its tie-break (BLEU, then chrF by default),
+  then the wider window, then the later end."""
+  key = (dev_score.key, dev_score.second_key, "n", "last_step")
   return tuple(a[k] for k in key) > tuple(b[k] for k in key)
 
 
@@ -70,7 +106,8 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
     sources, references: dev text lines.
     windows: how many consecutive checkpoints each candidate averages.
     ends: how many end checkpoints (see `end_checkpoints`).
-    decode_overrides: the decoding hparams the candidates are compared with.
+    decode_overrides: the decoding hparams the candidates are compared with (after
+      the problem's `decode_defaults`, as t2t-decoder applies them).
     max_step: ignore newer checkpoints (the choice a shorter run would make).
     dev_name: how the report names the dev data.
   Returns:
@@ -78,7 +115,6 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   """
   from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
   from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
-  from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
   if os.path.abspath(model_dir) == os.path.abspath(output_dir):
@@ -91,9 +127,12 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
     paths = [p for p in paths if (averaging.step_of(p) or 0) <= max_step]
     if not paths:
       raise InputError(f"no checkpoint at or before step {max_step} in {model_dir!r}")
-  hp = decoder.decode_hparams(decode_overrides)
   start = time.time()
   model, _, info, _ = model_io.load_model(model_dir, paths[-1])
+  # As t2t-decoder: the problem's decode defaults (parsing: input + 300), then the overrides.
+  hp = decoder.decode_hparams(decode_overrides, registry.problem_hook(
+      info.get("problem"), "decode_defaults", ""))
+  dev_score = dev_score_of(info.get("problem"))
   vocab = SubwordVocabulary(info["vocab_path"])
   search_fn = decoder.make_search_fn(model, hp)
   restore = tf.train.Checkpoint(model=model)
@@ -104,15 +143,18 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
     averaging.average_checkpoint_files(window, prefix)
     restore.restore(prefix).expect_partial().assert_existing_objects_matched()
     t0 = time.time()
-    hyps = decoder.decode_lines(model, vocab, sources, hp, search_fn)
-    score = bleu.sacrebleu_scores(hyps, references)
+    outputs = decoder.decode_lines(model, vocab, sources, hp, search_fn)
+    score = dev_score.score(sources, outputs, references)
     cand = {"n": n, "first_step": averaging.step_of(window[0]),
-            "last_step": averaging.step_of(window[-1]), "bleu": round(score["bleu"], 2),
-            "chrf": round(score["chrf"], 2), "decode_seconds": round(time.time() - t0, 1)}
+            "last_step": averaging.step_of(window[-1]),
+            dev_score.key: round(score[dev_score.key], 2),
+            dev_score.second_key: round(score[dev_score.second_key], 2),
+            "decode_seconds": round(time.time() - t0, 1)}
     candidates.append(cand)
     log(f"  average of {n:3d} checkpoint(s), steps {cand['first_step']}-{cand['last_step']}: "
-        f"{dev_name} sacreBLEU {cand['bleu']:.2f}, chrF {cand['chrf']:.2f}")
-    if best is None or _better(cand, best):
+        f"{dev_name} {dev_score.name} {cand[dev_score.key]:.2f}, {dev_score.second_name} "
+        f"{cand[dev_score.second_key]:.2f}")
+    if best is None or _better(cand, best, dev_score):
       if best_prefix is not None:
         _remove(best_prefix)
       best, best_prefix = cand, prefix
@@ -126,31 +168,34 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   averaging.copy_run_info(model_dir, output_dir)
   result = {
       "model_dir": os.path.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
-      "rule": (f"highest cased sacreBLEU on {dev_name} ({len(sources)} sentences, "
-               f"beam {hp.beam_size}, alpha {hp.alpha}); ties: chrF, then the wider window, "
-               "then the later end"),
+      "rule": (f"highest {dev_score.name} on {dev_name} ({len(sources)} sentences, "
+               f"beam {hp.beam_size}, alpha {hp.alpha}); ties: {dev_score.second_name}, "
+               "then the wider window, then the later end"),
+      "metric": dev_score.name, "key": dev_score.key, "second_metric": dev_score.second_name,
+      "second_key": dev_score.second_key,
       "dev": dev_name, "sentences": len(sources), "decode_hparams": decode_overrides,
-      "bleu_signature": score["bleu_signature"], "max_step": max_step,
+      "signature": score["signature"], "max_step": max_step,
       "seconds": round(time.time() - start, 1), "candidates": candidates}
   _write_json(os.path.join(output_dir, SELECTION_JSON), result)
   _write_text(os.path.join(output_dir, SELECTION_MD), format_selection(result))
   log(f"chose the average of {best['n']} checkpoint(s), steps {best['first_step']}-"
-      f"{best['last_step']} ({dev_name} sacreBLEU {best['bleu']:.2f}): {chosen}")
+      f"{best['last_step']} ({dev_name} {dev_score.name} {best[dev_score.key]:.2f}): {chosen}")
   return result
 
 
 def format_selection(result):
   """The selection as Markdown: the rule, then one row per candidate, the chosen in bold."""
-  chosen = result["chosen"]
+  chosen, key, second = result["chosen"], result["key"], result["second_key"]
   lines = [f"# Checkpoint selection for {result['model_dir']}", "",
            f"Chosen: the average of {chosen['n']} checkpoint(s), steps {chosen['first_step']}-"
-           f"{chosen['last_step']}, {result['dev']} sacreBLEU {chosen['bleu']:.2f}.", "",
-           f"Rule: {result['rule']}.", f"Signature: {result['bleu_signature']}", "",
-           "| checkpoints averaged | steps | dev sacreBLEU | dev chrF |", "|---|---|---|---|"]
+           f"{chosen['last_step']}, {result['dev']} {result['metric']} {chosen[key]:.2f}.", "",
+           f"Rule: {result['rule']}.", f"Signature: {result['signature']}", "",
+           f"| checkpoints averaged | steps | dev {result['metric']} | "
+           f"dev {result['second_metric']} |", "|---|---|---|---|"]
   for c in result["candidates"]:
     mark = "**" if (c["n"], c["last_step"]) == (chosen["n"], chosen["last_step"]) else ""
-    lines.append(f"| {c['n']} | {c['first_step']}-{c['last_step']} | {mark}{c['bleu']:.2f}"
-                 f"{mark} | {c['chrf']:.2f} |")
+    lines.append(f"| {c['n']} | {c['first_step']}-{c['last_step']} | {mark}{c[key]:.2f}"
+                 f"{mark} | {c[second]:.2f} |")
   return "\n".join(lines) + "\n"
 
 
