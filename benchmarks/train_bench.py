@@ -28,7 +28,9 @@ RSS (getrusage ru_maxrss) and load average. The peak is the better of two
 measurements (before and after the timed steps): other processes on a shared
 machine lower it, and with it the MFU's denominator. `--breakdown` also times
 forward(+loss), forward+backward and the optimizer apply on one batch of the
-most frequent shape.
+most frequent shape. (The training loss forms the vocabulary projection's gradients
+in its forward pass, `training.loss.projected_cross_entropy`, so "forward(+loss)"
+includes those two matmuls and "forward_backward" minus it understates the backward.)
 """
 
 import argparse

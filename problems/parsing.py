@@ -121,12 +121,17 @@ class ParsingEnglishPtb8k(Text2TextProblem):
     """A model output (linearized tree) -> a well-formed tree over the source's words."""
     return trees.delinearize(output.split(), source.split())
 
-  @staticmethod
-  def dev_score():
+  @classmethod
+  def dev_score(cls):
     """How t2t-avg-all's selection compares checkpoint averages on dev: EVALB F1 (all
-    sentences, COLLINS.prm) of the post-processed trees, ties to complete match."""
+    sentences, COLLINS.prm) of the trees `postprocess` builds, ties to complete match."""
     from t2t_keras.training.selection import DevScore  # pylint: disable=import-outside-toplevel
-    return DevScore("EVALB F1", "f1", "complete match", "complete_match", _evalb_scores)
+
+    def scores(sources, outputs, references):
+      return _evalb_scores([cls.postprocess(s, o) for s, o in zip(sources, outputs)],
+                           references)
+
+    return DevScore("EVALB F1", "f1", "complete match", "complete_match", scores)
 
   @staticmethod
   def serving_postprocess():
@@ -158,10 +163,9 @@ class ParsingEnglishPtb8kWords(ParsingEnglishPtb8k):
   words_as_leaves = True
 
 
-def _evalb_scores(sources, outputs, references):
-  """(sources, model outputs, gold tree lines) -> {"f1", "complete_match", "signature"}."""
+def _evalb_scores(parsed, references):
+  """Trees and gold tree lines -> {"f1", "complete_match", "signature"} (all sentences)."""
   from t2t_keras.metrics import evalb  # pylint: disable=import-outside-toplevel
-  parsed = [trees.delinearize(out.split(), src.split()) for src, out in zip(sources, outputs)]
   summary = evalb.evalb(references, parsed)["all"]
   f1 = summary["f1"]
   return {"f1": 0.0 if math.isnan(f1) else f1, "complete_match": summary["complete_match"],

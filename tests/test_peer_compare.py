@@ -56,7 +56,7 @@ def test_parse_trainer_progress_and_start():
   assert pc.parse_trainer_progress(line) == (200, 2457.0)
   assert pc.parse_trainer_progress("step     200  dev loss 5.1  ppl 160.2  acc 0.1") is None
   assert pc.is_trainer_start("training translate_ende_multi30k with 7,569,408 parameters on 1 "
-                             "replica(s), XLA off, steps 0 -> 100000")
+                             "replica(s), XLA off, pair buckets, steps 0 -> 100000")
   assert not pc.is_trainer_start("train split: 12 of 29000 pairs are longer than max_length")
 
 

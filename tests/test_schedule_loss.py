@@ -143,3 +143,25 @@ def test_projected_cross_entropy_with_unknown_shapes_and_bfloat16(monkeypatch):
     want, want_n = _numpy_smoothed(logits.numpy().astype("float64"), targets, 0.1)
     assert float(n) == want_n
     assert float(got) == pytest.approx(want, rel=2e-2)
+
+
+def test_projected_cross_entropy_float16_gradients_keep_small_entries():
+  """In float16 the gradients are formed in float32 before the loss scale reaches them:
+  the smoothing's share 0.1 / (V - 1) of p - q is 1e-6 here, a float16 subnormal. A
+  vocabulary row whose softmax probability is ~0 gets exactly -off * scale * sum of h."""
+  rng = np.random.RandomState(5)
+  vocab, scale, n = 100000, 2.0 ** 12, 16
+  table = rng.randn(vocab, 8) * 3
+  table[7] = 0.0  # logit 0 while the largest are ~35: p ~ 1e-15; never a label
+  hidden = tf.constant(rng.randn(2, 8, 8), tf.float16)
+  targets = tf.constant(rng.randint(10, vocab, size=(2, 8)).astype("int32"))
+  table = tf.constant(table, tf.float16)
+  with tf.GradientTape() as tape:
+    tape.watch(table)
+    loss, tokens = projected_cross_entropy(hidden, table, targets, 0.1)
+    scaled = loss * scale / tokens  # as the trainer with a float16 loss scale
+  got = tf.cast(tape.gradient(scaled, table)[7], tf.float32).numpy()
+  off = 0.1 / (vocab - 1)
+  want = -off * scale / n * hidden.numpy().astype("float64").reshape(-1, 8).sum(0)
+  assert float(tokens) == n
+  np.testing.assert_allclose(got, want, rtol=2e-3)

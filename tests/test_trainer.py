@@ -241,3 +241,8 @@ def test_auto_buckets_pair_only_where_one_trace_serves_every_shape(copy_data, tm
     assert make_trainer(copy_data, tmp_path / str(i), hp, **kwargs).bucket_mode == want
   fixed = make_trainer(copy_data, tmp_path / "max", tiny_hparams(bucket_mode="max"))
   assert fixed.bucket_mode == "max"
+  # A resumed run keeps the batches its start chose (run.json), whatever it resumes with.
+  make_trainer(copy_data, tmp_path / "0", hp).train(train_steps=1)
+  with open(os.path.join(tmp_path / "0", "run.json")) as f:
+    assert json.load(f)["bucket_mode"] == "pair"
+  assert make_trainer(copy_data, tmp_path / "0", hp, use_xla=True).bucket_mode == "pair"

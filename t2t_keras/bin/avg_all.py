@@ -57,8 +57,10 @@ _define("list", "select_windows", ["1", "5", "10", "20"],
 _define("integer", "select_ends", 1,
         "With --select_from_file: windows end at the newest checkpoint and at this many "
         "minus one earlier ones, spread over the newer half of the run.", lower_bound=1)
-_define("string", "select_decode_hparams", "beam_size=4,alpha=0.6",
-        "With --select_from_file: the decoding the candidates are compared with.")
+_define("string", "select_decode_hparams", "",
+        "With --select_from_file: the decoding the candidates are compared with, over "
+        "the problem's presets as t2t-decoder applies them (default: those presets, "
+        "else beam 4, alpha 0.6).")
 NAME = "t2t-avg-all"
 FLAGS = flags.FLAGS
 
@@ -108,8 +110,8 @@ def _select(output_dir):
       FLAGS.model_dir, output_dir, sources, references, windows=windows,
       ends=FLAGS.select_ends, decode_overrides=FLAGS.select_decode_hparams,
       max_step=FLAGS.max_step, dev_name=os.path.basename(FLAGS.select_from_file))
-  print(f"decode with: t2t-decoder --output_dir={output_dir} "
-        f"--decode_hparams={result['decode_hparams']} ...")
+  overrides = f" --decode_hparams={result['decode_hparams']}" if result["decode_hparams"] else ""
+  print(f"decode with: t2t-decoder --output_dir={output_dir}{overrides} ...")
   return 0
 
 

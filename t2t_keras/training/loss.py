@@ -143,12 +143,17 @@ def projected_cross_entropy(hidden, table, targets, smoothing, compact=True):
 def _projected_loss(h, table, labels, smoothing):
   """Sum of the losses of rows h [N, d] with labels [N] against logits h @ table^T."""
 
-  def chunk(hc, lc):
-    """(loss sum, d/dhc [c, d], d/dtable float32 [V, d]) of one chunk."""
-    z = tf.cast(tf.matmul(hc, table, transpose_b=True), tf.float32)
+  # The gradients are formed before the loss scale (dy) multiplies them: float16
+  # would flush p - q's small entries (the smoothing's 0.1 / (V - 1)), so they
+  # are float32 there; bfloat16 has float32's range.
+  grad_dtype = tf.float32 if h.dtype == tf.float16 else h.dtype
+
+  def chunk(hc, tc, lc):
+    """(loss sum, d/dhc [c, d] in grad_dtype, d/dtable float32 [V, d]) of one chunk."""
+    z = tf.cast(tf.matmul(hc, tc, transpose_b=True), tf.float32)
     loss, dz = _loss_and_grad(z, lc, smoothing)
-    dz = tf.cast(dz, hc.dtype)
-    return (loss, tf.matmul(dz, table),
+    dz, hc = tf.cast(dz, grad_dtype), tf.cast(hc, grad_dtype)
+    return (loss, tf.matmul(dz, tf.cast(tc, grad_dtype)),
             tf.cast(tf.matmul(dz, hc, transpose_a=True), tf.float32))
 
   @tf.custom_gradient
@@ -159,12 +164,12 @@ def _projected_loss(h, table, labels, smoothing):
     # Python ints where the shape is static (XLA needs them), tensors otherwise.
     n = h.shape[0] if h.shape[0] is not None else tf.shape(h)[0]
     full = n // CHUNK_ROWS
-    dh = tf.TensorArray(h.dtype, size=full, infer_shape=False,
+    dh = tf.TensorArray(grad_dtype, size=full, infer_shape=False,
                         element_shape=tf.TensorShape([CHUNK_ROWS, h.shape[-1]]))
 
     def body(i, loss, dtable, dh):
       start = i * CHUNK_ROWS  # tf.slice: a dynamic start and a static size (XLA)
-      l, dhc, dtc = chunk(tf.slice(h, [start, 0], [CHUNK_ROWS, -1]),
+      l, dhc, dtc = chunk(tf.slice(h, [start, 0], [CHUNK_ROWS, -1]), table,
                           tf.slice(labels, [start], [CHUNK_ROWS]))
       return i + 1, loss + l, dtable + dtc, dh.write(i, dhc)
 
@@ -172,18 +177,20 @@ def _projected_loss(h, table, labels, smoothing):
     if not isinstance(full, int) or full:  # (XLA compiles the body even for 0 trips)
       _, loss, dtable, dh = tf.while_loop(
           lambda i, *_: i < full, body, (tf.constant(0), loss, dtable, dh),
-          maximum_iterations=full)  # XLA needs the bound
+          maximum_iterations=full,  # XLA needs the bound
+          parallel_iterations=1)  # one chunk's logits alive at a time
     # The rest, padded with label-0 (weight 0) rows to a multiple of 32.
     rest = n - full * CHUNK_ROWS
     padded = -(-rest // _LAST_CHUNK_MULTIPLE) * _LAST_CHUNK_MULTIPLE
     last_h = tf.pad(h[full * CHUNK_ROWS:], [[0, padded - rest], [0, 0]])
     last_labels = tf.pad(labels[full * CHUNK_ROWS:], [[0, padded - rest]])
-    l, dh_last, dt_last = chunk(last_h, last_labels)
+    l, dh_last, dt_last = chunk(last_h, table, last_labels)
     loss, dtable = loss + l, dtable + dt_last
     dh = tf.concat([tf.reshape(dh.stack(), [-1, h.shape[-1]]), dh_last[:rest]], 0)
 
     def grad(dy):
-      return dh * tf.cast(dy, dh.dtype), tf.cast(dtable * dy, table.dtype)
+      return (tf.cast(dh * tf.cast(dy, dh.dtype), h.dtype),
+              tf.cast(dtable * tf.cast(dy, tf.float32), table.dtype))
 
     return loss, grad
 

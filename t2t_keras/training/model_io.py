@@ -25,12 +25,18 @@ VOCAB_FILE = "vocab.model"
 
 
 def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None,
-                  model_name="transformer", hparams_set=None):
-  """Writes hparams.json, run.json and a copy of the vocabulary (atomically)."""
+                  model_name="transformer", hparams_set=None, bucket_mode=None):
+  """Writes hparams.json, run.json and a copy of the vocabulary (atomically).
+
+  bucket_mode: the training stream's bucketing ("auto" resolved), kept so that
+  a resumed run reads the same batches whatever its XLA or replica settings.
+  """
   tf.io.gfile.makedirs(output_dir)
   hparams.save(os.path.join(output_dir, HPARAMS_FILE))
   info = {"problem": problem_name, "model": model_name, "hparams_set": hparams_set,
           "vocab_size": int(vocab_size), "vocab_file": VOCAB_FILE if vocab_path else None}
+  if bucket_mode:
+    info["bucket_mode"] = bucket_mode
   if vocab_path:
     tmp = os.path.join(output_dir, VOCAB_FILE + ".tmp")
     shutil.copyfile(vocab_path, tmp)

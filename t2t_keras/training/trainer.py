@@ -99,9 +99,11 @@ class Trainer:
     self.chief = is_chief(self.strategy)
     self.log = log if self.chief else (lambda *a, **k: None)
 
+    recorded_buckets = None
     if os.path.exists(os.path.join(output_dir, model_io.RUN_FILE)):
       model_io.check_run_matches(output_dir, problem=problem.name, model=model_name,
                                  hparams_set=hparams_set, compare_values=False)
+      recorded_buckets = model_io.load_run_info(output_dir)[1].get("bucket_mode")
     check_hparams_match(output_dir, hparams)
     keras.utils.set_random_seed(seed)
     if hparams.precision != "float32":
@@ -123,11 +125,13 @@ class Trainer:
     # One tf.data iterator per worker, checkpointed with the model: a resumed
     # run continues the exact batch sequence. (tf.distribute's own distributed
     # iterators cannot be checkpointed in this TF version.)
-    self.bucket_mode = hparams.get("bucket_mode", "max")
+    self.bucket_mode = hparams.get("bucket_mode", "auto")
     if self.bucket_mode == "auto":
       # Least padding where one trace serves every batch shape (TrainStep);
-      # XLA and several replicas trace and compile once per shape.
-      self.bucket_mode = "pair" if self._single_device() and not self.use_xla else "max"
+      # XLA and several replicas trace and compile once per shape. A resumed
+      # run keeps what its start chose (run.json): the same batch sequence.
+      self.bucket_mode = recorded_buckets or (
+          "pair" if self._single_device() and not self.use_xla else "max")
     self.iterator = iter(make_dataset(problem, data_dir, "train", hparams, shuffle=True,
                                       seed=seed, repeat=True, bucket_mode=self.bucket_mode,
                                       input_context=self.input_context))
@@ -203,7 +207,7 @@ class Trainer:
       model_io.save_run_info(self.output_dir, self.hparams.replace(train_steps=train_steps),
                              self.problem.name, self.vocab.vocab_size,
                              self.problem.vocab_path(self.data_dir), self.model_name,
-                             self.hparams_set)
+                             self.hparams_set, bucket_mode=self.bucket_mode)
     start_step = self.restore()
     if start_step == 0 and self.chief:  # one pass over the train split, on a fresh run only
       counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
@@ -213,7 +217,9 @@ class Trainer:
                                   start_step=start_step)
     self.log(f"training {self.problem.name} with {self.model.count_params():,} parameters "
              f"on {self.strategy.num_replicas_in_sync} replica(s), XLA "
-             f"{'on' if self.use_xla else 'off'}, steps {start_step} -> {train_steps}")
+             f"{'on' if self.use_xla else 'off'}, "
+             f"{'packed rows' if self.hparams.get('packed_length', 0) else self.bucket_mode + ' buckets'}"
+             f", steps {start_step} -> {train_steps}")
     t0 = last_log = last_save = time.time()
     tokens_since = loss_since = 0.0
     steps_since = 0
