@@ -5,7 +5,8 @@
 #
 #   recipes/multi30k.sh [MINUTES]
 #   env: MULTI30K_DIR (default ../shared/data/multi30k), RUN_DIR (default t2t_train/multi30k),
-#        HPARAMS_SET (default transformer_multi30k_tiny),
+#        HPARAMS_SET (default transformer_multi30k_tiny), HPARAMS (overrides, e.g.
+#        "precision=mixed_bfloat16"),
 #        RESERVE_S (seconds kept for selection and decoding, default 420)
 #
 # Training stops RESERVE_S before the budget: `timeout` sends SIGTERM, the trainer saves a
@@ -34,7 +35,8 @@ t2t-datagen --problem=translate_ende_multi30k --data_dir=$DATA --raw_dir="$RAW"
 TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
 rc=0
 timeout -s TERM $TRAIN_S t2t-trainer --problem=translate_ende_multi30k \
-    --hparams_set=${HPARAMS_SET:-transformer_multi30k_tiny} --data_dir=$DATA --output_dir=$RUN \
+    --hparams_set=${HPARAMS_SET:-transformer_multi30k_tiny} --hparams="${HPARAMS:-}" \
+    --data_dir=$DATA --output_dir=$RUN \
     --save_every=250 --save_every_minutes=1000 --keep_checkpoints=1000 \
     --eval_every=1000 --eval_bleu_sentences=200 --log_every=100 || rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)

@@ -9,6 +9,7 @@
 #   env: PTB_DIR (default ../shared/data/ptb_sample; a full LDC treebank works too),
 #        PROBLEM (default parsing_english_ptb8k_words; parsing_english_ptb8k has XX leaves),
 #        RUN_DIR (default t2t_train/ptb_parsing), HPARAMS_SET (default transformer_parsing_cpu),
+#        HPARAMS (overrides of the set, t2t's --hparams),
 #        DECODE (default beam_size=4,alpha=1.0 after the problem's extra_length=300, chosen on
 #        the sample's dev files for transformer_parsing_cpu; "beam_size=21,alpha=0.3" is the paper's),
 #        RESERVE_S (seconds kept for the checkpoint selection, decoding and export,
@@ -32,7 +33,8 @@ t2t-datagen --problem=$P --data_dir=$DATA --raw_dir="$RAW"
 TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
 rc=0
 timeout -s TERM $TRAIN_S t2t-trainer --problem=$P \
-    --hparams_set=${HPARAMS_SET:-transformer_parsing_cpu} --data_dir=$DATA --output_dir=$RUN \
+    --hparams_set=${HPARAMS_SET:-transformer_parsing_cpu} --hparams="${HPARAMS:-}" \
+    --data_dir=$DATA --output_dir=$RUN \
     --save_every=500 --save_every_minutes=1000 --keep_checkpoints=20 \
     --eval_every=1000 --eval_bleu_sentences=0 --log_every=100 || rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
