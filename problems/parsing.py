@@ -162,6 +162,14 @@ class ParsingEnglishPtb8kWords(ParsingEnglishPtb8k):
 
   words_as_leaves = True
 
+  @staticmethod
+  def decode_constraint(vocab):
+    """The searches' constraint (decode hparam constrain, on by default): the output's
+    leaves are the input's pieces, in order, between brackets ("▁(" or "▁)" and a
+    label); `t2t_keras.decoding.constraints.LeafCopyConstraint`."""
+    from t2t_keras.decoding.constraints import LeafCopyConstraint  # pylint: disable=import-outside-toplevel
+    return LeafCopyConstraint.from_vocab(vocab)
+
 
 def _evalb_scores(parsed, references):
   """Trees and gold tree lines -> {"f1", "complete_match", "signature"} (all sentences)."""

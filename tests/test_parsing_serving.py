@@ -15,6 +15,7 @@ from t2t_keras import bin as t2t_bin
 from t2t_keras import registry
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.data import trees, vocabulary
+from t2t_keras.decoding import decoder as search
 from t2t_keras.models.transformer import Transformer
 from t2t_keras.serving import export
 from t2t_keras.serving.tree_ops import TreeBuilder
@@ -64,11 +65,15 @@ SENTENCES = ["The dog saw a man .", "Stocks fell , sharply ."]
 DECODE = "beam_size=2,extra_length=6,batch_size=4,jit=false"
 
 
-@pytest.fixture(scope="module")
-def parsing_run(tmp_path_factory):
-  """A random-weight 'run' of the parsing problem (vocabulary over words and tree tokens)."""
+TREES = {"parsing_english_ptb8k": "(S (NP XX XX )NP (VP XX (NP XX XX )NP )VP XX )S",
+         "parsing_english_ptb8k_words": "(S (NP The dog )NP (VP saw (NP a man )NP )VP . )S"}
+
+
+@pytest.fixture(scope="module", params=sorted(TREES))
+def parsing_run(tmp_path_factory, request):
+  """A random-weight 'run' of a parsing problem (vocabulary over words and tree tokens)."""
   out = tmp_path_factory.mktemp("parse_run")
-  corpus = (SENTENCES + ["(S (NP XX XX )NP (VP XX (NP XX XX )NP )VP XX )S"]) * 30
+  corpus = (SENTENCES + [TREES[request.param]]) * 30
   vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 50, num_threads=1)
   tf.keras.utils.set_random_seed(5)
   hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32,
@@ -77,7 +82,7 @@ def parsing_run(tmp_path_factory):
   model.build_for_ids()
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 2).save(
       checkpoint_number=3)
-  model_io.save_run_info(str(out), hp, "parsing_english_ptb8k", vocab.vocab_size,
+  model_io.save_run_info(str(out), hp, request.param, vocab.vocab_size,
                          str(out / "spm.model"))
   return str(out)
 
@@ -92,7 +97,11 @@ def test_decoder_and_export_give_the_same_well_formed_trees(capsys, parsing_run,
       f"--decode_to_file={out}", f"--decode_hparams={DECODE}"])
   stdout = capsys.readouterr().out
   assert code == 0
-  assert "parsing_english_ptb8k's defaults extra_length=300,beam_size=21,alpha=0.3" in stdout
+  with open(os.path.join(parsing_run, "run.json")) as f:
+    problem = json.load(f)["problem"]
+  assert f"{problem}'s defaults extra_length=300,beam_size=21,alpha=0.3" in stdout
+  # Words as leaves: the search copies the input's words between brackets.
+  assert ("output constraint LeafCopyConstraint" in stdout) == problem.endswith("_words")
   parsed = out.read_text().splitlines()
   for sentence, tree in zip(SENTENCES, parsed):
     assert Tree.fromstring(tree).leaves() == sentence.split()  # well-formed, words as leaves
@@ -107,3 +116,18 @@ def test_decoder_and_export_give_the_same_well_formed_trees(capsys, parsing_run,
   served = tf.saved_model.load(path).signatures["serving_default"](
       inputs=tf.constant(SENTENCES))["outputs"].numpy()
   assert [t.decode() for t in served] == parsed
+
+
+def test_words_as_leaves_outputs_copy_their_input(parsing_run):
+  """Even a random-weight model's outputs keep the input's words, in order, when
+  constrained (parsing_english_ptb8k_words); the XX problem has no constraint."""
+  model, vocab, info = decoder_bin.load(parsing_run, None)
+  hp = search.decode_hparams("beam_size=2,extra_length=200,jit=false")
+  constraint = search.problem_constraint(info["problem"], vocab, hp)
+  if not info["problem"].endswith("_words"):
+    assert constraint is None
+    return
+  outputs = search.decode_lines(model, vocab, SENTENCES, hp,
+                                search.make_search_fn(model, hp, constraint))
+  for sentence, output in zip(SENTENCES, outputs):
+    assert [t for t in output.split() if t[0] not in "()"] == sentence.split()

@@ -91,9 +91,15 @@ def main(argv):
     hparams = decoder.decode_hparams(FLAGS.decode_hparams, defaults)
     print(f"decoding with {info['problem']}'s defaults {defaults}, then "
           f"--decode_hparams={FLAGS.decode_hparams!r}")
+  constraint = decoder.problem_constraint(info["problem"], vocab, hparams)
+  search_fn = None
+  if constraint is not None:
+    print(f"decoding with {info['problem']}'s output constraint {type(constraint).__name__} "
+          "(constrain=false turns it off)")
+    search_fn = decoder.make_search_fn(model, hparams, constraint)
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
-    files.decode_interactive(model, vocab, hparams)
+    files.decode_interactive(model, vocab, hparams, constraint=constraint)
   elif FLAGS.score_file:
     scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
                        batch_size=hparams.batch_size)
@@ -101,12 +107,13 @@ def main(argv):
     files.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,
                         reference_path=FLAGS.decode_reference,
                         attention_plot_dir=FLAGS.attention_plot_dir,
-                        postprocess=registry.problem_hook(info["problem"], "postprocess"))
+                        postprocess=registry.problem_hook(info["problem"], "postprocess"),
+                        search_fn=search_fn)
   else:
     files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
                          FLAGS.decode_split, hparams, tmp_dir=FLAGS.tmp_dir,
                          output_path=FLAGS.decode_to_file,
-                         attention_plot_dir=FLAGS.attention_plot_dir)
+                         attention_plot_dir=FLAGS.attention_plot_dir, search_fn=search_fn)
 
 
 def run():

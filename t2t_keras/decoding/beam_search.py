@@ -202,7 +202,8 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
 
 
 def beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
-                max_decode_length=None, eos_id=EOS_ID, stop_early=True, cached=True):
+                max_decode_length=None, eos_id=EOS_ID, stop_early=True, cached=True,
+                constraint=None):
   """Beam search translation of a batch of source ids.
 
   Args:
@@ -216,18 +217,20 @@ def beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
     stop_early: t2t's early termination (off: run to maximum length).
     cached: decode one step at a time with the k/v cache (fast); False re-runs
       the full decoder over the output buffer at every step (reference/benchmark).
+    constraint: optional; its `wrap(fn, inputs)` forbids tokens at each step
+      (`decoding/constraints.py`, e.g. parse trees whose leaves copy the input).
   Returns:
     (ids int32 [batch, beam, max_len], best first, 0 after EOS;
      scores float32 [batch, beam] = log prob / ((5 + len) / 6) ** alpha).
   """
   ids, scores, _ = _beam_search_with_steps(
       model, inputs, beam_size, alpha, extra_length, max_decode_length, eos_id,
-      stop_early, cached)
+      stop_early, cached, constraint=constraint)
   return ids, scores
 
 
 def _beam_search_with_steps(model, inputs, beam_size, alpha, extra_length, max_decode_length,
-                            eos_id, stop_early, cached, prefix_only=False):
+                            eos_id, stop_early, cached, prefix_only=False, constraint=None):
   inputs = tf.convert_to_tensor(inputs, tf.int32)
   batch_size = tf.shape(inputs)[0]
   length = buffer_length(model, inputs, extra_length, max_decode_length)
@@ -246,6 +249,8 @@ def _beam_search_with_steps(model, inputs, beam_size, alpha, extra_length, max_d
   else:
     state = {}
     fn = uncached_logits_fn(model, memory, mask, prefix_only=prefix_only)
+  if constraint is not None:
+    fn = constraint.wrap(fn, tile_beams(inputs, beam_size))
   if beam_size == 1:
     return _greedy_as_beam(fn, state, batch_size, length, decode_lengths, alpha, eos_id)
   return beam_search_loop(fn, state, batch_size, beam_size, length, decode_lengths,

@@ -41,6 +41,9 @@ def decode_hparams(overrides="", defaults=""):
     batch_size       sentences per batch.
     length_bucket    inputs are padded to a multiple of this (few XLA programs).
     jit              compile the search with XLA (faster on CPU; see the README).
+    constrain        apply the problem's output constraint where it has one
+                     (`problem_constraint`; parsing with words as leaves: the
+                     leaves copy the input).
     stop_early       t2t's early termination of beam search.
     return_beams     files get every beam: "hyp1<TAB>score1<TAB>hyp2<TAB>score2..."
     num_samples      decode only the first N inputs (-1: all).
@@ -48,7 +51,7 @@ def decode_hparams(overrides="", defaults=""):
     bleu_lang        target language for the Moses-tokenized BLEU variants.
   """
   hp = HParams(beam_size=4, alpha=0.6, extra_length=50, max_decode_length=0,
-               batch_size=32, length_bucket=8, jit=True, stop_early=True,
+               batch_size=32, length_bucket=8, jit=True, constrain=True, stop_early=True,
                return_beams=False, num_samples=-1, max_attention_plots=0,
                bleu_lang="de").override(defaults).override(overrides)
   for key, low in _LOWER_BOUNDS.items():
@@ -62,14 +65,25 @@ _LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_le
                  "max_attention_plots": 0}
 
 
-def make_search_fn(model, hparams):
-  """A tf.function: int32 [batch, len] source ids -> (ids [batch, beam, max_len], scores [batch, beam])."""
+def problem_constraint(problem_name, vocab, hparams):
+  """The problem's `decode_constraint(vocab)` (`decoding/constraints.py`), or None when it
+  has none or `hparams.constrain` is off."""
+  from t2t_keras import registry  # pylint: disable=import-outside-toplevel
+  make = registry.problem_hook(problem_name, "decode_constraint") if hparams.constrain else None
+  return make(vocab) if make else None
+
+
+def make_search_fn(model, hparams, constraint=None):
+  """A tf.function: int32 [batch, len] source ids -> (ids [batch, beam, max_len], scores [batch, beam]).
+
+  `constraint` (e.g. a problem's `decode_constraint`) limits the outputs the search builds.
+  """
 
   def search(inputs):
     return beam_search(model, inputs, beam_size=hparams.beam_size, alpha=hparams.alpha,
                        extra_length=hparams.extra_length,
                        max_decode_length=hparams.max_decode_length or None,
-                       stop_early=hparams.stop_early)
+                       stop_early=hparams.stop_early, constraint=constraint)
 
   # One trace for every shape; XLA still compiles one program per input shape.
   return tf.function(search, jit_compile=hparams.jit,

@@ -39,19 +39,22 @@ def read_lines(path):
 
 
 def translate_and_score(model, vocab, sources, hparams, references=None, output_path=None,
-                        attention_plot_dir=None, progress=True, log=print, postprocess=None):
+                        attention_plot_dir=None, progress=True, log=print, postprocess=None,
+                        search_fn=None):
   """Translates text lines; writes/scores/plots as asked. Returns a summary dict.
 
   The dict holds "translations" (best per line), "nbest", "seconds",
   "sentences_per_second", "output_path" and, with references, "bleu" (a
   `metrics.bleu.bleu_report`). `postprocess(source, output) -> text` (a
-  problem's, e.g. parsing's tree building) is applied to every hypothesis.
+  problem's, e.g. parsing's tree building) is applied to every hypothesis;
+  `search_fn` (`decoder.make_search_fn`'s, e.g. with the problem's constraint)
+  defaults to one built from hparams.
   """
   if hparams.num_samples >= 0:
     sources = sources[:hparams.num_samples]
     references = references[:hparams.num_samples] if references is not None else None
   start = time.time()
-  nbest = translate_lines(model, vocab, sources, hparams, progress=progress)
+  nbest = translate_lines(model, vocab, sources, hparams, search_fn, progress=progress)
   seconds = time.time() - start
   if postprocess is not None:
     nbest = [[h._replace(text=postprocess(src, h.text)) for h in hyps]
@@ -81,7 +84,8 @@ def translate_and_score(model, vocab, sources, hparams, references=None, output_
 
 
 def decode_file(model, vocab, input_path, output_path=None, hparams=None, reference_path=None,
-                attention_plot_dir=None, progress=True, log=print, postprocess=None):
+                attention_plot_dir=None, progress=True, log=print, postprocess=None,
+                search_fn=None):
   """Translates a text file line by line (see `translate_and_score`).
 
   output_path defaults to "<input_path>.beam<k>.alpha<a>.decodes".
@@ -95,7 +99,7 @@ def decode_file(model, vocab, input_path, output_path=None, hparams=None, refere
     raise InputError(f"{input_path} has {len(sources)} lines but {reference_path} has "
                      f"{len(references)}")
   return translate_and_score(model, vocab, sources, hparams, references, output_path,
-                             attention_plot_dir, progress, log, postprocess)
+                             attention_plot_dir, progress, log, postprocess, search_fn)
 
 
 def split_pairs(problem, data_dir=None, split="test", tmp_dir=None, vocab=None):
@@ -134,19 +138,19 @@ def record_pairs(problem, data_dir, split, vocab):
 
 def decode_split(model, vocab, problem, data_dir=None, split="test", hparams=None,
                  tmp_dir=None, output_path=None, attention_plot_dir=None, progress=True,
-                 log=print):
+                 log=print, search_fn=None):
   """Translates a problem's split and prints BLEU against its references (a summary dict)."""
   hparams = hparams or decode_hparams()
   sources, references = split_pairs(problem, data_dir, split, tmp_dir, vocab)
   return translate_and_score(model, vocab, sources, hparams, references, output_path,
-                             attention_plot_dir, progress, log)
+                             attention_plot_dir, progress, log, search_fn=search_fn)
 
 
-def decode_interactive(model, vocab, hparams, stream=None, log=print):
+def decode_interactive(model, vocab, hparams, stream=None, log=print, constraint=None):
   """Reads lines from `stream` (stdin) and prints their n-best translations until EOF."""
   stream = stream or sys.stdin
   hparams = hparams.replace(batch_size=1)
-  search_fn = make_search_fn(model, hparams)
+  search_fn = make_search_fn(model, hparams, constraint)
   for line in stream:
     line = line.strip()
     if not line:

@@ -40,8 +40,10 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from t2t_keras import registry
+from t2t_keras.data.vocabulary import SubwordVocabulary
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
+from t2t_keras.decoding.decoder import problem_constraint
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
 from t2t_keras.training import model_io
@@ -63,7 +65,10 @@ class Translator(tf.Module):
   are the SavedModel's signatures; both only use TensorFlow and TF Text ops.
   """
 
-  def __init__(self, model, vocab_path, decode_hparams, max_input_length, postprocess=None):
+  def __init__(self, model, vocab_path, decode_hparams, max_input_length, postprocess=None,
+               constraint=None):
+    """`postprocess`: see below; `constraint`: the problem's output constraint for the
+    search (`decoding/constraints.py`), or None."""
     super().__init__(name="translator")
     # A problem's output post-processing in TF ops, (outputs [n], inputs [n]) -> [n]
     # (parsing: trees from linearized outputs); None: outputs as decoded.
@@ -89,7 +94,7 @@ class Translator(tf.Module):
       return beam_search(model, ids, beam_size=hp.beam_size, alpha=hp.alpha,
                          extra_length=hp.extra_length,
                          max_decode_length=hp.max_decode_length or None,
-                         stop_early=hp.stop_early)
+                         stop_early=hp.stop_early, constraint=constraint)
 
     self._search = tf.function(search, jit_compile=bool(hp.jit), autograph=False,
                                input_signature=[tf.TensorSpec([None, None], tf.int32)])
@@ -266,8 +271,10 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     info_path = os.path.join(tmp, "export_info.json")  # saved into assets/, then removed
     with open(info_path, "w") as f:
       json.dump(export_info, f, indent=2, default=str)
+    constraint = problem_constraint(info.get("problem"), SubwordVocabulary(vocab_path), hp)
     translator = Translator(model, vocab_path, hp, max_input_length,
-                            postprocess=_serving_postprocess(info.get("problem")))
+                            postprocess=_serving_postprocess(info.get("problem")),
+                            constraint=constraint)
     translator.info_asset = tf.saved_model.Asset(info_path)
     signatures = {"serving_default": translator.translate.get_concrete_function(),
                   "nbest": translator.nbest.get_concrete_function()}

@@ -134,7 +134,8 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
       info.get("problem"), "decode_defaults", ""))
   dev_score = dev_score_of(info.get("problem"))
   vocab = SubwordVocabulary(info["vocab_path"])
-  search_fn = decoder.make_search_fn(model, hp)
+  search_fn = decoder.make_search_fn(
+      model, hp, decoder.problem_constraint(info.get("problem"), vocab, hp))
   restore = tf.train.Checkpoint(model=model)
   work = os.path.join(output_dir, _CANDIDATE_DIR)
   candidates, best, best_prefix = [], None, None
