@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import bin as t2t_bin
-from t2t_keras.bin import trainer as trainer_bin  # first: its flag defaults win
+from t2t_keras.bin import trainer as trainer_bin
 from t2t_keras.bin import avg_all as avg_all_bin
 from t2t_keras.bin import bleu as bleu_bin
 from t2t_keras.bin import datagen as datagen_bin
@@ -344,3 +344,21 @@ def test_datagen_reads_relative_parallel_files_from_the_working_directory(
       "--parallel_test=t.en.gz,t.de.gz")
   assert code == 0, err
   assert "train: 40 pairs" in stdout
+
+
+def test_each_binary_runs_with_its_own_flag_defaults(monkeypatch):
+  """Shared flag names keep the first importer's default in absl; run_in_process gives
+  each binary its own (the trainer's --hparams_set=transformer_tiny, the decoder's None),
+  whichever binary a process imported first."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  seen = []
+
+  def spy(argv):
+    del argv
+    seen.append((flags.FLAGS.hparams_set, flags.FLAGS.problem, flags.FLAGS.data_dir))
+
+  for module in (decoder_bin, trainer_bin, decoder_bin):
+    monkeypatch.setattr(module, "main", spy)
+    assert t2t_bin.run_in_process(module, ["t2t-x"]) == 0
+  assert seen == [(None, None, None), ("transformer_tiny", "translate_ende_numbers", "t2t_data"),
+                  (None, None, None)]

@@ -101,6 +101,10 @@ def run_in_process(module, argv):
   import sys
   from absl import flags
   flags.FLAGS.unparse_flags()
+  # Shared flag names keep the first importer's default; this binary gets its own.
+  for source in _flag_sources(module):
+    for name, default in _OWN_DEFAULTS[source].items():
+      flags.FLAGS.set_default(name, default)
   try:
     try:
       argv = flags.FLAGS(list(argv))
@@ -112,14 +116,30 @@ def run_in_process(module, argv):
     flags.FLAGS.unparse_flags()
 
 
+_OWN_DEFAULTS = {}  # module name -> {flag name: the default that module defined}
+
+
+def _flag_sources(module):
+  """Modules whose flag defaults `module` runs with: the flag modules it imports
+  (run_flags), then its own."""
+  imported = [m.__name__ for m in vars(module).values()
+              if type(m) is type(os) and m.__name__ in _OWN_DEFAULTS and m is not module]
+  return imported + ([module.__name__] if module.__name__ in _OWN_DEFAULTS else [])
+
+
 def define_flag(kind, name, default, help_text, **kwargs):
   """flags.DEFINE_<kind> unless another binary imported in this process defined `name`.
 
   The binaries share flag names (--problem, --output_dir, --t2t_usr_dir, ...);
   absl refuses a second definition, which breaks importing two binaries in one
-  process (notebooks, tests). The first definition wins.
+  process (notebooks, tests). The first definition is absl's; each module's own
+  default is recorded, and `run_in_process` restores the binary's defaults (the
+  trainer's --hparams_set=transformer_tiny even after the decoder defined it None).
   """
+  import sys
   from absl import flags
+  module = sys._getframe(1).f_globals.get("__name__", "")  # pylint: disable=protected-access
+  _OWN_DEFAULTS.setdefault(module, {})[name] = default
   if name not in flags.FLAGS:
     getattr(flags, f"DEFINE_{kind}")(name, default, help_text, **kwargs)
 
