@@ -199,3 +199,22 @@ def test_beam_search_equals_exhaustive_search(stop_early):
   if not stop_early:  # run to the end: every finished output, in exhaustive order
     assert len(found) == len(candidates)
     assert [round(x, 4) for x, _ in found] == [round(x, 4) for x, _ in exhaustive]
+
+
+def test_a_forbidden_eos_is_never_a_finished_hypothesis():
+  """One real hypothesis (token 3 x 15, then EOS), every other token at -INF, as a
+  constraint leaves them: masked EOS extensions must not count as finished once the
+  length penalty exceeds 2 (alpha 1: after 8 tokens), and the search stops right
+  after the real one ends."""
+  vocab, forced, beam = 6, 15, 2
+
+  def fn(ids, i, state):
+    del ids
+    token = tf.where(i < forced, 3, 1)
+    logits = tf.where(tf.equal(tf.range(vocab), token), 0.0, -bs.INF)
+    return tf.tile(logits[None], [beam, 1]), state
+
+  ids, scores, steps = bs.beam_search_loop(fn, {}, 1, beam, 40, tf.constant([40]), alpha=1.0)
+  assert list(ids.numpy()[0, 0, :forced + 1]) == [3] * forced + [1]
+  assert scores.numpy()[0, 0] > -1.0 and scores.numpy()[0, 1] <= -bs.INF / 2  # empty slot
+  assert int(steps) == forced + 1

@@ -58,7 +58,8 @@ def test_each_state_allows_what_the_grammar_allows():
   # Every word out: close what is open, then only EOS; no opening without a word left.
   assert _allowed(_step(c, [OPEN, S, THE, DO, G, RAN], sent)[1]) == {CLOSE}
   assert _allowed(_step(c, [OPEN, S, THE, DO, G, RAN, CLOSE, S], sent)[1]) == LABELS | {EOS_ID}
-  # At most max_opens constituents opened in a row.
+  # At most max_opens constituents opened in a row (default 10).
+  assert c.max_opens == 10
   two = LeafCopyConstraint(PIECES, max_opens=2)
   assert _allowed(_step(two, [OPEN, S, OPEN, NP], sent)[1]) == LABELS | {THE}
   assert _allowed(_step(two, [OPEN, S, THE, OPEN, NP], sent)[1]) == LABELS | {OPEN, DO}

@@ -91,7 +91,8 @@ def main(argv):
     hparams = decoder.decode_hparams(FLAGS.decode_hparams, defaults)
     print(f"decoding with {info['problem']}'s defaults {defaults}, then "
           f"--decode_hparams={FLAGS.decode_hparams!r}")
-  constraint = decoder.problem_constraint(info["problem"], vocab, hparams)
+  constraint = None if FLAGS.score_file else decoder.problem_constraint(
+      info["problem"], vocab, hparams)
   search_fn = None
   if constraint is not None:
     print(f"decoding with {info['problem']}'s output constraint {type(constraint).__name__} "

@@ -142,8 +142,10 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
     topk_tokens = topk_ids % vocab_size
     topk_seq = tf.gather(alive_seq, topk_beams, axis=1, batch_dims=1)
     topk_seq = write_at(topk_seq, i + 1, topk_tokens)
-    # An extension of a dead (-INF) beam never counts as finished.
-    topk_finished = tf.logical_and(tf.equal(topk_tokens, eos_id), topk_scores > -INF / 2)
+    # An extension of a dead (-INF) beam, or a token a constraint forbade (-INF log
+    # prob), never counts as finished; the test is on the log prob, before the length
+    # penalty (over 2 after 8 tokens at alpha 1) shrinks it.
+    topk_finished = tf.logical_and(tf.equal(topk_tokens, eos_id), topk_log_probs > -INF / 2)
 
     # Alive: the k best extensions that do not end in EOS.
     alive_candidates = topk_log_probs + tf.cast(topk_finished, tf.float32) * -INF
@@ -195,7 +197,8 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
    _) = tf.while_loop(cond, body, loop_vars)
 
   any_finished = tf.reduce_any(finished_flags, axis=1)
-  alive_scores = alive_log_probs / max_penalty[:, None]
+  alive_scores = tf.where(alive_log_probs > -INF / 2, alive_log_probs / max_penalty[:, None],
+                          -INF)
   ids = tf.where(any_finished[:, None, None], finished_seq, alive_seq)[:, :, 1:]
   scores = tf.where(any_finished[:, None], finished_scores, alive_scores)
   return ids, scores, steps

@@ -18,17 +18,20 @@ must be the input's pieces, in order. The constraint allows, at each step:
   * after "▁(" or "▁)": a label (pieces not starting with "▁", no special id);
   * inside a word: its next piece only;
   * between words: the next word's first piece, "▁(" while a word is left (at
-    most `max_opens` in a row: 6, the most in the sample's training trees), "▁)"
+    most `max_opens` in a row: 10; the sample's training trees have up to 6), "▁)"
     while a constituent is open (not right after it opened: no empty
     constituents), and EOS once every word is out and every constituent closed.
 
-So every step has an allowed token, and the decoder can no longer skip, repeat
-or misspell a word, or stop early: only the tree is its choice. Between words
+So every step has an allowed token, and within its length limit the decoder can
+no longer skip, repeat or misspell a word, or stop early: only the tree is its
+choice (a hypothesis cut at the limit is finished by the problem's
+postprocessing). Words are whitespace-separated, so each starts with a "▁" piece
+(sentencepiece's dummy prefix, as the project trains it). Between words
 the next word's first piece takes the probability the model gives to every
 word start (it decides where a word goes; the input decides which word), and
 inside a word the next piece is certain; the searches renormalize over what is
 allowed. On the sample's dev files this took the 60-minute checkpoint from
-EVALB F1 57.81 to 66.30 (README, "Parsing").
+EVALB F1 57.81 to 65.95 (README, "Parsing").
 """
 
 import numpy as np
@@ -49,7 +52,7 @@ class LeafCopyConstraint:
   Sentences whose own pieces include a bracket piece are left unconstrained.
   """
 
-  def __init__(self, pieces, max_opens=6, max_label_pieces=6):
+  def __init__(self, pieces, max_opens=10, max_label_pieces=6):
     """pieces: every vocabulary piece (str), indexed by id; max_opens: the most
     constituents opened in a row (between two words); max_label_pieces: the most
     pieces a label may take ("WHADJP" is "WH" "ADJP" in the sample's vocabulary)."""
