@@ -94,14 +94,15 @@ class LeafCopyConstraint:
     is_bracket = tf.logical_and(tf.gather(bracket, ids), valid)
     is_open = tf.logical_and(tf.equal(ids, self.open_id), valid)
     # A label is the run of pieces without "▁" after a bracket (at most max_label_pieces);
-    # labels_open: that bracket opened (no closing right after an opening).
-    run = tf.logical_and(tf.gather(label, ids), valid)
+    # opened: that bracket opened (no closing right after an opening).
+    label_piece = tf.logical_and(tf.gather(label, ids), valid)
+    run = label_piece  # this piece and the d - 1 before it are label pieces
     is_label = tf.zeros_like(run)
     opened = tf.zeros_like(run)
     for d in range(1, self.max_label_pieces + 1):
       shift = lambda x, d=d: tf.logical_and(tf.roll(x, d, axis=1), positions[None, :] >= d)
       if d > 1:
-        run = tf.logical_and(run, shift(tf.logical_and(tf.gather(label, ids), valid), d - 1))
+        run = tf.logical_and(run, shift(label_piece, d - 1))
       nth = tf.logical_and(run, shift(is_bracket))  # the label's d-th piece
       is_label = tf.logical_or(is_label, nth)
       opened = tf.logical_or(opened, tf.logical_and(run, shift(is_open)))
@@ -115,7 +116,8 @@ class LeafCopyConstraint:
         is_open, positions[None, :] > last_leaf[:, None]), tf.int32), axis=1)
     latest = lambda x: tf.gather(x, tf.reshape(i, [1]), axis=1)[:, 0]
     after_bracket, in_label, just_opened = latest(is_bracket), latest(is_label), latest(opened)
-    label_goes_on = tf.logical_and(in_label, tf.logical_not(latest(nth)))  # nth: the last piece
+    # (nth is now the label's max_label_pieces-th piece: no more after it)
+    label_goes_on = tf.logical_and(in_label, tf.logical_not(latest(nth)))
 
     source_length = tf.reduce_sum(tf.cast(inputs > EOS_ID, tf.int32), axis=1)
     free = tf.reduce_any(tf.logical_and(tf.gather(bracket, inputs), inputs > EOS_ID), axis=1)
