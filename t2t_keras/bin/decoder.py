@@ -100,7 +100,7 @@ def main(argv):
     search_fn = decoder.make_search_fn(model, hparams, constraint)
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
-    files.decode_interactive(model, vocab, hparams, constraint=constraint)
+    files.decode_interactive(model, vocab, hparams, search_fn=search_fn)
   elif FLAGS.score_file:
     scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
                        batch_size=hparams.batch_size)

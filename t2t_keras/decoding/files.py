@@ -146,11 +146,12 @@ def decode_split(model, vocab, problem, data_dir=None, split="test", hparams=Non
                              attention_plot_dir, progress, log, search_fn=search_fn)
 
 
-def decode_interactive(model, vocab, hparams, stream=None, log=print, constraint=None):
-  """Reads lines from `stream` (stdin) and prints their n-best translations until EOF."""
+def decode_interactive(model, vocab, hparams, stream=None, log=print, search_fn=None):
+  """Reads lines from `stream` (stdin) and prints their n-best translations until EOF
+  (`search_fn` as in `translate_and_score`)."""
   stream = stream or sys.stdin
   hparams = hparams.replace(batch_size=1)
-  search_fn = make_search_fn(model, hparams, constraint)
+  search_fn = search_fn or make_search_fn(model, hparams)
   for line in stream:
     line = line.strip()
     if not line:
