@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi30k En->De from scratch on a CPU in MINUTES of wall clock (default 120), all in:
-# datagen, training, the averaging window chosen on val, beam search (4, alpha 0.6) on
-# test2016, every BLEU variant.
+# datagen, training, the averaging window and the beam and alpha chosen on val, beam
+# search on test2016, every BLEU variant, the SavedModel.
 #
 #   recipes/multi30k.sh [MINUTES]
 #   env: MULTI30K_DIR (default ../shared/data/multi30k), RUN_DIR (default t2t_train/multi30k),
@@ -41,22 +41,26 @@ timeout -s TERM $TRAIN_S t2t-trainer --problem=translate_ende_multi30k \
     --eval_every=1000 --eval_bleu_sentences=200 --log_every=100 || rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
 
-# The averaging window chosen on val (never test2016): windows of 1, 5, 10 and 20
-# checkpoints ending at 3 points of the run's newer half, each decoded as test2016 will be;
-# what was tried is in $RUN/selected/selection.md.
+# Chosen on val (never test2016): first the averaging window (1, 5, 10 or 20 checkpoints
+# ending at 3 points of the run's newer half, each decoded with beam 4, alpha 0.6), then
+# for that average the beam (4, 6, 8) and alpha (0.6, 1.0) that test2016 is decoded and
+# the SavedModel exported with; what was tried is in $RUN/selected/selection.md.
 t2t-avg-all --model_dir=$RUN --output_dir=$RUN/selected \
     --select_from_file="$RAW/val.en.gz" --select_reference="$RAW/val.de.gz" \
-    --select_windows=1,5,10,20 --select_ends=3 --select_decode_hparams="beam_size=4,alpha=0.6"
+    --select_windows=1,5,10,20 --select_ends=3 --select_decode_hparams="beam_size=4,alpha=0.6" \
+    --select_decode_grid="alpha=1.0;beam_size=6;beam_size=6,alpha=1.0;beam_size=8;beam_size=8,alpha=1.0"
+DECODE=$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["decode_hparams"])' \
+    $RUN/selected/selection.json)
 t2t-decoder --output_dir=$RUN/selected \
     --decode_from_file="$RAW/test_2016_flickr.en.gz" --decode_to_file=$RUN/test2016.de \
-    --decode_hparams="beam_size=4,alpha=0.6"
+    --decode_hparams="$DECODE"
 t2t-bleu --translation=$RUN/test2016.de --reference="$RAW/test_2016_flickr.de.gz" \
     --tokenized_reference="$RAW/tok/test_2016_flickr.lc.norm.tok.de.gz"
 echo "recipe wall clock: $(( $(date +%s) - START )) s (budget $((MINUTES * 60)) s)"
 
 # What users serve: the chosen average as a SavedModel, translating test2016 in a process
 # that imports only TensorFlow and TF Text (the same BLEU as t2t-decoder above, or close).
-t2t-exporter --output_dir=$RUN/selected --decode_hparams="beam_size=4,alpha=0.6" --overwrite
+t2t-exporter --output_dir=$RUN/selected --decode_hparams="$DECODE" --overwrite
 gzip -dc "$RAW/test_2016_flickr.en.gz" \
     | python t2t_keras/serving/translate_saved_model.py $RUN/selected/export \
     | cut -f2- > $RUN/test2016.served.de

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # English constituency parsing as translation (the paper's section 6.3) on the Penn Treebank
 # sample, in MINUTES of wall clock (default 60): datagen, training, the averaging window
-# chosen on dev (EVALB F1), decoding dev, EVALB F1
+# and the decoding chosen on dev (EVALB F1), decoding dev, EVALB F1
 # (all, <= 40 words, by length) beside the right-branching baseline, and a SavedModel that
 # parses raw sentences into trees in a process with only TensorFlow and TF Text.
 #
@@ -10,10 +10,12 @@
 #        PROBLEM (default parsing_english_ptb8k_words; parsing_english_ptb8k has XX leaves),
 #        RUN_DIR (default t2t_train/ptb_parsing), HPARAMS_SET (default transformer_parsing_cpu),
 #        HPARAMS (overrides of the set, t2t's --hparams),
-#        DECODE (default beam_size=4,alpha=1.0 after the problem's extra_length=300, chosen on
-#        the sample's dev files for transformer_parsing_cpu; "beam_size=21,alpha=0.3" is the paper's),
+#        DECODE (default beam_size=4,alpha=1.0 after the problem's extra_length=300: the
+#        decoding the averaging windows are compared with; "beam_size=21,alpha=0.3" is the
+#        paper's), DECODE_GRID (default "alpha=0.6;alpha=1.5;beam_size=8": the decodings,
+#        each over DECODE, also tried on dev for the chosen average; "" for none),
 #        RESERVE_S (seconds kept for the checkpoint selection, decoding and export,
-#        default 900)
+#        default 1200)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ./setup_venv.sh
@@ -25,7 +27,7 @@ RUN=${RUN_DIR:-t2t_train/ptb_parsing}
 P=${PROBLEM:-parsing_english_ptb8k_words}
 DATA=t2t_data/ptb/$P
 DECODE=${DECODE-beam_size=4,alpha=1.0}
-RESERVE_S=${RESERVE_S:-900}
+RESERVE_S=${RESERVE_S:-1200}
 START=$(date +%s)
 
 t2t-datagen --problem=$P --data_dir=$DATA --raw_dir="$RAW"
@@ -39,11 +41,16 @@ timeout -s TERM $TRAIN_S t2t-trainer --problem=$P \
     --eval_every=1000 --eval_bleu_sentences=0 --log_every=100 || rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
 
-# The averaging window chosen on dev by EVALB F1: the newest checkpoint alone or averaged
-# with 1, 3 or 7 older ones (500 steps apart); what was tried is in $RUN/selected/selection.md.
+# Chosen on dev by EVALB F1: the averaging window (the newest checkpoint alone or averaged
+# with 1, 3 or 7 older ones, 500 steps apart; decoded with $DECODE), then for that average
+# alpha 0.6, 1.0 or 1.5 at beam 4, or beam 8 (with DECODE's alpha); what was tried is in
+# $RUN/selected/selection.md. The rest of the recipe decodes with the chosen.
 t2t-avg-all --model_dir=$RUN --output_dir=$RUN/selected \
     --select_from_file=$DATA/$P.dev.words --select_reference=$DATA/$P.dev.trees \
-    --select_windows=1,2,4,8 --select_decode_hparams="$DECODE"
+    --select_windows=1,2,4,8 --select_decode_hparams="$DECODE" \
+    --select_decode_grid="${DECODE_GRID-alpha=0.6;alpha=1.5;beam_size=8}"
+DECODE=$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["decode_hparams"])' \
+    $RUN/selected/selection.json)
 
 # Dev sentences -> trees (t2t-decoder builds a well-formed tree from every output).
 t2t-decoder --output_dir=$RUN/selected --decode_from_file=$DATA/$P.dev.words \

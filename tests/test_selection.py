@@ -103,6 +103,41 @@ def test_chooses_the_window_whose_translations_match_the_references(run_dir, tmp
   assert not os.path.exists(os.path.join(out, "candidates"))
 
 
+def test_merge_overrides_lets_the_later_values_win():
+  assert selection.merge_overrides("beam_size=4,alpha=0.6", "alpha=1.0,extra_length=9") == \
+      "beam_size=4,alpha=1.0,extra_length=9"
+  assert selection.merge_overrides("", "beam_size=8") == "beam_size=8"
+  assert selection.merge_overrides("alpha=0.6", "") == "alpha=0.6"
+
+
+def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp_path):
+  # References = what the newest checkpoint outputs with at most 3 extra tokens; the
+  # window stage (extra_length 10) cannot reach chrF 100 with any window, the grid can.
+  prefix = os.path.join(run_dir, "ckpt-600")
+  model, _, info, _ = model_io.load_model(run_dir, prefix)
+  vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
+  short = selection.merge_overrides(DECODE, "extra_length=3")
+  references = decoder.decode_lines(model, vocab, SENTENCES, decoder.decode_hparams(short))
+  assert references != decoder.decode_lines(model, vocab, SENTENCES,
+                                            decoder.decode_hparams(DECODE))
+  out = str(tmp_path / "selected")
+  result = selection.select_average(
+      run_dir, out, SENTENCES, references, windows=[1], ends=1, decode_overrides=DECODE,
+      decode_grid=["extra_length=5", "extra_length=3", "extra_length=10"], log=lambda *a: None)
+  assert result["window_decode_hparams"] == DECODE
+  assert result["decode_hparams"] == short
+  # The window stage's decoding first, then the grid; the duplicate of it is not redone.
+  assert [d["decode_hparams"] for d in result["decodings"]] == [
+      DECODE, selection.merge_overrides(DECODE, "extra_length=5"), short]
+  scores = {d["decode_hparams"]: d["chrf"] for d in result["decodings"]}
+  assert scores[short] == 100.0 and max(v for k, v in scores.items() if k != short) < 100.0
+  assert result["decodings"][0]["chrf"] == result["chosen"]["chrf"]
+  table = open(os.path.join(out, selection.SELECTION_MD)).read()
+  assert f"| {short} | **0.00** | 100.00 |" in table
+  with open(os.path.join(out, selection.SELECTION_JSON)) as f:
+    assert json.load(f)["decode_hparams"] == short
+
+
 def test_ties_go_to_chrf_then_the_wider_window_then_the_later_end():
   a = {"bleu": 30.0, "chrf": 60.0, "n": 5, "last_step": 600}
   assert selection._better({"bleu": 30.0, "chrf": 60.1, "n": 1, "last_step": 100}, a)
@@ -163,6 +198,16 @@ def test_t2t_avg_all_selects_with_dev_files(capsys, run_dir, tmp_path):
   assert code == 0, err
   assert "chose the average of 1 checkpoint(s), steps 600-600" in stdout
   assert tf.train.latest_checkpoint(out) == os.path.join(out, "ckpt-600")
+  # With a grid, the chosen decoding is what the printed command uses.
+  code, stdout, err = _avg_all(capsys, f"--model_dir={run_dir}", f"--output_dir={out}",
+                               f"--select_from_file={src}", f"--select_reference={ref}",
+                               "--select_windows=1", f"--select_decode_hparams={DECODE}",
+                               "--select_decode_grid=alpha=1.5; extra_length=2")
+  assert code == 0, err
+  with open(os.path.join(out, selection.SELECTION_JSON)) as f:
+    saved = json.load(f)
+  assert len(saved["decodings"]) == 3
+  assert f"--decode_hparams={saved['decode_hparams']} ..." in stdout
 
 
 @pytest.mark.parametrize("args,expected", [
@@ -175,6 +220,8 @@ def test_t2t_avg_all_selects_with_dev_files(capsys, run_dir, tmp_path):
      "--select_reference={tmp}/none.de: no such file"),
     (["--select_from_file={src}", "--select_reference={src}",
       "--select_decode_hparams=beam_sise=4"], "beam_sise"),
+    (["--select_from_file={src}", "--select_reference={src}",
+      "--select_decode_grid=alpha=1.0;beam_sise=8"], "beam_sise"),
 ])
 def test_bad_selection_input_is_one_clear_line(capsys, run_dir, tmp_path, args, expected):
   src, short = tmp_path / "dev.en", tmp_path / "short.de"

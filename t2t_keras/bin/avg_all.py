@@ -20,11 +20,14 @@ averaged and scored on it (beam search with --select_decode_hparams after the
 problem's decoding defaults; cased sacreBLEU, or the problem's own dev score:
 EVALB F1 of the trees for parsing, with the gold trees as --select_reference);
 the best goes to --output_dir, with selection.json / selection.md saying what
-was tried and why it was chosen:
+was tried and why it was chosen. With --select_decode_grid, the chosen average
+then decodes dev once per entry (each over --select_decode_hparams) and the
+best decoding is printed and kept in selection.json's "decode_hparams":
 
     t2t-avg-all --model_dir=runs/m30k --output_dir=runs/m30k/selected \
         --select_from_file=val.en.gz --select_reference=val.de.gz \
-        --select_windows=1,5,10,20 --select_ends=3
+        --select_windows=1,5,10,20 --select_ends=3 \
+        --select_decode_grid="alpha=1.0;beam_size=8;beam_size=8,alpha=1.0"
 """
 
 import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
@@ -61,6 +64,10 @@ _define("string", "select_decode_hparams", "",
         "With --select_from_file: the decoding the candidates are compared with, over "
         "the problem's presets as t2t-decoder applies them (default: those presets, "
         "else beam 4, alpha 0.6).")
+_define("string", "select_decode_grid", "",
+        "With --select_from_file: ';'-separated decodings (each over "
+        "--select_decode_hparams, e.g. \"alpha=1.0;beam_size=8\") the chosen average is "
+        "also scored with; the best is printed and written to selection.json.")
 NAME = "t2t-avg-all"
 FLAGS = flags.FLAGS
 
@@ -109,7 +116,8 @@ def _select(output_dir):
   result = selection.select_average(
       FLAGS.model_dir, output_dir, sources, references, windows=windows,
       ends=FLAGS.select_ends, decode_overrides=FLAGS.select_decode_hparams,
-      max_step=FLAGS.max_step, dev_name=os.path.basename(FLAGS.select_from_file))
+      max_step=FLAGS.max_step, dev_name=os.path.basename(FLAGS.select_from_file),
+      decode_grid=[g.strip() for g in FLAGS.select_decode_grid.split(";") if g.strip()])
   overrides = f" --decode_hparams={result['decode_hparams']}" if result["decode_hparams"] else ""
   print(f"decode with: t2t-decoder --output_dir={output_dir}{overrides} ...")
   return 0

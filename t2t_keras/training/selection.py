@@ -15,8 +15,14 @@ sacreBLEU, ties to chrF; a problem may name its own with a `dev_score` hook, as
 parsing does: EVALB F1 of the trees, ties to complete match). The best is
 written to output_dir/ckpt-<its last step> and the directory's checkpoint index
 names only it (other files there are left alone); remaining ties go to the wider
-window (more averaging is the safer bet), then to the later end. Nothing here
-reads a test split: the caller passes dev data.
+window (more averaging is the safer bet), then to the later end.
+
+With a `decode_grid` (overrides over `decode_overrides`, e.g. ["alpha=1.0",
+"beam_size=8,alpha=1.0"]), the chosen average then decodes dev once per entry
+and the best decoding is kept as the result's `decode_hparams` (ties keep the
+decoding the windows were compared with): two stages, windows first, so the
+cost is windows + grid decodes rather than their product. Nothing here reads a
+test split: the caller passes dev data.
 """
 
 import dataclasses
@@ -95,9 +101,20 @@ def _better(a, b, dev_score=SACREBLEU):
   return tuple(a[k] for k in key) > tuple(b[k] for k in key)
 
 
+def merge_overrides(base, extra):
+  """"a=1,b=2" with "b=3,c=4" -> "a=1,b=3,c=4": extra's values win, base's order kept."""
+  merged = {}
+  for text in (base, extra):
+    for item in (text or "").split(","):
+      if item.strip():
+        key, _, value = item.partition("=")
+        merged[key.strip()] = value.strip()
+  return ",".join(f"{k}={v}" for k, v in merged.items())
+
+
 def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10, 20), ends=1,
                    decode_overrides="beam_size=4,alpha=0.6", max_step=None, dev_name="dev",
-                   log=print):
+                   decode_grid=(), log=print):
   """Scores averages of model_dir's checkpoints on dev and keeps the best in output_dir.
 
   Args:
@@ -110,6 +127,8 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
       the problem's `decode_defaults`, as t2t-decoder applies them).
     max_step: ignore newer checkpoints (the choice a shorter run would make).
     dev_name: how the report names the dev data.
+    decode_grid: decoding overrides (each over decode_overrides) the chosen average
+      is also scored with; the best becomes the result's decode_hparams.
   Returns:
     the selection dict written to output_dir/selection.json.
   """
@@ -130,12 +149,27 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   start = time.time()
   model, _, info, _ = model_io.load_model(model_dir, paths[-1])
   # As t2t-decoder: the problem's decode defaults (parsing: input + 300), then the overrides.
-  hp = decoder.decode_hparams(decode_overrides, registry.problem_hook(
-      info.get("problem"), "decode_defaults", ""))
+  problem_defaults = registry.problem_hook(info.get("problem"), "decode_defaults", "")
+  hp = decoder.decode_hparams(decode_overrides, problem_defaults)
+  grid = [merge_overrides(decode_overrides, extra) for extra in decode_grid]
+  for overrides in grid:  # a bad entry fails here, before any decoding
+    decoder.decode_hparams(overrides, problem_defaults)
   dev_score = dev_score_of(info.get("problem"))
   vocab = SubwordVocabulary(info["vocab_path"])
-  search_fn = decoder.make_search_fn(
-      model, hp, decoder.problem_constraint(info.get("problem"), vocab, hp))
+
+  def search_fn_for(decode_hp):
+    return decoder.make_search_fn(
+        model, decode_hp, decoder.problem_constraint(info.get("problem"), vocab, decode_hp))
+
+  def score_outputs(decode_hp, search_fn):
+    t0 = time.time()
+    outputs = decoder.decode_lines(model, vocab, sources, decode_hp, search_fn)
+    score = dev_score.score(sources, outputs, references)
+    return score, {dev_score.key: round(score[dev_score.key], 2),
+                   dev_score.second_key: round(score[dev_score.second_key], 2),
+                   "decode_seconds": round(time.time() - t0, 1)}
+
+  search_fn = search_fn_for(hp)
   restore = tf.train.Checkpoint(model=model)
   work = os.path.join(output_dir, _CANDIDATE_DIR)
   candidates, best, best_prefix = [], None, None
@@ -143,14 +177,9 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
     prefix = os.path.join(work, f"cand-{k}")
     averaging.average_checkpoint_files(window, prefix)
     restore.restore(prefix).expect_partial().assert_existing_objects_matched()
-    t0 = time.time()
-    outputs = decoder.decode_lines(model, vocab, sources, hp, search_fn)
-    score = dev_score.score(sources, outputs, references)
+    score, scores = score_outputs(hp, search_fn)
     cand = {"n": n, "first_step": averaging.step_of(window[0]),
-            "last_step": averaging.step_of(window[-1]),
-            dev_score.key: round(score[dev_score.key], 2),
-            dev_score.second_key: round(score[dev_score.second_key], 2),
-            "decode_seconds": round(time.time() - t0, 1)}
+            "last_step": averaging.step_of(window[-1]), **scores}
     candidates.append(cand)
     log(f"  average of {n:3d} checkpoint(s), steps {cand['first_step']}-{cand['last_step']}: "
         f"{dev_name} {dev_score.name} {cand[dev_score.key]:.2f}, {dev_score.second_name} "
@@ -167,6 +196,25 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   shutil.rmtree(work, ignore_errors=True)
   averaging.write_checkpoint_index(chosen)
   averaging.copy_run_info(model_dir, output_dir)
+  decodings, best_decoding = [], None
+  if grid:
+    restore.restore(chosen).expect_partial().assert_existing_objects_matched()
+    best_decoding = {"decode_hparams": decode_overrides, dev_score.key: best[dev_score.key],
+                     dev_score.second_key: best[dev_score.second_key],
+                     "decode_seconds": best["decode_seconds"]}
+    decodings.append(best_decoding)
+    for overrides in grid:
+      if overrides in [d["decode_hparams"] for d in decodings]:
+        continue
+      grid_hp = decoder.decode_hparams(overrides, problem_defaults)
+      _, scores = score_outputs(grid_hp, search_fn_for(grid_hp))
+      decoding = {"decode_hparams": overrides, **scores}
+      decodings.append(decoding)
+      log(f"  decoding {overrides}: {dev_name} {dev_score.name} {decoding[dev_score.key]:.2f}, "
+          f"{dev_score.second_name} {decoding[dev_score.second_key]:.2f}")
+      key = (dev_score.key, dev_score.second_key)
+      if tuple(decoding[k] for k in key) > tuple(best_decoding[k] for k in key):
+        best_decoding = decoding
   result = {
       "model_dir": os.path.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
       "rule": (f"highest {dev_score.name} on {dev_name} ({len(sources)} sentences, "
@@ -174,13 +222,19 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
                "then the wider window, then the later end"),
       "metric": dev_score.name, "key": dev_score.key, "second_metric": dev_score.second_name,
       "second_key": dev_score.second_key,
-      "dev": dev_name, "sentences": len(sources), "decode_hparams": decode_overrides,
+      "dev": dev_name, "sentences": len(sources),
+      "decode_hparams": best_decoding["decode_hparams"] if best_decoding else decode_overrides,
+      "window_decode_hparams": decode_overrides,
       "signature": score["signature"], "max_step": max_step,
-      "seconds": round(time.time() - start, 1), "candidates": candidates}
+      "seconds": round(time.time() - start, 1), "candidates": candidates,
+      "decodings": decodings}
   _write_json(os.path.join(output_dir, SELECTION_JSON), result)
   _write_text(os.path.join(output_dir, SELECTION_MD), format_selection(result))
   log(f"chose the average of {best['n']} checkpoint(s), steps {best['first_step']}-"
       f"{best['last_step']} ({dev_name} {dev_score.name} {best[dev_score.key]:.2f}): {chosen}")
+  if best_decoding:
+    log(f"chose the decoding {best_decoding['decode_hparams']} ({dev_name} {dev_score.name} "
+        f"{best_decoding[dev_score.key]:.2f})")
   return result
 
 
@@ -197,6 +251,15 @@ def format_selection(result):
     mark = "**" if (c["n"], c["last_step"]) == (chosen["n"], chosen["last_step"]) else ""
     lines.append(f"| {c['n']} | {c['first_step']}-{c['last_step']} | {mark}{c[key]:.2f}"
                  f"{mark} | {c[second]:.2f} |")
+  if result.get("decodings"):
+    lines += ["", f"Then the decoding, for the chosen average (ties keep the first): "
+              f"{result['decode_hparams']}.", "",
+              f"| decoding | dev {result['metric']} | dev {result['second_metric']} | seconds |",
+              "|---|---|---|---|"]
+    for d in result["decodings"]:
+      mark = "**" if d["decode_hparams"] == result["decode_hparams"] else ""
+      lines.append(f"| {d['decode_hparams']} | {mark}{d[key]:.2f}{mark} | {d[second]:.2f} | "
+                   f"{d['decode_seconds']} |")
   return "\n".join(lines) + "\n"
 
 
