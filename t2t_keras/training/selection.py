@@ -196,6 +196,8 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   shutil.rmtree(work, ignore_errors=True)
   averaging.write_checkpoint_index(chosen)
   averaging.copy_run_info(model_dir, output_dir)
+  log(f"chose the average of {best['n']} checkpoint(s), steps {best['first_step']}-"
+      f"{best['last_step']} ({dev_name} {dev_score.name} {best[dev_score.key]:.2f}): {chosen}")
   decodings, best_decoding = [], None
   if grid:
     restore.restore(chosen).expect_partial().assert_existing_objects_matched()
@@ -230,8 +232,6 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
       "decodings": decodings}
   _write_json(os.path.join(output_dir, SELECTION_JSON), result)
   _write_text(os.path.join(output_dir, SELECTION_MD), format_selection(result))
-  log(f"chose the average of {best['n']} checkpoint(s), steps {best['first_step']}-"
-      f"{best['last_step']} ({dev_name} {dev_score.name} {best[dev_score.key]:.2f}): {chosen}")
   if best_decoding:
     log(f"chose the decoding {best_decoding['decode_hparams']} ({dev_name} {dev_score.name} "
         f"{best_decoding[dev_score.key]:.2f})")
