@@ -108,6 +108,8 @@ def test_merge_overrides_lets_the_later_values_win():
       "beam_size=4,alpha=1.0,extra_length=9"
   assert selection.merge_overrides("", "beam_size=8") == "beam_size=8"
   assert selection.merge_overrides("alpha=0.6", "") == "alpha=0.6"
+  with pytest.raises(ValueError, match="bad hparams override 'beam_size': expected key=value"):
+    selection.merge_overrides("alpha=0.6", "beam_size")
 
 
 def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp_path):
@@ -123,10 +125,12 @@ def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp
   out = str(tmp_path / "selected")
   result = selection.select_average(
       run_dir, out, SENTENCES, references, windows=[1], ends=1, decode_overrides=DECODE,
-      decode_grid=["extra_length=5", "extra_length=3", "extra_length=10"], log=lambda *a: None)
+      decode_grid=["extra_length=5", "extra_length=3", "extra_length=10", "beam_size=2"],
+      log=lambda *a: None)
   assert result["window_decode_hparams"] == DECODE
   assert result["decode_hparams"] == short
-  # The window stage's decoding first, then the grid; the duplicate of it is not redone.
+  # The window stage's decoding first, then the grid; entries that give the window
+  # stage's decoding again (extra_length=10, beam_size=2 are DECODE's) are not redone.
   assert [d["decode_hparams"] for d in result["decodings"]] == [
       DECODE, selection.merge_overrides(DECODE, "extra_length=5"), short]
   scores = {d["decode_hparams"]: d["chrf"] for d in result["decodings"]}
@@ -136,6 +140,18 @@ def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp
   assert f"| {short} | **0.00** | 100.00 |" in table
   with open(os.path.join(out, selection.SELECTION_JSON)) as f:
     assert json.load(f)["decode_hparams"] == short
+
+
+def test_decode_grid_ties_keep_the_window_stages_decoding(run_dir, tmp_path):
+  references = _translations_of(run_dir, [600], tmp_path)
+  result = selection.select_average(
+      run_dir, str(tmp_path / "sel"), SENTENCES, references, windows=[1], ends=1,
+      decode_overrides=DECODE, decode_grid=["bleu_lang=en", "extra_length=3"],
+      log=lambda *a: None)
+  # bleu_lang does not change the outputs: a tie at chrF 100, so DECODE stays.
+  assert [d["chrf"] for d in result["decodings"]][:2] == [100.0, 100.0]
+  assert result["decodings"][2]["chrf"] < 100.0
+  assert result["decode_hparams"] == DECODE
 
 
 def test_ties_go_to_chrf_then_the_wider_window_then_the_later_end():
@@ -222,6 +238,7 @@ def test_t2t_avg_all_selects_with_dev_files(capsys, run_dir, tmp_path):
       "--select_decode_hparams=beam_sise=4"], "beam_sise"),
     (["--select_from_file={src}", "--select_reference={src}",
       "--select_decode_grid=alpha=1.0;beam_sise=8"], "beam_sise"),
+    (["--select_decode_grid=alpha=1.0"], "--select_decode_grid needs dev data"),
 ])
 def test_bad_selection_input_is_one_clear_line(capsys, run_dir, tmp_path, args, expected):
   src, short = tmp_path / "dev.en", tmp_path / "short.de"
@@ -233,4 +250,4 @@ def test_bad_selection_input_is_one_clear_line(capsys, run_dir, tmp_path, args, 
   lines = [line for line in err.splitlines() if line.strip()]
   assert code == 1 and len(lines) == 1, err
   assert lines[0].startswith("t2t-avg-all: error: ") and expected.format(**places) in lines[0]
-  assert not os.path.exists(tmp_path / "sel" / "ckpt-600.index")
+  assert not os.path.exists(tmp_path / "sel")  # nothing decoded, averaged or written

@@ -81,6 +81,10 @@ def main(argv):
   output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, averaging.AVERAGED_DIR)
   if FLAGS.select_from_file or FLAGS.select_reference:
     return _select(output_dir)
+  if FLAGS.select_decode_grid:
+    from t2t_keras.errors import InputError  # pylint: disable=import-outside-toplevel
+    raise InputError("--select_decode_grid needs dev data: --select_from_file and "
+                     "--select_reference")
   written = averaging.average_all(FLAGS.model_dir, output_dir, n=FLAGS.n,
                                   min_steps=FLAGS.min_steps, max_step=FLAGS.max_step,
                                   wait_minutes=FLAGS.wait_minutes)

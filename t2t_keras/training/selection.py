@@ -34,6 +34,7 @@ from typing import Callable
 
 from t2t_keras import registry
 from t2t_keras.errors import InputError
+from t2t_keras.hparam import HParamsError
 from t2t_keras.training import averaging, model_io
 
 SELECTION_JSON = "selection.json"
@@ -107,6 +108,8 @@ def merge_overrides(base, extra):
   for text in (base, extra):
     for item in (text or "").split(","):
       if item.strip():
+        if "=" not in item:
+          raise HParamsError(f"bad hparams override {item!r}: expected key=value")
         key, _, value = item.partition("=")
         merged[key.strip()] = value.strip()
   return ",".join(f"{k}={v}" for k, v in merged.items())
@@ -151,9 +154,16 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   # As t2t-decoder: the problem's decode defaults (parsing: input + 300), then the overrides.
   problem_defaults = registry.problem_hook(info.get("problem"), "decode_defaults", "")
   hp = decoder.decode_hparams(decode_overrides, problem_defaults)
-  grid = [merge_overrides(decode_overrides, extra) for extra in decode_grid]
-  for overrides in grid:  # a bad entry fails here, before any decoding
-    decoder.decode_hparams(overrides, problem_defaults)
+  decode_overrides = merge_overrides(decode_overrides, "")
+  # Every grid entry over decode_overrides, once per distinct decoding; a bad entry
+  # fails here, before anything is decoded or written.
+  grid, seen = [], {hp}
+  for extra in decode_grid:
+    overrides = merge_overrides(decode_overrides, extra)
+    grid_hp = decoder.decode_hparams(overrides, problem_defaults)
+    if grid_hp not in seen:
+      seen.add(grid_hp)
+      grid.append((overrides, grid_hp))
   dev_score = dev_score_of(info.get("problem"))
   vocab = SubwordVocabulary(info["vocab_path"])
 
@@ -198,25 +208,6 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   averaging.copy_run_info(model_dir, output_dir)
   log(f"chose the average of {best['n']} checkpoint(s), steps {best['first_step']}-"
       f"{best['last_step']} ({dev_name} {dev_score.name} {best[dev_score.key]:.2f}): {chosen}")
-  decodings, best_decoding = [], None
-  if grid:
-    restore.restore(chosen).expect_partial().assert_existing_objects_matched()
-    best_decoding = {"decode_hparams": decode_overrides, dev_score.key: best[dev_score.key],
-                     dev_score.second_key: best[dev_score.second_key],
-                     "decode_seconds": best["decode_seconds"]}
-    decodings.append(best_decoding)
-    for overrides in grid:
-      if overrides in [d["decode_hparams"] for d in decodings]:
-        continue
-      grid_hp = decoder.decode_hparams(overrides, problem_defaults)
-      _, scores = score_outputs(grid_hp, search_fn_for(grid_hp))
-      decoding = {"decode_hparams": overrides, **scores}
-      decodings.append(decoding)
-      log(f"  decoding {overrides}: {dev_name} {dev_score.name} {decoding[dev_score.key]:.2f}, "
-          f"{dev_score.second_name} {decoding[dev_score.second_key]:.2f}")
-      key = (dev_score.key, dev_score.second_key)
-      if tuple(decoding[k] for k in key) > tuple(best_decoding[k] for k in key):
-        best_decoding = decoding
   result = {
       "model_dir": os.path.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
       "rule": (f"highest {dev_score.name} on {dev_name} ({len(sources)} sentences, "
@@ -224,15 +215,28 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
                "then the wider window, then the later end"),
       "metric": dev_score.name, "key": dev_score.key, "second_metric": dev_score.second_name,
       "second_key": dev_score.second_key,
-      "dev": dev_name, "sentences": len(sources),
-      "decode_hparams": best_decoding["decode_hparams"] if best_decoding else decode_overrides,
+      "dev": dev_name, "sentences": len(sources), "decode_hparams": decode_overrides,
       "window_decode_hparams": decode_overrides,
       "signature": score["signature"], "max_step": max_step,
-      "seconds": round(time.time() - start, 1), "candidates": candidates,
-      "decodings": decodings}
-  _write_json(os.path.join(output_dir, SELECTION_JSON), result)
-  _write_text(os.path.join(output_dir, SELECTION_MD), format_selection(result))
-  if best_decoding:
+      "seconds": round(time.time() - start, 1), "candidates": candidates, "decodings": []}
+  _write_selection(output_dir, result)  # the window alone, should the grid fail
+  if grid:
+    restore.restore(chosen).expect_partial().assert_existing_objects_matched()
+    key = (dev_score.key, dev_score.second_key)
+    best_decoding = {"decode_hparams": decode_overrides, **{k: best[k] for k in key},
+                     "decode_seconds": best["decode_seconds"]}
+    result["decodings"].append(best_decoding)
+    for overrides, grid_hp in grid:
+      _, scores = score_outputs(grid_hp, search_fn_for(grid_hp))
+      decoding = {"decode_hparams": overrides, **scores}
+      result["decodings"].append(decoding)
+      log(f"  decoding {overrides}: {dev_name} {dev_score.name} {decoding[dev_score.key]:.2f}, "
+          f"{dev_score.second_name} {decoding[dev_score.second_key]:.2f}")
+      if tuple(decoding[k] for k in key) > tuple(best_decoding[k] for k in key):
+        best_decoding = decoding  # ties keep the earlier (the window stage's first)
+    result.update(decode_hparams=best_decoding["decode_hparams"],
+                  seconds=round(time.time() - start, 1))
+    _write_selection(output_dir, result)
     log(f"chose the decoding {best_decoding['decode_hparams']} ({dev_name} {dev_score.name} "
         f"{best_decoding[dev_score.key]:.2f})")
   return result
@@ -261,6 +265,11 @@ def format_selection(result):
       lines.append(f"| {d['decode_hparams']} | {mark}{d[key]:.2f}{mark} | {d[second]:.2f} | "
                    f"{d['decode_seconds']} |")
   return "\n".join(lines) + "\n"
+
+
+def _write_selection(output_dir, result):
+  _write_json(os.path.join(output_dir, SELECTION_JSON), result)
+  _write_text(os.path.join(output_dir, SELECTION_MD), format_selection(result))
 
 
 def _prefix_files(prefix):
