@@ -15,7 +15,7 @@
 #        paper's), DECODE_GRID (default "alpha=0.6;alpha=1.5;beam_size=8": the decodings,
 #        each over DECODE, also tried on dev for the chosen average; "" for none),
 #        RESERVE_S (seconds kept for the checkpoint selection, decoding and export,
-#        default 1200)
+#        default 900)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ./setup_venv.sh
@@ -27,7 +27,7 @@ RUN=${RUN_DIR:-t2t_train/ptb_parsing}
 P=${PROBLEM:-parsing_english_ptb8k_words}
 DATA=t2t_data/ptb/$P
 DECODE=${DECODE-beam_size=4,alpha=1.0}
-RESERVE_S=${RESERVE_S:-1200}
+RESERVE_S=${RESERVE_S:-900}
 START=$(date +%s)
 
 t2t-datagen --problem=$P --data_dir=$DATA --raw_dir="$RAW"
