@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/peer_compare.py [--parts train,decode,multi30k] [--rounds 2]
         [--budget_min 5] [--peer_python /tmp/peer/bin/python] [--ct2_python /tmp/ct2/bin/python]
         [--bench_dir ../shared/bench] [--work_dir DIR] [--json out.json] [--quick]
+        [--precision float32|mixed_bfloat16]
 
 The peer is TF Model Garden's Seq2SeqTransformer, measured by the scripts in
 ../shared/bench (see its README; the peer needs its own venv). Every figure below is
@@ -48,6 +49,13 @@ each child is printed and kept.
             and the data dir is reused across rounds (under --work_dir). With --quick:
             0.3 minutes and 1-step windows, just to check that it runs.
 
+Precision: float32 on both sides by default (the peer's scripts as they are). With
+--precision mixed_bfloat16 both sides run bfloat16 matmuls with float32 variables: ours
+with precision=mixed_bfloat16, the peer's unchanged scripts under tf_keras's global
+mixed_bfloat16 policy (set before the script builds its model; Model Garden casts its
+logits back to float32). CTranslate2 keeps its float32 and int8 types. This pays on CPUs
+with AVX512-BF16 or AMX; elsewhere bfloat16 is slower than float32 on both sides.
+
 Peak memory: the peak RSS of each child, measured here with os.wait4 (the kernel's
 ru_maxrss of that process), not parsed from its output. The summary gives it for the
 train/decode process of each side (model, optimizer, the training steps and beam search;
@@ -88,6 +96,14 @@ CT2_INSTALL = "python3 -m venv /tmp/ct2 && /tmp/ct2/bin/pip install ctranslate2 
 SCRIPTS = {"step": "model_garden_peer.py", "ct2": "ct2_decode_bench.py",
            "multi30k": "model_garden_multi30k.py"}
 PARTS = ("train", "decode", "multi30k")
+PRECISIONS = ("float32", "mixed_bfloat16")
+# The peer under a Keras mixed-precision policy: Model Garden's layers follow tf_keras's
+# global policy (its logits are cast back to float32), so setting it before the unchanged
+# script builds its model is all a Model Garden user would do.
+PEER_POLICY_CODE = ("import runpy, sys, tf_keras\n"
+                    "tf_keras.mixed_precision.set_global_policy(sys.argv[1])\n"
+                    "sys.argv = sys.argv[2:]\n"
+                    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 PROBLEM = "translate_ende_multi30k"
 STEP_RESULT_TAG = "STEP_BENCH_RESULT "
 CT2_TYPES = ("float32", "int8")
@@ -188,6 +204,21 @@ def ratio_line(name, ours, other, other_label, n_ours, n_other, unit, note=""):
           f"medians of ours {n_ours} / {other_label} {n_other} runs")
   return (f"RATIO {name:<24} ours {format_value(ours, unit)} / {other_label} "
           f"{format_value(other, unit)} = {ratio}   ({runs}{'; ' + note if note else ''})")
+
+
+def peer_argv(python, script, precision, args=()):
+  """The peer's command line: its script as is, or under tf_keras's global `precision` policy."""
+  if precision == "float32":
+    return [python, script, *args]
+  return [python, "-c", PEER_POLICY_CODE, precision, script, *args]
+
+
+def ours_overrides(ours_hparams, precision):
+  """Our side's hparams overrides: --ours_hparams plus precision=... unless float32."""
+  extra = [ours_hparams] if ours_hparams else []
+  if precision != "float32":
+    extra.append(f"precision={precision}")
+  return ",".join(extra)
 
 
 # Children.
@@ -368,7 +399,8 @@ class Comparison:
     a, quick = self.args, self.args.quick
     steps, dsteps = (2, 1) if quick else (15, 5)
     c = self.child(f"peer step+beam r{rnd}",
-                   [a.peer_python, os.path.join(a.bench_dir, SCRIPTS["step"])],
+                   peer_argv(a.peer_python, os.path.join(a.bench_dir, SCRIPTS["step"]),
+                             a.precision),
                    child_env(STEPS=steps, DSTEPS=dsteps, JIT=0))
     c.drain()
     c.reap()
@@ -379,7 +411,7 @@ class Comparison:
     c = self.child(f"ours step+beam r{rnd}", [
         sys.executable, os.path.join(HERE, "step_bench.py"), f"--steps={steps}",
         f"--decode_steps={dsteps}", f"--data_dir={self.data_dir}", f"--raw_dir={a.raw_dir}",
-        f"--hparams={a.ours_hparams}"])
+        f"--hparams={ours_overrides(a.ours_hparams, a.precision)}"])
     c.drain()
     c.reap()
     fig = parse_step_bench(c.output())
@@ -418,10 +450,10 @@ class Comparison:
 
     out_dir = os.path.join(a.work_dir, "peer_multi30k")
     shutil.rmtree(out_dir, ignore_errors=True)
-    c = self.child(f"peer multi30k r{rnd}", [
-        a.peer_python, os.path.join(a.bench_dir, SCRIPTS["multi30k"]),
+    c = self.child(f"peer multi30k r{rnd}", peer_argv(
+        a.peer_python, os.path.join(a.bench_dir, SCRIPTS["multi30k"]), a.precision, [
         f"--budget_min={a.budget_min:g}", f"--out_dir={out_dir}", f"--data_dir={a.raw_dir}",
-        f"--log_every={log_every}", "--decode_limit=8", "--score_last=none", "--avg_last=1"])
+        f"--log_every={log_every}", "--decode_limit=8", "--score_last=none", "--avg_last=1"]))
     done, deadline = None, time.time() + hard_limit
     try:
       while done is None:
@@ -441,7 +473,7 @@ class Comparison:
     c = self.child(f"ours multi30k r{rnd}", [
         sys.executable, "-m", "t2t_keras.bin.trainer", f"--problem={PROBLEM}",
         "--hparams_set=transformer_multi30k", "--hparams=attention_dropout=0.1,relu_dropout=0.1"
-        + (f",{a.ours_hparams}" if a.ours_hparams else ""),
+        + "".join("," + o for o in [ours_overrides(a.ours_hparams, a.precision)] if o),
         f"--data_dir={self.data_dir}", f"--output_dir={out_dir}", "--eval_every=0",
         f"--log_every={log_every}", "--save_every=1000000000", "--save_every_minutes=1000000",
         "--keep_checkpoints=1"])
@@ -558,8 +590,12 @@ def main():
   parser.add_argument("--json",
                       help="write everything here (default: <work_dir>/peer_compare.json)")
   parser.add_argument("--ours_hparams", default="",
-                      help='extra overrides for our side only, e.g. "precision=mixed_bfloat16" '
+                      help='extra overrides for our side only, e.g. "bucket_mode=max" '
                            "(printed in the summary; default: none, the peer's configuration)")
+  parser.add_argument("--precision", default="float32", choices=PRECISIONS,
+                      help="both sides: ours with precision=..., the peer under tf_keras's "
+                           "global mixed-precision policy (default float32, as the peer's "
+                           "scripts; mixed_bfloat16 pays on CPUs with AVX512-BF16 or AMX)")
   parser.add_argument("--quick", action="store_true",
                       help="tiny step counts and a 0.3-minute budget: checks that it runs")
   args = parser.parse_args()
@@ -615,7 +651,8 @@ def main():
     print(f"ct2:  {args.ct2_python}: " + (
         ", ".join(f"{k} {v}" for k, v in ct2_versions.items()) if with_ct2 else
         f"not installed: the CTranslate2 comparison is skipped (install: {CT2_INSTALL})"))
-  print(f"parts {','.join(parts)}; {args.rounds} rounds; work dir {args.work_dir}"
+  print(f"parts {','.join(parts)}; {args.rounds} rounds; precision {args.precision} on both "
+        f"sides; work dir {args.work_dir}"
         + ("; --quick: figures are noise" if args.quick else ""), flush=True)
 
   comp = Comparison(args)
@@ -637,7 +674,8 @@ def main():
   comp.save()
   print("\n=== summary (ours / other; each figure the median over this run's rounds)"
         + (" --quick: noise, not a measurement" if args.quick else ""))
-  print((f"ours with --ours_hparams={args.ours_hparams}\n" if args.ours_hparams else "")
+  print(f"precision {args.precision} on both sides\n"
+        + (f"ours with --ours_hparams={args.ours_hparams}\n" if args.ours_hparams else "")
         + f"CPU {cpu}; ours tensorflow {ours_versions.get('tensorflow')}, peer tensorflow "
         f"{peer_versions.get('tensorflow')} (tf-models-official "
         f"{peer_versions.get('tf-models-official')})")

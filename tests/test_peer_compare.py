@@ -141,3 +141,31 @@ def test_missing_bench_scripts_fail_clearly(tmp_path, capsys, monkeypatch):
   err = capsys.readouterr().err
   assert "model_garden_peer.py" in err and "model_garden_multi30k.py" in err
   assert "--bench_dir" in err
+
+
+def test_peer_argv_sets_the_policy_before_the_unchanged_script_runs(tmp_path):
+  """The wrapper sets tf_keras's global policy, then runs the script as __main__ with its
+  own arguments and __file__ (a stand-in tf_keras records the call)."""
+  import os
+  import subprocess
+  fake = tmp_path / "tf_keras"
+  (fake / "mixed_precision").mkdir(parents=True)
+  (fake / "__init__.py").write_text("from tf_keras import mixed_precision\n")
+  (fake / "mixed_precision" / "__init__.py").write_text(
+      "POLICY = ['float32']\ndef set_global_policy(name):\n  POLICY[0] = name\n")
+  script = tmp_path / "peer_script.py"
+  script.write_text("import os, sys, tf_keras\n"
+                    "print(__name__, os.path.basename(__file__), sys.argv[1:], "
+                    "tf_keras.mixed_precision.POLICY[0])\n")
+  assert pc.peer_argv("py", str(script), "float32", ["--a=1"]) == ["py", str(script), "--a=1"]
+  argv = pc.peer_argv(sys.executable, str(script), "mixed_bfloat16", ["--a=1", "b"])
+  out = subprocess.run(argv, capture_output=True, text=True, check=True,
+                       env=dict(os.environ, PYTHONPATH=str(tmp_path))).stdout
+  assert out.strip() == "__main__ peer_script.py ['--a=1', 'b'] mixed_bfloat16"
+
+
+def test_ours_overrides_add_the_precision():
+  assert pc.ours_overrides("", "float32") == ""
+  assert pc.ours_overrides("a=1", "float32") == "a=1"
+  assert pc.ours_overrides("", "mixed_bfloat16") == "precision=mixed_bfloat16"
+  assert pc.ours_overrides("a=1", "mixed_bfloat16") == "a=1,precision=mixed_bfloat16"
