@@ -86,6 +86,41 @@ def test_residual_post_and_pre_norm():
     layers.PositionalEncoding(8, kind="rope")
 
 
+def test_residual_stream_stays_float32_under_mixed_bfloat16():
+  """A 1e-3 update survives the add (bfloat16's spacing at 1.0 is 2^-7); the LayerNorm
+  returns float32 (the sublayer casts to bfloat16 itself)."""
+  x = tf.ones([1, 2, 4], tf.float32)
+  y = tf.fill([1, 2, 4], tf.constant(1e-3, tf.bfloat16))
+  for norm_type in ("pre", "post"):
+    res = layers.Residual(dropout=0.0, norm_type=norm_type, dtype="mixed_bfloat16")
+    assert res.compute_dtype == "bfloat16"
+    out = res(x, y)
+    assert out.dtype == tf.float32
+    if norm_type == "pre":
+      np.testing.assert_allclose(out.numpy(), 1.001, rtol=1e-6)
+    assert res.sublayer_input(x * tf.range(1.0, 5.0)).dtype == tf.float32
+  # Without the float32 stream the update is lost: what bfloat16 arithmetic gives.
+  assert float(tf.cast(x, tf.bfloat16)[0, 0, 0] + y[0, 0, 0]) == 1.0
+
+
+def test_transformer_stream_is_float32_and_stacks_return_the_compute_dtype():
+  from t2t_keras import registry
+  from t2t_keras.models.transformer import Transformer
+  hp = registry.hparams("transformer_tiny").replace(num_encoder_layers=1,
+                                                    num_decoder_layers=1)
+  model = Transformer(20, hp, dtype="mixed_bfloat16")
+  ids = tf.constant([[3, 4, 1]])
+  seen = []
+  layer = model.encoder_layers[0]
+  original = layer.call
+  layer.call = lambda x, **kw: (seen.append(x.dtype), original(x, **kw))[1]
+  memory, _ = model.encode(ids)
+  assert seen == [tf.float32] and memory.dtype == tf.bfloat16
+  x, _, _ = model.decoder_stack(ids, memory, None)
+  assert x.dtype == tf.bfloat16
+  assert model({"inputs": ids, "targets": ids}).dtype == tf.float32  # logits
+
+
 LAYER_CASES = [
     (layers.MultiHeadAttention, dict(num_heads=2, key_size=3, value_size=4, output_size=8, dropout=0.1)),
     (layers.FeedForward, dict(hidden_size=8, filter_size=16, relu_dropout=0.1)),

@@ -1,6 +1,7 @@
 """Residual connection, dropout and layer normalization around a sublayer (section 5.4)."""
 
 import keras
+import tensorflow as tf
 
 from t2t_keras.layers.dropout import Dropout
 
@@ -15,6 +16,13 @@ class Residual(keras.layers.Layer):
       y = sublayer(h)
       x = res(x, y)
 
+  Under a mixed-precision policy the residual stream stays in the variable dtype
+  (float32): x is not cast on the way in, the sublayer's output (compute dtype,
+  e.g. bfloat16) is added to it in float32 and the LayerNorm returns float32, so
+  the small updates each sublayer adds are not rounded away by bfloat16's 8-bit
+  significand (Megatron-LM's fp32 residual connection). The sublayers still
+  cast their input to the compute dtype for their matmuls.
+
   Args:
     dropout: P_drop applied to the sublayer output before the residual add.
     norm_type: "post" or "pre".
@@ -23,13 +31,14 @@ class Residual(keras.layers.Layer):
 
   def __init__(self, dropout=0.1, norm_type="post", epsilon=1e-6, **kwargs):
     super().__init__(**kwargs)
+    self.autocast = False  # x keeps the stream's dtype (above)
     if norm_type not in ("post", "pre"):
       raise ValueError(f"norm_type must be 'post' or 'pre', got {norm_type!r}")
     self.dropout_rate = dropout
     self.norm_type = norm_type
     self.epsilon = epsilon
     self.layer_norm = keras.layers.LayerNormalization(
-        epsilon=epsilon, name="layer_norm", dtype=self.dtype_policy)
+        epsilon=epsilon, name="layer_norm", dtype=self.dtype_policy.variable_dtype)
     self.dropout = Dropout(dropout, dtype=self.dtype_policy)
 
   def build(self, x_shape, sublayer_output_shape=None):
@@ -37,12 +46,13 @@ class Residual(keras.layers.Layer):
     self.built = True
 
   def sublayer_input(self, x):
-    """[batch, len, d] -> what the sublayer sees: LayerNorm(x) for pre-norm, else x."""
+    """[batch, len, d] -> what the sublayer sees: LayerNorm(x) for pre-norm, else x
+    (in the stream's dtype; the sublayer casts it to its compute dtype)."""
     return self.layer_norm(x) if self.norm_type == "pre" else x
 
   def call(self, x, sublayer_output, training=False):
-    """Residual add of the sublayer output [batch, len, d] to x [batch, len, d]."""
-    y = x + self.dropout(sublayer_output, training=training)
+    """Residual add of the sublayer output [batch, len, d] to x [batch, len, d], in x's dtype."""
+    y = x + tf.cast(self.dropout(sublayer_output, training=training), x.dtype)
     return self.layer_norm(y) if self.norm_type == "post" else y
 
   def get_config(self):

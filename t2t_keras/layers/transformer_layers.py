@@ -21,12 +21,16 @@ class _Layer(keras.layers.Layer):
     relu_dropout: dropout inside the FFN.
     norm_type: "post" (paper) or "pre".
     norm_epsilon: LayerNorm epsilon.
+
+  The input x is not cast to the compute dtype: under a mixed-precision policy the
+  residual stream stays float32 (see `Residual`).
   """
 
   def __init__(self, hidden_size, filter_size, num_heads, key_size, value_size,
                dropout=0.1, attention_dropout=0.0, relu_dropout=0.0,
                norm_type="post", norm_epsilon=1e-6, **kwargs):
     super().__init__(**kwargs)
+    self.autocast = False
     self._args = dict(hidden_size=hidden_size, filter_size=filter_size,
                       num_heads=num_heads, key_size=key_size, value_size=value_size,
                       dropout=dropout, attention_dropout=attention_dropout,

@@ -96,6 +96,12 @@ class Transformer(keras.Model):
     ids = tf.ones([1, 1], tf.int32)
     self({"inputs": ids, "targets": ids})
 
+  def _stream(self, x):
+    """The residual stream's dtype: float32 under a mixed-precision policy (its
+    variable dtype), so the sublayers' updates are added without bfloat16/float16
+    rounding (`Residual`); the stacks return the compute dtype."""
+    return tf.cast(x, self.dtype_policy.variable_dtype)
+
   def encode(self, inputs, training=False, mask=None, positions=None):
     """inputs int [batch, src_len] -> (memory [batch, src_len, d], mask).
 
@@ -106,12 +112,12 @@ class Transformer(keras.Model):
     if mask is None:
       mask = padding_mask(inputs)
     x = self.encoder_positions(self.embedding(inputs), positions=positions)
-    x = self.encoder_dropout(x, training=training)
+    x = self._stream(self.encoder_dropout(x, training=training))
     for layer in self.encoder_layers:
       x = layer(x, attention_mask=mask, training=training)
     if self.pre_norm:
       x = self.encoder_norm(x)
-    return x, mask
+    return tf.cast(x, self.compute_dtype), mask
 
   def init_cache(self, memory, max_decode_length, beam_size=None):
     """Per-layer decoding cache for `max_decode_length` steps over `memory` [rows, src_len, d].
@@ -159,7 +165,7 @@ class Transformer(keras.Model):
     start = 0 if cache is None else cache_index
     x = self.decoder_positions(self.embedding(decoder_input), start_index=start,
                                positions=positions)
-    x = self.decoder_dropout(x, training=training)
+    x = self._stream(self.decoder_dropout(x, training=training))
     new_cache = None if cache is None else {}
     if cache is None:
       if self_mask is None:
@@ -186,7 +192,7 @@ class Transformer(keras.Model):
         new_cache[name] = layer_cache
     if self.pre_norm:
       x = self.decoder_norm(x)
-    return x, new_cache, attention
+    return tf.cast(x, self.compute_dtype), new_cache, attention
 
   def call(self, features, training=False):
     """Teacher forcing: {"inputs" [batch, src_len], "targets" [batch, tgt_len]} -> logits [batch, tgt_len, vocab].
