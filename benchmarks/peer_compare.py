@@ -53,7 +53,9 @@ Precision: float32 on both sides by default (the peer's scripts as they are). Wi
 --precision mixed_bfloat16 both sides run bfloat16 matmuls with float32 variables: ours
 with precision=mixed_bfloat16, the peer's unchanged scripts under tf_keras's global
 mixed_bfloat16 policy (set before the script builds its model; Model Garden casts its
-logits back to float32). CTranslate2 keeps its float32 and int8 types. This pays on CPUs
+logits back to float32). Beam search then runs in bf16 on both sides too, which our
+t2t-decoder and SavedModel never do (they build the model in float32). CTranslate2 keeps
+its float32 and int8 types. This pays on CPUs
 with AVX512-BF16 or AMX; elsewhere bfloat16 is slower than float32 on both sides.
 
 Peak memory: the peak RSS of each child, measured here with os.wait4 (the kernel's
@@ -213,9 +215,9 @@ def peer_argv(python, script, precision, args=()):
   return [python, "-c", PEER_POLICY_CODE, precision, script, *args]
 
 
-def ours_overrides(ours_hparams, precision):
-  """Our side's hparams overrides: --ours_hparams plus precision=... unless float32."""
-  extra = [ours_hparams] if ours_hparams else []
+def ours_overrides(precision, *overrides):
+  """Our side's hparams overrides: the non-empty `overrides`, then precision=... unless float32."""
+  extra = [o for o in overrides if o]
   if precision != "float32":
     extra.append(f"precision={precision}")
   return ",".join(extra)
@@ -411,7 +413,7 @@ class Comparison:
     c = self.child(f"ours step+beam r{rnd}", [
         sys.executable, os.path.join(HERE, "step_bench.py"), f"--steps={steps}",
         f"--decode_steps={dsteps}", f"--data_dir={self.data_dir}", f"--raw_dir={a.raw_dir}",
-        f"--hparams={ours_overrides(a.ours_hparams, a.precision)}"])
+        f"--hparams={ours_overrides(a.precision, a.ours_hparams)}"])
     c.drain()
     c.reap()
     fig = parse_step_bench(c.output())
@@ -472,8 +474,8 @@ class Comparison:
     shutil.rmtree(out_dir, ignore_errors=True)
     c = self.child(f"ours multi30k r{rnd}", [
         sys.executable, "-m", "t2t_keras.bin.trainer", f"--problem={PROBLEM}",
-        "--hparams_set=transformer_multi30k", "--hparams=attention_dropout=0.1,relu_dropout=0.1"
-        + "".join("," + o for o in [ours_overrides(a.ours_hparams, a.precision)] if o),
+        "--hparams_set=transformer_multi30k", "--hparams=" + ours_overrides(
+            a.precision, "attention_dropout=0.1,relu_dropout=0.1", a.ours_hparams),
         f"--data_dir={self.data_dir}", f"--output_dir={out_dir}", "--eval_every=0",
         f"--log_every={log_every}", "--save_every=1000000000", "--save_every_minutes=1000000",
         "--keep_checkpoints=1"])

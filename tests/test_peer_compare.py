@@ -165,7 +165,9 @@ def test_peer_argv_sets_the_policy_before_the_unchanged_script_runs(tmp_path):
 
 
 def test_ours_overrides_add_the_precision():
-  assert pc.ours_overrides("", "float32") == ""
-  assert pc.ours_overrides("a=1", "float32") == "a=1"
-  assert pc.ours_overrides("", "mixed_bfloat16") == "precision=mixed_bfloat16"
-  assert pc.ours_overrides("a=1", "mixed_bfloat16") == "a=1,precision=mixed_bfloat16"
+  assert pc.ours_overrides("float32", "") == ""
+  assert pc.ours_overrides("float32", "a=1") == "a=1"
+  assert pc.ours_overrides("mixed_bfloat16", "") == "precision=mixed_bfloat16"
+  assert pc.ours_overrides("mixed_bfloat16", "a=1") == "a=1,precision=mixed_bfloat16"
+  assert pc.ours_overrides("mixed_bfloat16", "a=1,b=2", "", "c=3") == (
+      "a=1,b=2,c=3,precision=mixed_bfloat16")
