@@ -53,9 +53,10 @@ Precision: float32 on both sides by default (the peer's scripts as they are). Wi
 --precision mixed_bfloat16 both sides run bfloat16 matmuls with float32 variables: ours
 with precision=mixed_bfloat16, the peer's unchanged scripts under tf_keras's global
 mixed_bfloat16 policy (set before the script builds its model; Model Garden casts its
-logits back to float32). Beam search then runs in bf16 on both sides too, which our
-t2t-decoder and SavedModel never do (they build the model in float32). CTranslate2 keeps
-its float32 and int8 types. This pays on CPUs
+logits back to float32). The peer's beam search then runs in bf16 too (its policy); ours
+stays float32, as t2t-decoder and the SavedModel run it (they restore the weights into a
+float32 model; under XLA on CPU bf16 dots are no faster than float32, so a bf16 search
+was slower). CTranslate2 keeps its float32 and int8 types. Training in bf16 pays on CPUs
 with AVX512-BF16 or AMX; elsewhere bfloat16 is slower than float32 on both sides.
 
 Peak memory: the peak RSS of each child, measured here with os.wait4 (the kernel's
@@ -213,6 +214,14 @@ def peer_argv(python, script, precision, args=()):
   if precision == "float32":
     return [python, script, *args]
   return [python, "-c", PEER_POLICY_CODE, precision, script, *args]
+
+
+def precision_line(precision):
+  """What --precision means for both sides, as the summary prints it."""
+  if precision == "float32":
+    return "precision float32 on both sides"
+  return (f"precision {precision} on both sides, except our beam search: float32, as "
+          "t2t-decoder and the SavedModel run it")
 
 
 def ours_overrides(precision, *overrides):
@@ -653,8 +662,8 @@ def main():
     print(f"ct2:  {args.ct2_python}: " + (
         ", ".join(f"{k} {v}" for k, v in ct2_versions.items()) if with_ct2 else
         f"not installed: the CTranslate2 comparison is skipped (install: {CT2_INSTALL})"))
-  print(f"parts {','.join(parts)}; {args.rounds} rounds; precision {args.precision} on both "
-        f"sides; work dir {args.work_dir}"
+  print(f"parts {','.join(parts)}; {args.rounds} rounds; {precision_line(args.precision)}; "
+        f"work dir {args.work_dir}"
         + ("; --quick: figures are noise" if args.quick else ""), flush=True)
 
   comp = Comparison(args)
@@ -676,7 +685,7 @@ def main():
   comp.save()
   print("\n=== summary (ours / other; each figure the median over this run's rounds)"
         + (" --quick: noise, not a measurement" if args.quick else ""))
-  print(f"precision {args.precision} on both sides\n"
+  print(precision_line(args.precision) + "\n"
         + (f"ours with --ours_hparams={args.ours_hparams}\n" if args.ours_hparams else "")
         + f"CPU {cpu}; ours tensorflow {ours_versions.get('tensorflow')}, peer tensorflow "
         f"{peer_versions.get('tensorflow')} (tf-models-official "

@@ -25,7 +25,10 @@ does that, alternating them):
     tokens/s (src+tgt: twice that).
   Beam search: the trainer's model with the decoder's default settings,
     `decoder.decode_hparams("max_decode_length=40")`: beam 4, alpha 0.6, stop_early, XLA as
-    its `jit` default (on), as `decoder.make_search_fn` wraps it, except eos_id=-1: EOS is
+    its `jit` default (on), as `decoder.make_search_fn` wraps it, in float32 whatever
+    --hparams' precision (the trained weights copied into a float32 model, as t2t-decoder
+    and the SavedModel restore a checkpoint: under XLA on CPU bf16 dots run no faster than
+    float32 and the casts cost, so bf16 search was slower), except eos_id=-1: EOS is
     never chosen, so every hypothesis has exactly 40 tokens (checked on the output shape).
     Inputs: 32 sources of 30 ids (29 random ids in [3, 8000) + EOS=1), as
     benchmarks/decode_bench.py. First call (trace + XLA compile) timed apart, then
@@ -127,6 +130,7 @@ def main():
   import keras
   from t2t_keras import registry
   from t2t_keras.decoding import beam_search, decoder
+  from t2t_keras.training import model_io
   from t2t_keras.training.trainer import Trainer
 
   load_before = os.getloadavg()
@@ -166,6 +170,12 @@ def main():
 
     dh = decoder.decode_hparams(f"max_decode_length={DECODE_LENGTH}")
     model = trainer.model
+    if hp.precision != "float32":
+      # t2t-decoder and the SavedModel restore a checkpoint into a float32 model
+      # (model_io.load_model), whatever the training precision: search as they do.
+      model = model_io.build_model(hp, trainer.vocab.vocab_size)
+      model.set_weights(trainer.model.get_weights())
+    decode_dtype = model.compute_dtype
 
     def search(inputs):
       return beam_search.beam_search(
@@ -181,8 +191,8 @@ def main():
     ids = ids.numpy()
     decode_first = time.perf_counter() - start
     assert ids.shape == (DECODE_BATCH, dh.beam_size, DECODE_LENGTH), ids.shape
-    print(f"decode first call (trace + compile, jit={dh.jit}) {decode_first:.1f}s, outputs "
-          f"shape {ids.shape}", flush=True)
+    print(f"decode first call (trace + compile, jit={dh.jit}, {decode_dtype}) "
+          f"{decode_first:.1f}s, outputs shape {ids.shape}", flush=True)
     dtimes = []
     for _ in range(args.decode_steps):
       start = time.perf_counter()
@@ -199,7 +209,7 @@ def main():
   result = {
       "tf": tf.__version__, "keras": keras.__version__, "cpus": os.cpu_count(),
       "load_before": load_before, "load_after": os.getloadavg(), "params": params,
-      "xla_train": trainer.use_xla, "jit_decode": dh.jit,
+      "xla_train": trainer.use_xla, "jit_decode": dh.jit, "decode_dtype": decode_dtype,
       "train_first_step_s": first, "train_step_times_s": times, "train_median_step_s": med,
       "train_target_tok_s": tok_s, "train_loss": loss,
       "decode_first_call_s": decode_first, "decode_times_s": dtimes,

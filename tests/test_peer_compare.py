@@ -171,3 +171,9 @@ def test_ours_overrides_add_the_precision():
   assert pc.ours_overrides("mixed_bfloat16", "a=1") == "a=1,precision=mixed_bfloat16"
   assert pc.ours_overrides("mixed_bfloat16", "a=1,b=2", "", "c=3") == (
       "a=1,b=2,c=3,precision=mixed_bfloat16")
+
+
+def test_precision_line_says_our_search_stays_float32():
+  assert pc.precision_line("float32") == "precision float32 on both sides"
+  line = pc.precision_line("mixed_bfloat16")
+  assert line.startswith("precision mixed_bfloat16 on both sides, except our beam search: float32")
