@@ -29,3 +29,24 @@ def test_load_model_errors_name_the_path(tmp_path):
   model_io.save_run_info(str(tmp_path), hp, "p", 20)
   with pytest.raises(FileNotFoundError, match="no checkpoint found"):
     model_io.load_model(str(tmp_path))
+
+
+def test_a_run_trained_in_bf16_loads_as_float32(tmp_path):
+  """The decoder and exporter search in float32 whatever the training precision: the
+  variables are float32 under a mixed policy, so the checkpoint loads into float32 layers."""
+  import keras  # pylint: disable=import-outside-toplevel
+  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32,
+                                                    precision="mixed_bfloat16")
+  keras.mixed_precision.set_dtype_policy("mixed_bfloat16")  # as the Trainer builds it
+  try:
+    model = model_io.build_model(hp, 20)
+  finally:
+    keras.mixed_precision.set_dtype_policy("float32")
+  assert model.compute_dtype == "bfloat16"
+  tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))
+  model_io.save_run_info(str(tmp_path), hp, "translate_ende_numbers", 20)
+  loaded, hp2, _, _ = model_io.load_model(str(tmp_path))
+  assert hp2.precision == "mixed_bfloat16"
+  assert loaded.compute_dtype == "float32"
+  for a, b in zip(model.weights, loaded.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
