@@ -74,6 +74,32 @@ def test_cached_decoding_equals_full_forward(changes):
   np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
 
 
+@pytest.mark.parametrize("changes", VARIANTS, ids=VARIANT_IDS)
+def test_beam_folded_cache_equals_tiled_cache(changes):
+  """The beam cache keeps the encoder's keys/values once per sentence, and its
+  steps give each beam row the logits a per-row cache over tiled memory gives."""
+  model = _tiny(**changes)
+  rng = np.random.RandomState(4)
+  beams, steps = 3, 5
+  src = _ids(rng, 2, 7, pad_from=5)
+  tokens = _ids(rng, 2 * beams, steps)  # each beam row its own history (no reordering)
+  memory, mask = model.encode(src)
+  folded = model.init_cache(memory, steps, beam_size=beams)
+  k = folded["layer_0"]["memory"]["k"]
+  assert k.shape == (2, 2, 7, 8)  # [batch, heads, src_len, d_k]: once per sentence
+  assert folded["ancestry"].shape == (2 * beams, steps)
+  tiled_mask = tf.repeat(mask, beams, axis=0)
+  tiled = model.init_cache(tf.repeat(memory, beams, axis=0), steps)
+  for i in range(steps):
+    ids = tokens[:, i:i + 1]
+    a, folded = model.decode(ids, None, mask, cache=folded, cache_index=i)
+    b, tiled = model.decode(ids, None, tiled_mask, cache=tiled, cache_index=i)
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+    # Beam slot j's history stays in slot j while no search reorders the ancestry.
+    np.testing.assert_array_equal(folded["ancestry"][:, i].numpy(),
+                                  np.arange(2 * beams) % beams)
+
+
 def test_cached_decoding_compiles_in_while_loop():
   model = _tiny()
   rng = np.random.RandomState(3)

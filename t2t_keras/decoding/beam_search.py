@@ -239,19 +239,21 @@ def _beam_search_with_steps(model, inputs, beam_size, alpha, extra_length, max_d
   length = buffer_length(model, inputs, extra_length, max_decode_length)
   decode_lengths = decode_lengths_for(inputs, extra_length, length)
   memory, mask = model.encode(inputs)
-  memory, mask = tile_beams(memory, beam_size), tile_beams(mask, beam_size)
   reordered_keys = None
   if cached and beam_size > 1:
-    # Beam-folded cache: beams swapping histories reorder the ancestry only.
+    # Beam-folded cache over the untiled memory: the encoder's keys/values once
+    # per sentence, and beams swapping histories reorder the ancestry only.
     state = model.init_cache(memory, length, beam_size=beam_size)
     reordered_keys = ("ancestry",)
     fn = cached_logits_fn(model, mask)
-  elif cached:
-    state = model.init_cache(memory, length)
-    fn = cached_logits_fn(model, mask)
   else:
-    state = {}
-    fn = uncached_logits_fn(model, memory, mask, prefix_only=prefix_only)
+    memory, mask = tile_beams(memory, beam_size), tile_beams(mask, beam_size)
+    if cached:
+      state = model.init_cache(memory, length)
+      fn = cached_logits_fn(model, mask)
+    else:
+      state = {}
+      fn = uncached_logits_fn(model, memory, mask, prefix_only=prefix_only)
   if constraint is not None:
     fn = constraint.wrap(fn, tile_beams(inputs, beam_size))
   if beam_size == 1:

@@ -62,7 +62,8 @@ class MultiHeadAttention(keras.layers.Layer):
       For self-attention, this step's keys/values are written at `cache_index`
       (q_len must then be 1) and attention runs over the whole cache under
       `mask`. With `memory_kv=True`, the cache holds the encoder's keys/values
-      and `memory` is not used.
+      and `memory` is not used; with `beams` too, the cache holds them once per
+      sentence ([batch, h, src_len, d]) for a query of batch * beams rows.
   Returns:
     (output [batch, q_len, d_model], updated cache or None).
 
@@ -132,15 +133,18 @@ class MultiHeadAttention(keras.layers.Layer):
     return {"k": k, "v": v}
 
   def call(self, query, memory=None, attention_mask=None, cache=None, cache_index=None,
-           memory_kv=False, training=False, return_weights=False):
+           memory_kv=False, beams=None, training=False, return_weights=False):
+    if memory_kv and beams:
+      return self._beam_folded_memory(query, cache, beams, attention_mask, training,
+                                      return_weights)
     if memory_kv:
       (q,) = self._project(query, [self.query_dense])
       k, v = cache["k"], cache["v"]
     elif memory is None:
-      q, k, v = self._project(query, [self.query_dense, self.key_dense, self.value_dense])
       if cache is not None and cache["k"].shape.rank == 5:
-        return self._beam_folded_step(q, k, v, cache, cache_index, attention_mask,
+        return self._beam_folded_step(query, cache, cache_index, attention_mask,
                                       training, return_weights)
+      q, k, v = self._project(query, [self.query_dense, self.key_dense, self.value_dense])
       if cache is not None:
         # Write this step's key/value at cache_index; static shapes for XLA.
         cache = {"k": write_step(cache["k"], k, cache_index),
@@ -158,7 +162,7 @@ class MultiHeadAttention(keras.layers.Layer):
       return out, cache, weights
     return out, cache
 
-  def _beam_folded_step(self, q, k, v, cache, cache_index, mask, training, return_weights):
+  def _beam_folded_step(self, query, cache, cache_index, mask, training, return_weights):
     """One decoding step of self-attention over a beam-folded cache.
 
     The cache holds every beam slot's keys/values where they were written,
@@ -167,24 +171,49 @@ class MultiHeadAttention(keras.layers.Layer):
     earlier step, to the slot its own history was in then. A beam search thus
     copies no cache at all (it reorders only the [rows, length] ancestry).
 
-    q, k, v: this step's [batch * beams, h, 1, d]. Returns (output [batch * beams,
-    1, d_model], the cache with k, v written at cache_index).
+    query: this step's [batch * beams, 1, d_model], each sentence's beams
+    adjacent; they are projected as [batch, beams, d_model], which gives the
+    heads-first [batch, h, beams, d] with no transposes. Returns (output
+    [batch * beams, 1, d_model], the cache with k, v written at cache_index).
     """
+    rows, width = tf.shape(query)[0], query.shape[-1]
     batch, beams = tf.shape(cache["k"])[0], cache["k"].shape[2]
-    fold = lambda x, d: tf.transpose(tf.reshape(x, [batch, beams, self.num_heads, 1, d]),
-                                     [0, 2, 1, 3, 4])  # [batch, h, beams, 1, d]
+    q, k, v = self._project(tf.reshape(query, [-1, beams, width]),
+                            [self.query_dense, self.key_dense, self.value_dense])
+    k = write_step(cache["k"], k[:, :, :, None], cache_index)  # [batch, h, beams, 1, d]
+    v = write_step(cache["v"], v[:, :, :, None], cache_index)
     flat = lambda x, d: tf.reshape(x, [batch, self.num_heads, -1, d])
-    k = write_step(cache["k"], fold(k, self.key_size), cache_index)
-    v = write_step(cache["v"], fold(v, self.value_size), cache_index)
-    queries = flat(fold(q, self.key_size), self.key_size)  # [batch, h, beams, d_k]
     out, weights = scaled_dot_product_attention(
-        queries, flat(k, self.key_size), flat(v, self.value_size), mask,
-        self.attention_dropout, training)
-    out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [-1, self.num_heads, 1, self.value_size])
-    out = self._output(out)
+        q, flat(k, self.key_size), flat(v, self.value_size), mask,
+        self.attention_dropout, training)  # out [batch, h, beams, d_v]
+    out = tf.reshape(self._output(out), [rows, 1, self.output_size])
     if return_weights:
       return out, {"k": k, "v": v}, weights
     return out, {"k": k, "v": v}
+
+  def _beam_folded_memory(self, query, cache, beams, mask, training, return_weights):
+    """One decoding step of encoder-decoder attention, keys/values once per sentence.
+
+    The cache holds each sentence's encoder keys/values once, [batch, h, src_len,
+    d] (not once per beam): the beams' queries are folded into the query axis,
+    so each (sentence, head) is one [beams, d_k] x [d_k, src_len] product and
+    the keys/values are read once per step instead of once per beam.
+
+    query: [batch * beams, 1, d_model], each sentence's beams adjacent;
+    mask: bool [batch, 1, 1, src_len]. Returns (output [batch * beams, 1,
+    d_model], the cache unchanged[, weights float32 [batch * beams, h, 1, src_len]]).
+    """
+    rows, width = tf.shape(query)[0], query.shape[-1]
+    folded = tf.reshape(query, [-1, beams, width])  # [batch, beams, d_model]
+    (q,) = self._project(folded, [self.query_dense])  # [batch, h, beams, d_k]
+    out, weights = scaled_dot_product_attention(q, cache["k"], cache["v"], mask,
+                                                self.attention_dropout, training)
+    out = tf.reshape(self._output(out), [rows, 1, self.output_size])
+    if return_weights:
+      weights = tf.reshape(tf.transpose(weights, [0, 2, 1, 3]),
+                           [rows, self.num_heads, 1, -1])
+      return out, cache, weights
+    return out, cache
 
   def get_config(self):
     config = super().get_config()

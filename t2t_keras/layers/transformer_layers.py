@@ -98,7 +98,8 @@ class DecoderLayer(_Layer):
     memory: encoder output [batch, src_len, d_model] (unused when the cache
       holds its keys/values).
     self_mask: bool, broadcastable to [batch, 1, tgt_len, keys].
-    memory_mask: bool [batch, 1, 1, src_len].
+    memory_mask: bool [batch, 1, 1, src_len] (one row per sentence with a
+      beam-folded cache).
     cache: None, or {"self": {"k", "v"}, "memory": {"k", "v"}} (see
       `init_cache`); cache_index: the decoding step.
   Returns:
@@ -124,17 +125,18 @@ class DecoderLayer(_Layer):
   def init_cache(self, memory, max_decode_length, beam_size=None):
     """Zeroed self-attention cache of max_decode_length steps and the memory's keys/values.
 
-    memory: [batch * beams, src_len, d_model]. The self-attention cache is
-    [batch * beams, h, max_decode_length, d], or with `beam_size` the
+    Without `beam_size`: memory [rows, src_len, d_model], the self-attention
+    cache [rows, h, max_decode_length, d]. With `beam_size`: memory [batch,
+    src_len, d_model], one row per sentence; the self-attention cache is the
     beam-folded [batch, h, beam_size, max_decode_length, d], which a beam
-    search never reorders (see MultiHeadAttention).
+    search never reorders, and the memory's keys/values [batch, h, src_len, d]
+    serve all of a sentence's beams (see MultiHeadAttention).
     """
     a = self._args
     rows = tf.shape(memory)[0]
     if beam_size:
       zeros = lambda size: tf.zeros(
-          [rows // beam_size, a["num_heads"], beam_size, max_decode_length, size],
-          self.compute_dtype)
+          [rows, a["num_heads"], beam_size, max_decode_length, size], self.compute_dtype)
     else:
       zeros = lambda size: tf.zeros([rows, a["num_heads"], max_decode_length, size],
                                     self.compute_dtype)
@@ -149,10 +151,12 @@ class DecoderLayer(_Layer):
         cache_index=cache_index, training=training)
     x = self.self_attention_residual(x, y, training=training)
     h = self.encdec_attention_residual.sublayer_input(x)
+    folded = cache is not None and cache["self"]["k"].shape.rank == 5
     y, _, weights = self.encdec_attention(
         h, memory, attention_mask=memory_mask,
-        cache=None if cache is None else cache["memory"],
-        memory_kv=cache is not None, training=training, return_weights=True)
+        cache=None if cache is None else cache["memory"], memory_kv=cache is not None,
+        beams=cache["self"]["k"].shape[2] if folded else None, training=training,
+        return_weights=True)
     x = self.encdec_attention_residual(x, y, training=training)
     y = self.ffn(self.ffn_residual.sublayer_input(x), training=training)
     x = self.ffn_residual(x, y, training=training)

@@ -120,18 +120,21 @@ class Transformer(keras.Model):
     return tf.cast(x, self.compute_dtype), mask
 
   def init_cache(self, memory, max_decode_length, beam_size=None):
-    """Per-layer decoding cache for `max_decode_length` steps over `memory` [rows, src_len, d].
+    """Per-layer decoding cache for `max_decode_length` steps over `memory` [batch, src_len, d].
 
-    With `beam_size` (rows = batch * beam_size, each sentence's beams adjacent)
-    the self-attention caches are beam-folded and never reordered; the cache's
-    "ancestry" int32 [rows, max_decode_length] records which beam slot each
-    beam's history occupied at every step, and is the only part of the cache a
-    beam search reorders.
+    Without `beam_size`, one decoder row per memory row. With `beam_size`, the
+    decoder runs batch * beam_size rows (each sentence's beams adjacent) over
+    the untiled memory and its mask: the encoder's keys/values are kept once per
+    sentence, the self-attention caches are beam-folded and never reordered, and
+    the cache's "ancestry" int32 [batch * beam_size, max_decode_length] records
+    which beam slot each beam's history occupied at every step; it is the only
+    part of the cache a beam search reorders.
     """
     cache = {f"layer_{i}": layer.init_cache(memory, max_decode_length, beam_size)
              for i, layer in enumerate(self.decoder_layers)}
     if beam_size:
-      cache["ancestry"] = tf.zeros([tf.shape(memory)[0], max_decode_length], tf.int32)
+      cache["ancestry"] = tf.zeros([tf.shape(memory)[0] * beam_size, max_decode_length],
+                                   tf.int32)
     return cache
 
   def decode(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
