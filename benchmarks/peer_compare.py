@@ -16,10 +16,11 @@ each child is printed and kept.
   train     One training step on identical fixed shapes. Peer: model_garden_peer.py
             (vocab 8000, 3+3 layers, d_model 256, 4 heads, d_ff 1024, pre-norm, dropout,
             attention dropout and ReLU dropout 0.1, batch 128 x 32 random ids without
-            padding, Adam, label smoothing 0.1; JIT=0, its default). Ours:
-            benchmarks/step_bench.py, the same shapes and ids through
-            `Trainer.train_step()` (transformer_multi30k with those dropouts; XLA as the
-            Trainer's CPU default, off). Both: 1 traced step, 3 warm-up steps, then 15
+            padding, Adam, label smoothing 0.1). Ours: benchmarks/step_bench.py, the same
+            shapes and ids through `Trainer.train_step()` (transformer_multi30k with those
+            dropouts; XLA as the Trainer's default: off on a CPU, on where TensorFlow sees a
+            GPU). The peer's JIT follows ours: JIT=0 (its default) on a CPU, JIT=1 with a
+            GPU, so both compile with XLA or neither does. Both: 1 traced step, 3 warm-up steps, then 15
             timed steps (2 with --quick); figure: 4096 / median step time = target tokens/s.
   decode    Beam 4, alpha 0.6, batch 32, 40 output tokens, sentences/s, from the same two
             processes (after the training steps): the peer's beam search (a plain
@@ -63,6 +64,10 @@ Peak memory: the peak RSS of each child, measured here with os.wait4 (the kernel
 ru_maxrss of that process), not parsed from its output. The summary gives it for the
 train/decode process of each side (model, optimizer, the training steps and beam search;
 ours also holds the Trainer's tf.data input pipeline, as `train()` does).
+
+On a GPU machine (TensorFlow in our python sees one; its name is printed) the same parts
+run on the GPU, each side placing its ops there as TensorFlow does by default; the peak
+RSS is then host memory only.
 
 Printed: the CPU model, TF versions of both sides, each child's output (full logs under
 --work_dir/logs), and a summary of lines like
@@ -332,6 +337,25 @@ class Child:
       self.signal(signal.SIGKILL)
 
 
+GPU_PROBE_CODE = ("import os, json\n"
+                  "os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
+                  "import tensorflow as tf\n"
+                  "gpus = tf.config.list_physical_devices('GPU')\n"
+                  "print(json.dumps([tf.config.experimental.get_device_details(g).get("
+                  "'device_name', g.name) for g in gpus]))\n")
+
+
+def gpu_names(python):
+  """Names of the GPUs TensorFlow sees under `python` ([] on a CPU machine or on failure)."""
+  try:
+    proc = subprocess.run([python, "-c", GPU_PROBE_CODE], capture_output=True, text=True,
+                          timeout=300, check=False)
+    names = json.loads(proc.stdout.strip().splitlines()[-1])
+    return [str(n) for n in names] if isinstance(names, list) else []
+  except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+    return []
+
+
 def child_env(**extra):
   env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3")
   env.update({k: str(v) for k, v in extra.items()})
@@ -412,7 +436,7 @@ class Comparison:
     c = self.child(f"peer step+beam r{rnd}",
                    peer_argv(a.peer_python, os.path.join(a.bench_dir, SCRIPTS["step"]),
                              a.precision),
-                   child_env(STEPS=steps, DSTEPS=dsteps, JIT=0))
+                   child_env(STEPS=steps, DSTEPS=dsteps, JIT=1 if a.gpus else 0))
     c.drain()
     c.reap()
     fig = parse_peer_step(c.output())
@@ -641,7 +665,10 @@ def main():
     print(f"peer_compare: {args.bench_dir} lacks {', '.join(missing)} (the peer's scripts; "
           f"pass --bench_dir DIR)", file=sys.stderr)
     return 2
-  if not os.path.exists(os.path.join(args.raw_dir, "train.en.gz")):
+  sys.path.insert(0, HERE)
+  from step_bench import data_ready  # pylint: disable=import-outside-toplevel
+  if (not data_ready(os.path.join(args.work_dir, "data", PROBLEM))
+      and not os.path.exists(os.path.join(args.raw_dir, "train.en.gz"))):
     print(f"peer_compare: Multi30k not found in {args.raw_dir} (train.en.gz ...; pass "
           f"--raw_dir): every part needs it (step_bench.py its 8000-piece vocabulary)",
           file=sys.stderr)
@@ -654,8 +681,12 @@ def main():
       cpu = cpu_model(f.read())
   except OSError:
     cpu = None
+  args.gpus = gpu_names(sys.executable)
   print(f"CPU: {cpu or 'unknown'}; {os.cpu_count()} CPUs; load average "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+  print(f"GPU: {', '.join(args.gpus)}: both sides train with XLA (ours: the Trainer's "
+        f"default on a GPU; the peer: JIT=1)" if args.gpus else
+        "GPU: none (both sides train without XLA: the Trainer's CPU default, the peer's JIT=0)")
   print(f"ours: {sys.executable}: " + ", ".join(f"{k} {v}" for k, v in ours_versions.items()))
   print(f"peer: {args.peer_python}: " + ", ".join(f"{k} {v}" for k, v in peer_versions.items()))
   if "decode" in parts:
@@ -667,7 +698,8 @@ def main():
         + ("; --quick: figures are noise" if args.quick else ""), flush=True)
 
   comp = Comparison(args)
-  comp.report.update({"cpu_model": cpu, "cpus": os.cpu_count(), "parts": parts,
+  comp.report.update({"cpu_model": cpu, "cpus": os.cpu_count(), "gpus": args.gpus,
+                      "parts": parts,
                       "versions": {"ours": ours_versions, "peer": peer_versions,
                                    "ct2": ct2_versions}})
   try:
@@ -687,7 +719,8 @@ def main():
         + (" --quick: noise, not a measurement" if args.quick else ""))
   print(precision_line(args.precision) + "\n"
         + (f"ours with --ours_hparams={args.ours_hparams}\n" if args.ours_hparams else "")
-        + f"CPU {cpu}; ours tensorflow {ours_versions.get('tensorflow')}, peer tensorflow "
+        + f"CPU {cpu}" + (f"; GPU {', '.join(args.gpus)}" if args.gpus else "")
+        + f"; ours tensorflow {ours_versions.get('tensorflow')}, peer tensorflow "
         f"{peer_versions.get('tensorflow')} (tf-models-official "
         f"{peer_versions.get('tf-models-official')})")
   print("\n".join(lines))

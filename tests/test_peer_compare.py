@@ -3,6 +3,8 @@
 import argparse
 import sys
 
+import pytest
+
 from conftest import load_benchmark
 
 pc = load_benchmark("peer_compare")
@@ -177,3 +179,36 @@ def test_precision_line_says_our_search_stays_float32():
   assert pc.precision_line("float32") == "precision float32 on both sides"
   line = pc.precision_line("mixed_bfloat16")
   assert line.startswith("precision mixed_bfloat16 on both sides, except our beam search: float32")
+
+
+def test_gpu_names_reads_the_probe_and_is_empty_on_failure(tmp_path):
+  fake = tmp_path / "fake_python"
+  fake.write_text("#!/bin/sh\necho 'start-up noise'\necho '[\"NVIDIA H100 80GB HBM3\"]'\n")
+  fake.chmod(0o755)
+  assert pc.gpu_names(str(fake)) == ["NVIDIA H100 80GB HBM3"]
+  broken = tmp_path / "broken_python"
+  broken.write_text("#!/bin/sh\necho 'Traceback: no tensorflow' >&2\nexit 1\n")
+  broken.chmod(0o755)
+  assert pc.gpu_names(str(broken)) == []
+  assert pc.gpu_names(str(tmp_path / "missing")) == []
+
+
+@pytest.mark.parametrize("gpus,jit", [([], "0"), (["NVIDIA H100 80GB HBM3"], "1")])
+def test_peer_compiles_with_xla_exactly_where_our_trainer_does(gpus, jit, monkeypatch):
+  comp = pc.Comparison(_args(gpus=gpus, quick=True, peer_python="peer-python",
+                             bench_dir="/bench", precision="float32"))
+  envs = []
+
+  class Stop(Exception):
+    pass
+
+  def first_child(label, argv, env=None):
+    envs.append((label, argv, env))
+    raise Stop
+
+  monkeypatch.setattr(comp, "child", first_child)
+  with pytest.raises(Stop):
+    comp.step_round(1, with_ct2=False)
+  label, argv, env = envs[0]
+  assert label == "peer step+beam r1" and argv[:2] == ["peer-python", "/bench/model_garden_peer.py"]
+  assert env["JIT"] == jit
