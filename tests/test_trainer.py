@@ -214,6 +214,32 @@ def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_pa
   assert (changed > 1e-5) == bool(clip)
 
 
+def test_xla_on_one_device_compiles_the_update_and_equals_the_plain_step(copy_data, tmp_path):
+  """use_xla on one device applies Adam (and clipping, 0.05: always active) inside the
+  compiled program; three updates equal the plain step's, and the schedule counts them."""
+  rng = np.random.RandomState(4)
+  batch = _random_batch(rng, 8, 6, 5)
+  batch["targets"][:4, 3:] = 0
+  hp = tiny_hparams(layer_prepostprocess_dropout=0.0, clip_grad_norm=0.05)
+  plain = make_trainer(copy_data, tmp_path / "plain", hp)
+  fused = make_trainer(copy_data, tmp_path / "fused", hp, use_xla=True)
+  accumulating = make_trainer(copy_data, tmp_path / "acc",
+                              hp.replace(gradient_accumulation_steps=2), use_xla=True)
+  assert (plain.step_fn.fused_apply, fused.step_fn.fused_apply,
+          accumulating.step_fn.fused_apply) == (False, True, False)
+  _init_like(fused, plain)
+  start = _weights(plain)
+  losses = {}
+  for name, t in (("plain", plain), ("fused", fused)):
+    _feed(t, [batch] * 3)
+    losses[name] = [t.train_step()[0] for _ in range(3)]
+    assert int(t.optimizer.iterations) == 3
+  np.testing.assert_allclose(losses["fused"], losses["plain"], rtol=1e-5)
+  for x, y in zip(_weights(plain), _weights(fused)):
+    np.testing.assert_allclose(x, y, atol=1e-5)
+  assert max(np.abs(x - y).max() for x, y in zip(_weights(fused), start)) > 1e-4
+
+
 def test_replicas_draw_different_dropout_masks(copy_data, tmp_path, two_cpu_strategy):
   hp = tiny_hparams(layer_prepostprocess_dropout=0.5)
   two = make_trainer(copy_data, tmp_path / "two", hp,
