@@ -123,6 +123,9 @@ def test_mixed_precision_trains_close_to_float32(copy_data, tmp_path):
     assert all(np.isfinite(losses[mixed]))
     np.testing.assert_allclose(losses[mixed], losses["float32"], rtol=0.05)
   assert losses["float32"][-1] < losses["float32"][0]
+  # Keras's dtype policy is global: a float32 run built after a mixed one is float32.
+  t = make_trainer(copy_data, tmp_path / "float32_again", tiny_hparams(), use_xla=False)
+  assert t.model.compute_dtype == "float32"
 
 
 def test_packed_rows_train_and_evaluate(copy_data, tmp_path):
@@ -214,13 +217,18 @@ def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_pa
   assert (changed > 1e-5) == bool(clip)
 
 
-def test_xla_on_one_device_compiles_the_update_and_equals_the_plain_step(copy_data, tmp_path):
-  """use_xla on one device applies Adam (and clipping, 0.05: always active) inside the
-  compiled program; three updates equal the plain step's, and the schedule counts them."""
+@pytest.mark.parametrize("precision,rtol,atol", [("float32", 1e-5, 1e-5),
+                                                 ("mixed_float16", 1e-4, 1e-2)])
+def test_xla_on_one_device_compiles_the_update_and_equals_the_plain_step(
+    copy_data, tmp_path, precision, rtol, atol):
+  """use_xla on one device applies Adam (and clipping, 0.05: always active; under
+  mixed_float16 the loss-scale optimizer) inside the compiled program; three updates
+  equal the plain step's (float16 rounds differently: looser), and the schedule counts
+  them."""
   rng = np.random.RandomState(4)
   batch = _random_batch(rng, 8, 6, 5)
   batch["targets"][:4, 3:] = 0
-  hp = tiny_hparams(layer_prepostprocess_dropout=0.0, clip_grad_norm=0.05)
+  hp = tiny_hparams(layer_prepostprocess_dropout=0.0, clip_grad_norm=0.05, precision=precision)
   plain = make_trainer(copy_data, tmp_path / "plain", hp)
   fused = make_trainer(copy_data, tmp_path / "fused", hp, use_xla=True)
   accumulating = make_trainer(copy_data, tmp_path / "acc",
@@ -234,9 +242,9 @@ def test_xla_on_one_device_compiles_the_update_and_equals_the_plain_step(copy_da
     _feed(t, [batch] * 3)
     losses[name] = [t.train_step()[0] for _ in range(3)]
     assert int(t.optimizer.iterations) == 3
-  np.testing.assert_allclose(losses["fused"], losses["plain"], rtol=1e-5)
+  np.testing.assert_allclose(losses["fused"], losses["plain"], rtol=rtol)
   for x, y in zip(_weights(plain), _weights(fused)):
-    np.testing.assert_allclose(x, y, atol=1e-5)
+    np.testing.assert_allclose(x, y, atol=atol)
   assert max(np.abs(x - y).max() for x, y in zip(_weights(fused), start)) > 1e-4
 
 
