@@ -57,8 +57,10 @@ mixed_bfloat16 policy (set before the script builds its model; Model Garden cast
 logits back to float32). The peer's beam search then runs in bf16 too (its policy); ours
 stays float32, as t2t-decoder and the SavedModel run it (they restore the weights into a
 float32 model; under XLA on CPU bf16 dots are no faster than float32, so a bf16 search
-was slower). CTranslate2 keeps its float32 and int8 types. Training in bf16 pays on CPUs
-with AVX512-BF16 or AMX; elsewhere bfloat16 is slower than float32 on both sides.
+was slower). CTranslate2 keeps its float32 and int8 types. Training in bf16 pays where
+bf16 matmuls are faster (a Zen 5 with AVX512-BF16: 1.85x float32's rate; a Xeon listing
+AVX512-BF16 without AMX: 0.55x, and both sides slower; `python -m
+t2t_keras.training.precision` measures it).
 
 Peak memory: the peak RSS of each child, measured here with os.wait4 (the kernel's
 ru_maxrss of that process), not parsed from its output. The summary gives it for the
@@ -630,7 +632,8 @@ def main():
   parser.add_argument("--precision", default="float32", choices=PRECISIONS,
                       help="both sides: ours with precision=..., the peer under tf_keras's "
                            "global mixed-precision policy (default float32, as the peer's "
-                           "scripts; mixed_bfloat16 pays on CPUs with AVX512-BF16 or AMX)")
+                           "scripts; mixed_bfloat16 pays where bf16 matmuls are faster: "
+                           "python -m t2t_keras.training.precision)")
   parser.add_argument("--quick", action="store_true",
                       help="tiny step counts and a 0.3-minute budget: checks that it runs")
   args = parser.parse_args()
