@@ -96,6 +96,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from step_bench import data_ready  # noqa: E402  (no TensorFlow at import)
 ROOT = os.path.dirname(HERE)
 DEFAULT_BENCH = os.path.normpath(os.path.join(ROOT, "..", "shared", "bench"))
 DEFAULT_RAW = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "multi30k"))
@@ -415,8 +417,6 @@ class Comparison:
 
   def prepare_data(self):
     """Our datagen, in its own process, before anything is timed."""
-    sys.path.insert(0, HERE)
-    from step_bench import data_ready  # pylint: disable=import-outside-toplevel
     if data_ready(self.data_dir):
       print(f"data: {PROBLEM} in {self.data_dir} (reused)", flush=True)
       return True
@@ -668,8 +668,6 @@ def main():
     print(f"peer_compare: {args.bench_dir} lacks {', '.join(missing)} (the peer's scripts; "
           f"pass --bench_dir DIR)", file=sys.stderr)
     return 2
-  sys.path.insert(0, HERE)
-  from step_bench import data_ready  # pylint: disable=import-outside-toplevel
   if (not data_ready(os.path.join(args.work_dir, "data", PROBLEM))
       and not os.path.exists(os.path.join(args.raw_dir, "train.en.gz"))):
     print(f"peer_compare: Multi30k not found in {args.raw_dir} (train.en.gz ...; pass "

@@ -14,7 +14,8 @@ function, XLA-compiled with use_xla. On a single device with use_xla the
 optimizer's update is compiled into that same program: applied op by op, Adam's
 few small kernels per variable (about 2,800 launches a step for the 3+3-layer
 model) made an H100 step host-bound, 28 ms against 8 ms of kernel time; compiled
-in, the step took 13.2 ms instead of 30.5-32.7 (benchmarks/step_bench.py). With
+in, the step took 13.2 ms where earlier runs read 30.5-32.7 (benchmarks/step_bench.py,
+separate runs, not alternated). With
 several replicas, or gradient accumulation, gradients are applied outside it
 (an XLA function that touches another logical device's variables fails). On a
 CPU without XLA an XLA-compiled update alone ran no faster (1,029-1,041 ms
