@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from t2t_keras.training.adam import FusedAdam
+
 
 class WarmupRsqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
   """Linear warmup then inverse square root decay; peaks at step == warmup_steps.
@@ -33,7 +35,7 @@ class WarmupRsqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def make_optimizer(hparams):
-  """Adam(beta1, beta2, epsilon) on the warmup/rsqrt schedule.
+  """Adam(beta1, beta2, epsilon) on the warmup/rsqrt schedule (`FusedAdam`: one kernel per variable).
 
   Gradient accumulation and clipping (`gradient_accumulation_steps`,
   `clip_grad_norm`) are the trainer's: it sums token-weighted gradients over
@@ -43,6 +45,6 @@ def make_optimizer(hparams):
   """
   schedule = WarmupRsqrtSchedule(hparams.hidden_size, hparams.learning_rate_warmup_steps,
                                  hparams.learning_rate_constant)
-  return keras.optimizers.Adam(
+  return FusedAdam(
       learning_rate=schedule, beta_1=hparams.optimizer_adam_beta1,
       beta_2=hparams.optimizer_adam_beta2, epsilon=hparams.optimizer_adam_epsilon)
