@@ -2,9 +2,101 @@
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
+from t2t_keras.layers import FeedForward, LayerNorm
+from t2t_keras.layers.dropout import bias_relu_dropout, dropout, keep_mask
+from t2t_keras.layers.layer_norm import layer_norm
 from t2t_keras.training.adam import FusedAdam
+
+SEED = tf.constant([5, 6], tf.int64)
+
+
+def _value_and_grads(fn, args, dy):
+  args = [tf.convert_to_tensor(a) for a in args]
+  with tf.GradientTape() as tape:
+    tape.watch(args)
+    y = fn(*args)
+  return [y] + tape.gradient(y, args, output_gradients=dy)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_dropout_is_the_keep_mask_scaled_forward_and_backward(graph):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=[3, 7, 5]).astype(np.float32)
+  dy = rng.normal(size=x.shape).astype(np.float32)
+  fn = lambda x: dropout(x, 0.25, SEED)
+  run = tf.function(_value_and_grads, autograph=False) if graph else _value_and_grads
+  y, dx = run(fn, [x], tf.constant(dy))
+  keep = keep_mask(tf.constant(x.shape), 0.25, SEED).numpy()
+  assert 0 < keep.mean() < 1
+  np.testing.assert_allclose(y, np.where(keep, x / 0.75, 0), rtol=1e-6)
+  np.testing.assert_allclose(dx, np.where(keep, dy / 0.75, 0), rtol=1e-6)
+
+
+def test_bias_relu_dropout_equals_the_unfused_ops():
+  rng = np.random.default_rng(1)
+  h = rng.normal(size=[4, 6, 16]).astype(np.float32)
+  bias = rng.normal(size=[16]).astype(np.float32)
+  dy = rng.normal(size=h.shape).astype(np.float32)
+  plain = lambda h, b: tf.where(keep_mask(tf.shape(h), 0.3, SEED), tf.nn.relu(h + b) / 0.7, 0.0)
+  fused = lambda h, b: bias_relu_dropout(h, b, 0.3, SEED)
+  want = _value_and_grads(plain, [h, bias], dy)
+  got = _value_and_grads(fused, [h, bias], dy)
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+  assert (want[0].numpy() == 0).mean() > 0.4  # both ReLU and dropout zeros are exercised
+
+
+def test_feed_forward_training_path_is_dense_relu_dropout_dense():
+  ffn = FeedForward(8, 32, relu_dropout=0.2)
+  x = tf.random.stateless_normal([2, 5, 8], [1, 2])
+  ffn.build(x.shape)
+  state = ffn.dropout.seed_generator.state.numpy()
+  y = ffn(x, training=True)
+  ffn.dropout.seed_generator.state.assign(state)
+  seed = ffn.dropout.next_seed()
+  h = ffn.filter_dense(x)  # dense + ReLU
+  keep = keep_mask(tf.shape(h), 0.2, seed)
+  want = ffn.output_dense(tf.where(keep, h / 0.8, 0.0))
+  np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(ffn(x, training=False), ffn.output_dense(h), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_layer_norm_equals_keras_layer_normalization(dtype):
+  rng = np.random.default_rng(2)
+  x = (rng.normal(size=[3, 4, 32]) * 3 + 1).astype(np.float32)
+  gamma = rng.normal(size=[32]).astype(np.float32) + 1
+  beta = rng.normal(size=[32]).astype(np.float32)
+  dy = rng.normal(size=x.shape).astype(np.float32)
+  keras_ln = lambda x, g, b: keras.ops.layer_normalization(x, g, b, epsilon=1e-6)
+  fused_ln = lambda x, g, b: layer_norm(x, g, b, 1e-6)
+  cast = lambda a: tf.cast(a, dtype)
+  want = _value_and_grads(keras_ln, [cast(x), gamma, beta], cast(dy))
+  got = _value_and_grads(fused_ln, [cast(x), gamma, beta], cast(dy))
+  assert got[0].dtype == dtype and got[1].dtype == dtype
+  tol = 1e-5 if dtype == "float32" else 2e-2
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(tf.cast(g, tf.float32), tf.cast(w, tf.float32),
+                               rtol=tol, atol=tol * np.abs(w).max())
+
+
+def test_layer_norm_layer_keeps_keras_variables_and_config():
+  ours = LayerNorm(epsilon=1e-6, name="ln")
+  ours.build([2, 8])
+  theirs = keras.layers.LayerNormalization(epsilon=1e-6)
+  theirs.build([2, 8])
+  assert [v.path.split("/")[-1] for v in ours.weights] == ["gamma", "beta"]
+  assert LayerNorm.from_config(ours.get_config()).epsilon == 1e-6
+  ours.gamma.assign(np.arange(8, dtype=np.float32))
+  theirs.gamma.assign(np.arange(8, dtype=np.float32))
+  x = tf.random.stateless_normal([2, 8], [3, 4])
+  np.testing.assert_allclose(ours(x), theirs(x), rtol=1e-5, atol=1e-6)
+  other_axis = LayerNorm(axis=0)  # not the last axis: Keras' own path
+  np.testing.assert_allclose(other_axis(x), keras.layers.LayerNormalization(axis=0)(x),
+                             rtol=1e-5, atol=1e-6)
 
 
 def test_fused_adam_equals_keras_adam():

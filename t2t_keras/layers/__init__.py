@@ -6,5 +6,6 @@ from t2t_keras.layers.attention import (MultiHeadAttention, beam_history_mask,
                                         padding_mask, scaled_dot_product_attention)
 from t2t_keras.layers.embedding import PositionalEncoding, SharedEmbedding, sinusoid_encoding
 from t2t_keras.layers.feed_forward import FeedForward
+from t2t_keras.layers.layer_norm import LayerNorm, layer_norm
 from t2t_keras.layers.residual import Residual
 from t2t_keras.layers.transformer_layers import DecoderLayer, EncoderLayer

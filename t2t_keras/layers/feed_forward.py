@@ -1,8 +1,9 @@
 """Position-wise feed-forward network (section 3.3): FFN(x) = max(0, x W1 + b1) W2 + b2."""
 
 import keras
+import tensorflow as tf
 
-from t2t_keras.layers.dropout import Dropout
+from t2t_keras.layers.dropout import Dropout, bias_relu_dropout
 
 
 class FeedForward(keras.layers.Layer):
@@ -33,7 +34,15 @@ class FeedForward(keras.layers.Layer):
     self.built = True
 
   def call(self, x, training=False):
-    return self.output_dense(self.dropout(self.filter_dense(x), training=training))
+    if training and self.relu_dropout > 0:
+      # Bias, ReLU and dropout in one fused kernel (and one for their gradient).
+      dense = self.filter_dense
+      h = tf.matmul(tf.reshape(x, [-1, tf.shape(x)[-1]]), dense.kernel)
+      h = bias_relu_dropout(h, dense.bias, self.relu_dropout, self.dropout.next_seed())
+      h = tf.reshape(h, tf.concat([tf.shape(x)[:-1], [self.filter_size]], 0))
+    else:
+      h = self.filter_dense(x)
+    return self.output_dense(h)
 
   def get_config(self):
     config = super().get_config()

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.layers.dropout import Dropout
+from t2t_keras.layers.layer_norm import LayerNorm
 
 
 class Residual(keras.layers.Layer):
@@ -37,7 +38,7 @@ class Residual(keras.layers.Layer):
     self.dropout_rate = dropout
     self.norm_type = norm_type
     self.epsilon = epsilon
-    self.layer_norm = keras.layers.LayerNormalization(
+    self.layer_norm = LayerNorm(
         epsilon=epsilon, name="layer_norm", dtype=self.dtype_policy.variable_dtype)
     self.dropout = Dropout(dropout, dtype=self.dtype_policy)
 

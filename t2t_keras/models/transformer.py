@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.hparam import HParams
-from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, PositionalEncoding,
+from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, LayerNorm, PositionalEncoding,
                               SharedEmbedding, beam_history_mask, cache_step_mask,
                               causal_mask, packed_masks, padding_mask)
 
@@ -78,7 +78,7 @@ class Transformer(keras.Model):
       setattr(self, f"decoder_layer_{i}", DecoderLayer(name=f"decoder_layer_{i}", **layer_args))
     self.pre_norm = hp.norm_type == "pre"
     if self.pre_norm:  # pre-norm stacks end with a LayerNorm
-      norm = lambda name: keras.layers.LayerNormalization(
+      norm = lambda name: LayerNorm(
           epsilon=hp.norm_epsilon, name=name, dtype=self.dtype_policy)
       self.encoder_norm = norm("encoder_norm")
       self.decoder_norm = norm("decoder_norm")

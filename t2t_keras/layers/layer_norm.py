@@ -1,0 +1,75 @@
+"""Layer normalization over the last axis, forward and backward each one XLA-fused kernel."""
+
+import keras
+import tensorflow as tf
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _forward(x, gamma, beta, epsilon):
+  """(y in x's dtype, rstd float32 [..., 1]); statistics in float32."""
+  x32 = tf.cast(x, tf.float32)
+  mean = tf.reduce_mean(x32, axis=-1, keepdims=True)
+  centered = x32 - mean
+  rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+  y = centered * rstd * tf.cast(gamma, tf.float32) + tf.cast(beta, tf.float32)
+  return tf.cast(y, x.dtype), rstd
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _backward(dy, x, gamma, rstd):
+  """(dx in x's dtype, dgamma, dbeta in gamma's dtype)."""
+  x32, dy32 = tf.cast(x, tf.float32), tf.cast(dy, tf.float32)
+  xhat = (x32 - tf.reduce_mean(x32, axis=-1, keepdims=True)) * rstd
+  dxhat = dy32 * tf.cast(gamma, tf.float32)
+  dx = rstd * (dxhat - tf.reduce_mean(dxhat, axis=-1, keepdims=True)
+               - xhat * tf.reduce_mean(dxhat * xhat, axis=-1, keepdims=True))
+  rows = [-1, x.shape[-1]]
+  dgamma = tf.reduce_sum(tf.reshape(dy32 * xhat, rows), axis=0)
+  dbeta = tf.reduce_sum(tf.reshape(dy32, rows), axis=0)
+  return tf.cast(dx, x.dtype), tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, gamma.dtype)
+
+
+def layer_norm(x, gamma, beta, epsilon):
+  """(x - mean) / sqrt(var + epsilon) * gamma + beta over the last axis.
+
+  Statistics and arithmetic in float32 whatever x's dtype; the result in x's.
+  Keras' LayerNormalization runs about ten TF kernels forward and more backward,
+  each a pass over x; here each direction is one XLA kernel (the backward
+  recomputes the normalized x from x and the saved 1/std).
+
+  Args:
+    x: float [..., d].
+    gamma, beta: [d].
+    epsilon: a Python float.
+  Returns:
+    [..., d] in x's dtype.
+  """
+
+  @tf.custom_gradient
+  def fn(x, gamma, beta):
+    y, rstd = _forward(x, gamma, beta, epsilon)
+
+    def grad(dy):
+      return _backward(dy, x, gamma, rstd)
+
+    return y, grad
+
+  # Tensors, not variables: the gradient is returned for them as for x.
+  return fn(x, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta))
+
+
+class LayerNorm(keras.layers.LayerNormalization):
+  """keras.layers.LayerNormalization over the last axis through `layer_norm`.
+
+  The same variables (gamma, beta), config and results (to float rounding);
+  other axes, rms_scaling or no center/scale take Keras' own path.
+
+  Call: [..., d] -> [..., d] in the compute dtype.
+  """
+
+  def call(self, inputs):
+    if (self.axis not in (-1, [-1], [len(inputs.shape) - 1]) or self.rms_scaling
+        or not (self.center and self.scale)):
+      return super().call(inputs)
+    return tf.cast(layer_norm(inputs, self.gamma, self.beta, float(self.epsilon)),
+                   self.compute_dtype)
