@@ -8,6 +8,9 @@ disabled (eos_id=-1) and the output length fixed (max_decode_length), so every
 variant does the same number of steps:
 
   cached    encoder once, one decoder step per token with the k/v cache
+  -sharded  the batch as `default_shards()` slices searched at once (2 on a
+            2-core CPU: t2t-decoder's and the SavedModel's default;
+            t2t_keras/decoding/sharding.py)
   uncached  re-runs the whole decoder every step: over the prefix (no XLA;
             dynamic shapes) or over the fixed-length buffer (XLA needs static
             shapes; about twice the prefix's work)
@@ -28,6 +31,7 @@ import tensorflow as tf  # noqa: E402
 
 from t2t_keras import registry  # noqa: E402
 from t2t_keras.decoding import beam_search as bs  # noqa: E402
+from t2t_keras.decoding.sharding import default_shards, sharded_search  # noqa: E402
 from t2t_keras.models.transformer import Transformer  # noqa: E402
 
 
@@ -40,14 +44,16 @@ def bench_model(vocab_size=8000):
   return model
 
 
-def make_fn(model, beam, length, cached, jit):
+def make_fn(model, beam, length, cached, jit, shards=1):
   def decode(inputs):
     ids, scores, _ = bs._beam_search_with_steps(  # pylint: disable=protected-access
         model, inputs, beam_size=beam, alpha=0.6, extra_length=50,
         max_decode_length=length, eos_id=-1, stop_early=True, cached=cached,
         prefix_only=not cached and not jit)
     return ids, scores
-  return tf.function(decode, jit_compile=jit)
+  fn = tf.function(decode, jit_compile=jit)
+  # As decoder.make_search_fn with search_shards: slices of the batch searched at once.
+  return fn if shards == 1 else tf.function(sharded_search(fn, shards))
 
 
 def time_variant(fn, inputs, repeats):
@@ -71,7 +77,10 @@ def main():
   parser.add_argument("--src_length", type=int, default=30)
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--uncached_repeats", type=int, default=1)
-  parser.add_argument("--variants", default="cached-xla,cached,uncached-xla,uncached")
+  parser.add_argument("--variants",
+                      default="cached-xla-sharded,cached-xla,cached,uncached-xla,uncached",
+                      help="-sharded: the batch as default_shards() concurrent slices "
+                           "(t2t-decoder's default on a CPU)")
   parser.add_argument("--json", help="Also write the figures to this JSON file.")
   args = parser.parse_args()
 
@@ -84,15 +93,17 @@ def main():
         f"{os.cpu_count()} CPUs; TF {tf.__version__}")
   results, first_calls = {}, {}
   for variant in args.variants.split(","):
-    cached = not variant.startswith("uncached")
-    jit = variant.endswith("xla")
+    base = variant.removesuffix("-sharded")
+    cached = not base.startswith("uncached")
+    jit = base.endswith("xla")
+    shards = default_shards() if variant.endswith("-sharded") else 1
     repeats = args.repeats if cached else args.uncached_repeats
-    first, best, shape = time_variant(make_fn(model, args.beam, args.length, cached, jit),
-                                      inputs, repeats)
+    first, best, shape = time_variant(
+        make_fn(model, args.beam, args.length, cached, jit, shards), inputs, repeats)
     assert shape[-1] == args.length, shape
     results[variant] = args.batch / best
     first_calls[variant] = first
-    print(f"{variant:<14} {results[variant]:8.1f} sentences/s  ({best:6.2f} s/batch; first "
+    print(f"{variant:<18} {results[variant]:8.1f} sentences/s  ({best:6.2f} s/batch; first "
           f"call incl. tracing/compile {first:6.1f} s)", flush=True)
   if "cached-xla" in results and "uncached-xla" in results:
     print(f"cached/uncached (XLA): {results['cached-xla'] / results['uncached-xla']:.1f}x")

@@ -25,7 +25,8 @@ does that, alternating them):
     tokens/s (src+tgt: twice that).
   Beam search: the trainer's model with the decoder's default settings,
     `decoder.decode_hparams("max_decode_length=40")`: beam 4, alpha 0.6, stop_early, XLA as
-    its `jit` default (on), as `decoder.make_search_fn` wraps it, in float32 whatever
+    its `jit` default (on) and `search_shards` default (2 concurrent half-batch
+    searches on a CPU with 2+ cores), as `decoder.make_search_fn` wraps it, in float32 whatever
     --hparams' precision (the trained weights copied into a float32 model, as t2t-decoder
     and the SavedModel restore a checkpoint: under XLA on CPU bf16 dots run no faster than
     float32 and the casts cost, so bf16 search was slower), except eos_id=-1: EOS is
@@ -130,6 +131,7 @@ def main():
   import keras
   from t2t_keras import registry
   from t2t_keras.decoding import beam_search, decoder
+  from t2t_keras.decoding.sharding import default_shards, sharded_search
   from t2t_keras.training import model_io
   from t2t_keras.training.trainer import Trainer
 
@@ -182,16 +184,21 @@ def main():
           model, inputs, beam_size=dh.beam_size, alpha=dh.alpha, extra_length=dh.extra_length,
           max_decode_length=dh.max_decode_length, eos_id=-1, stop_early=dh.stop_early)
 
-    # As decoder.make_search_fn, with eos_id=-1 (forced length).
-    search_fn = tf.function(search, jit_compile=dh.jit,
-                            input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    # As decoder.make_search_fn, with eos_id=-1 (forced length): jit-compiled, and
+    # the batch searched as `search_shards` concurrent slices (2 on a 2-core CPU).
+    signature = [tf.TensorSpec([None, None], tf.int32)]
+    search_fn = tf.function(search, jit_compile=dh.jit, input_signature=signature)
+    shards = dh.search_shards or default_shards()
+    if shards > 1:
+      search_fn = tf.function(sharded_search(search_fn, shards), input_signature=signature)
     inputs = tf.constant(decode_inputs())
     start = time.perf_counter()
     ids, _ = search_fn(inputs)
     ids = ids.numpy()
     decode_first = time.perf_counter() - start
     assert ids.shape == (DECODE_BATCH, dh.beam_size, DECODE_LENGTH), ids.shape
-    print(f"decode first call (trace + compile, jit={dh.jit}, {decode_dtype}) "
+    print(f"decode first call (trace + compile, jit={dh.jit}, {shards} shard(s), "
+          f"{decode_dtype}) "
           f"{decode_first:.1f}s, outputs shape {ids.shape}", flush=True)
     dtimes = []
     for _ in range(args.decode_steps):
@@ -209,7 +216,8 @@ def main():
   result = {
       "tf": tf.__version__, "keras": keras.__version__, "cpus": os.cpu_count(),
       "load_before": load_before, "load_after": os.getloadavg(), "params": params,
-      "xla_train": trainer.use_xla, "jit_decode": dh.jit, "decode_dtype": decode_dtype,
+      "xla_train": trainer.use_xla, "jit_decode": dh.jit, "decode_shards": shards,
+      "decode_dtype": decode_dtype,
       "train_first_step_s": first, "train_step_times_s": times, "train_median_step_s": med,
       "train_target_tok_s": tok_s, "train_loss": loss,
       "decode_first_call_s": decode_first, "decode_times_s": dtimes,

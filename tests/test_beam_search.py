@@ -220,3 +220,41 @@ def test_a_forbidden_eos_is_never_a_finished_hypothesis():
   assert list(ids.numpy()[0, 0, :forced + 1]) == [3] * forced + [1]
   assert scores.numpy()[0, 0] > -1.0 and scores.numpy()[0, 1] <= -bs.INF / 2  # empty slot
   assert int(steps) == forced + 1
+
+
+@pytest.mark.parametrize("shards,rows", [(2, 3), (3, 3), (2, 1), (4, 3)])
+def test_sharded_search_equals_the_whole_batch(model, shards, rows):
+  from t2t_keras.decoding import decoder
+  whole = decoder.make_search_fn(model, decoder.decode_hparams("extra_length=5,search_shards=1"))
+  sharded = decoder.make_search_fn(
+      model, decoder.decode_hparams(f"extra_length=5,search_shards={shards}"))
+  src = SRC[:rows]
+  ids, scores = whole(src)
+  got_ids, got_scores = sharded(src)  # 4 shards of 3 rows (and 2 of 1): searched whole
+  # Each slice's loop stops early on its own sentences; the results are the same.
+  np.testing.assert_array_equal(got_ids, ids)
+  np.testing.assert_allclose(got_scores, scores, rtol=1e-5)
+  assert ids.shape[0] == rows
+
+
+def test_sharded_search_runs_the_slices():
+  from t2t_keras.decoding.sharding import sharded_search
+  seen = []
+
+  def search(inputs):
+    seen.append(inputs.shape)
+    return inputs[:, None, :] * 2, tf.cast(inputs[:, :1], tf.float32)
+
+  fn = tf.function(sharded_search(search, 3))
+  ids, scores = fn(tf.reshape(tf.range(14), [7, 2]))
+  np.testing.assert_array_equal(ids[:, 0], np.arange(14).reshape(7, 2) * 2)
+  np.testing.assert_array_equal(scores[:, 0], np.arange(0, 14, 2))
+  assert len(seen) == 4  # three slices, and the whole batch in the small-batch branch
+  assert sharded_search(search, 1) is search
+
+
+def test_search_shards_must_not_be_negative():
+  from t2t_keras.decoding import decoder
+  from t2t_keras.hparam import HParamsError
+  with pytest.raises(HParamsError, match="search_shards=-1: must be >= 0"):
+    decoder.decode_hparams("search_shards=-1")

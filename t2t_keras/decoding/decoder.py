@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.sharding import default_shards, sharded_search
 from t2t_keras.ids import EOS_ID
 from t2t_keras.hparam import HParams, HParamsError
 
@@ -41,6 +42,8 @@ def decode_hparams(overrides="", defaults=""):
     batch_size       sentences per batch.
     length_bucket    inputs are padded to a multiple of this (few XLA programs).
     jit              compile the search with XLA (faster on CPU; see the README).
+    search_shards    search the batch as N slices at once (0: auto, 2 on a CPU
+                     with 2+ cores, 1 with a GPU; `decoding/sharding.py`).
     constrain        apply the problem's output constraint where it has one
                      (`problem_constraint`; parsing with words as leaves: the
                      leaves copy the input).
@@ -51,7 +54,8 @@ def decode_hparams(overrides="", defaults=""):
     bleu_lang        target language for the Moses-tokenized BLEU variants.
   """
   hp = HParams(beam_size=4, alpha=0.6, extra_length=50, max_decode_length=0,
-               batch_size=32, length_bucket=8, jit=True, constrain=True, stop_early=True,
+               batch_size=32, length_bucket=8, jit=True, search_shards=0, constrain=True,
+               stop_early=True,
                return_beams=False, num_samples=-1, max_attention_plots=0,
                bleu_lang="de").override(defaults).override(overrides)
   for key, low in _LOWER_BOUNDS.items():
@@ -62,7 +66,7 @@ def decode_hparams(overrides="", defaults=""):
 
 _LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_length": 0,
                  "batch_size": 1, "length_bucket": 1, "num_samples": -1,
-                 "max_attention_plots": 0}
+                 "max_attention_plots": 0, "search_shards": 0}
 
 
 def problem_constraint(problem_name, vocab, hparams):
@@ -86,8 +90,12 @@ def make_search_fn(model, hparams, constraint=None):
                        stop_early=hparams.stop_early, constraint=constraint)
 
   # One trace for every shape; XLA still compiles one program per input shape.
-  return tf.function(search, jit_compile=hparams.jit,
-                     input_signature=[tf.TensorSpec([None, None], tf.int32)])
+  signature = [tf.TensorSpec([None, None], tf.int32)]
+  search_fn = tf.function(search, jit_compile=hparams.jit, input_signature=signature)
+  shards = hparams.search_shards or default_shards()
+  if shards == 1:
+    return search_fn
+  return tf.function(sharded_search(search_fn, shards), input_signature=signature)
 
 
 def _strip(ids):
