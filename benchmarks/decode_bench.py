@@ -31,7 +31,7 @@ import tensorflow as tf  # noqa: E402
 
 from t2t_keras import registry  # noqa: E402
 from t2t_keras.decoding import beam_search as bs  # noqa: E402
-from t2t_keras.decoding.sharding import default_shards, sharded_search  # noqa: E402
+from t2t_keras.decoding.sharding import default_shards, shard_search_fn  # noqa: E402
 from t2t_keras.models.transformer import Transformer  # noqa: E402
 
 
@@ -51,9 +51,8 @@ def make_fn(model, beam, length, cached, jit, shards=1):
         max_decode_length=length, eos_id=-1, stop_early=True, cached=cached,
         prefix_only=not cached and not jit)
     return ids, scores
-  fn = tf.function(decode, jit_compile=jit)
   # As decoder.make_search_fn with search_shards: slices of the batch searched at once.
-  return fn if shards == 1 else tf.function(sharded_search(fn, shards))
+  return shard_search_fn(tf.function(decode, jit_compile=jit), shards)
 
 
 def time_variant(fn, inputs, repeats):

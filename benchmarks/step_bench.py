@@ -131,7 +131,7 @@ def main():
   import keras
   from t2t_keras import registry
   from t2t_keras.decoding import beam_search, decoder
-  from t2t_keras.decoding.sharding import default_shards, sharded_search
+  from t2t_keras.decoding.sharding import default_shards, shard_search_fn
   from t2t_keras.training import model_io
   from t2t_keras.training.trainer import Trainer
 
@@ -187,10 +187,9 @@ def main():
     # As decoder.make_search_fn, with eos_id=-1 (forced length): jit-compiled, and
     # the batch searched as `search_shards` concurrent slices (2 on a 2-core CPU).
     signature = [tf.TensorSpec([None, None], tf.int32)]
-    search_fn = tf.function(search, jit_compile=dh.jit, input_signature=signature)
     shards = dh.search_shards or default_shards()
-    if shards > 1:
-      search_fn = tf.function(sharded_search(search_fn, shards), input_signature=signature)
+    search_fn = shard_search_fn(
+        tf.function(search, jit_compile=dh.jit, input_signature=signature), shards, signature)
     inputs = tf.constant(decode_inputs())
     start = time.perf_counter()
     ids, _ = search_fn(inputs)

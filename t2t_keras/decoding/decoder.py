@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding.beam_search import beam_search
-from t2t_keras.decoding.sharding import default_shards, sharded_search
+from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.ids import EOS_ID
 from t2t_keras.hparam import HParams, HParamsError
 
@@ -92,10 +92,7 @@ def make_search_fn(model, hparams, constraint=None):
   # One trace for every shape; XLA still compiles one program per input shape.
   signature = [tf.TensorSpec([None, None], tf.int32)]
   search_fn = tf.function(search, jit_compile=hparams.jit, input_signature=signature)
-  shards = hparams.search_shards or default_shards()
-  if shards == 1:
-    return search_fn
-  return tf.function(sharded_search(search_fn, shards), input_signature=signature)
+  return shard_search_fn(search_fn, hparams.search_shards, signature)
 
 
 def _strip(ids):

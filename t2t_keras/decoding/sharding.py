@@ -54,3 +54,13 @@ def sharded_search(search, shards):
     return tf.cond(batch >= shards, split, lambda: tuple(search(inputs)))
 
   return fn
+
+
+def shard_search_fn(search_fn, shards=0, input_signature=None):
+  """`search_fn` (a jit-compiled tf.function) as `shards` concurrent slices in a plain
+  tf.function; shards 0 = `default_shards()`; unchanged when that is 1."""
+  shards = shards or default_shards()
+  if shards == 1:
+    return search_fn
+  return tf.function(sharded_search(search_fn, shards), autograph=False,
+                     input_signature=input_signature)

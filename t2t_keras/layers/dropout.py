@@ -46,23 +46,29 @@ def keep_mask(shape, rate, seed):
     rate: drop probability in [0, 1).
     seed: int64 [2], a stateless seed.
   """
-  return random_halves(shape, seed) >= tf.constant(_threshold(rate), tf.uint16)
+  return _keep(random_halves(shape, seed), _threshold(rate))
+
+
+def _keep(halves, threshold):
+  return halves >= tf.constant(threshold, tf.uint16)
+
+
+def _masked_scale(x, keep, scale):
+  return tf.where(keep, x * tf.cast(scale, x.dtype), tf.zeros_like(x))
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _drop(x, halves, threshold, scale):
-  """(x * scale where halves >= threshold else 0, that keep mask): one XLA-fused pass.
+  """(x * scale where kept else 0, the bool keep mask): one XLA-fused pass.
 
   Without XLA the same took four TF kernels and passes over x (compare, scale,
   zeros, select), forward and again backward.
   """
-  keep = halves >= tf.constant(threshold, tf.uint16)
-  return tf.where(keep, x * tf.cast(scale, x.dtype), tf.zeros_like(x)), keep
+  keep = _keep(halves, threshold)
+  return _masked_scale(x, keep, scale), keep
 
 
-@tf.function(jit_compile=True, autograph=False)
-def _masked_scale(dy, keep, scale):
-  return tf.where(keep, dy * tf.cast(scale, dy.dtype), tf.zeros_like(dy))
+_drop_grad = tf.function(_masked_scale, jit_compile=True, autograph=False)
 
 
 def dropout(x, rate, seed):
@@ -81,7 +87,7 @@ def dropout(x, rate, seed):
   def fn(x):
     y, keep = _drop(x, halves, threshold, scale)
     def grad(dy):
-      return _masked_scale(dy, keep, scale)
+      return _drop_grad(dy, keep, scale)
     return y, grad
 
   return fn(x)
@@ -89,14 +95,12 @@ def dropout(x, rate, seed):
 
 @tf.function(jit_compile=True, autograph=False)
 def _bias_relu_drop(h, bias, halves, threshold, scale):
-  keep = halves >= tf.constant(threshold, tf.uint16)
-  a = tf.nn.relu(h + bias)
-  return tf.where(keep, a * tf.cast(scale, a.dtype), tf.zeros_like(a))
+  return _masked_scale(tf.nn.relu(h + bias), _keep(halves, threshold), scale)
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _bias_relu_drop_grad(dy, y, scale):
-  dh = tf.where(y > 0, dy * tf.cast(scale, dy.dtype), tf.zeros_like(dy))
+  dh = _masked_scale(dy, y > 0, scale)
   return dh, tf.reduce_sum(tf.reshape(dh, [-1, dh.shape[-1]]), axis=0)
 
 

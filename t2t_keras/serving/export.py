@@ -44,7 +44,7 @@ from t2t_keras.data.vocabulary import SubwordVocabulary
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
 from t2t_keras.decoding.decoder import problem_constraint
-from t2t_keras.decoding.sharding import default_shards, sharded_search
+from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
 from t2t_keras.training import model_io
@@ -98,14 +98,11 @@ class Translator(tf.Module):
                          stop_early=hp.stop_early, constraint=constraint)
 
     signature = [tf.TensorSpec([None, None], tf.int32)]
-    self._search = tf.function(search, jit_compile=bool(hp.jit), autograph=False,
-                               input_signature=signature)
     # The batch as concurrent searches over its slices (decoding/sharding.py),
-    # decided where the model is exported.
-    shards = hp.search_shards or default_shards()
-    if shards > 1:
-      self._search = tf.function(sharded_search(self._search, shards), autograph=False,
-                                 input_signature=signature)
+    # their number decided where the model is exported.
+    self._search = shard_search_fn(
+        tf.function(search, jit_compile=bool(hp.jit), autograph=False,
+                    input_signature=signature), hp.search_shards, signature)
 
   # --- pieces of the graph -------------------------------------------------
 
