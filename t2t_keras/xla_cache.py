@@ -167,6 +167,8 @@ def _link(src, dst):
 
 def _remove_dead_runs(shared):
   """Removes the private directories of this host's runs that are no longer alive."""
+  if os.name != "posix":
+    return  # os.kill(pid, 0) probes a process only on POSIX
   prefix = _run_prefix()
   for name in os.listdir(shared):
     if not name.startswith(prefix):
