@@ -14,8 +14,9 @@ instead of compiling (a new shape's first step then costs 0.05-0.2 s extra).
 
 The host key names the TensorFlow version and a hash of the CPU's model and
 instruction-set flags (and the GPUs' models): XLA compiles for the device it
-runs on, and a program built with AVX-512 must never be loaded on a CPU without it (a home directory shared
-between machines, or a cloud VM on another CPU model the next day). Entries
+runs on, and a program built with AVX-512 must never be loaded on a CPU
+without it (a home directory shared between machines, or a cloud VM on
+another CPU model the next day). Entries
 are keyed by TensorFlow on the program's fingerprint, so a changed model
 compiles anew. A TF_XLA_FLAGS that already names a cache directory wins.
 Entries are about 13 KB; `rm -rf` the directory to reclaim the space.
@@ -99,10 +100,10 @@ def configure(environ=None):
 
   TensorFlow writes entries in place and fails the op that loads a broken one,
   so processes never write into the shared directory: each gets a private
-  directory inside it (`.run-<pid>-*`) holding hard links to the finished
-  entries, and at exit `publish` links its new entries into the shared one
-  under their final names (an atomic step). A run killed mid-write leaves
-  only its private directory, removed by the next run.
+  directory inside it (`.run-<host>-<pid>-*`) holding hard links to the
+  finished entries, and at exit `publish` links its new entries into the
+  shared one under their final names (an atomic step). A run killed mid-write
+  leaves only its private directory, removed by the next run on that host.
 
   Returns the private directory, or None when the cache is off, TF_XLA_FLAGS
   already names a directory (that one is used as it is), TensorFlow was
