@@ -171,17 +171,37 @@ def test_dropout_rate_scale_and_reproducibility():
   assert abs((jit().numpy() != 0).mean() - 0.75) < 0.02
 
 
-def test_keep_mask_any_shape_and_rate_to_16_bits():
+def test_keep_mask_any_shape_and_rate_to_32_bits():
   from t2t_keras.layers.dropout import keep_mask
   seed = tf.constant([3, 4], tf.int64)
-  odd = keep_mask(tf.constant([7, 13, 5]), 0.1, seed).numpy()  # odd size: last word half-used
+  odd = keep_mask(tf.constant([7, 13, 5]), 0.1, seed).numpy()
   assert odd.shape == (7, 13, 5) and odd.dtype == bool
   big = keep_mask(tf.constant([1000, 1000]), 0.1, seed).numpy()
-  assert abs(big.mean() - (1 - round(0.1 * 65536) / 65536)) < 0.002  # ~4 sigma at 1e6 draws
+  assert abs(big.mean() - 0.9) < 0.0012  # 4 sigma at 1e6 draws
   assert keep_mask(tf.constant([1000]), 0.0, seed).numpy().all()
   np.testing.assert_array_equal(keep_mask(tf.constant([7, 13, 5]), 0.1, seed).numpy(), odd)
   other = keep_mask(tf.constant([7, 13, 5]), 0.1, tf.constant([3, 5], tf.int64)).numpy()
   assert not np.array_equal(other, odd)
+
+
+def test_random_bits_look_independent_across_bits_elements_and_seeds():
+  """The hash's bits are fair, and masks of neighbouring elements and of seeds
+  one apart (as a SeedGenerator hands them out) are uncorrelated, within 5 sigma."""
+  from t2t_keras.layers.dropout import keep_mask, random_bits
+  n = 1 << 20
+  bits = tf.function(random_bits, jit_compile=True)(tf.constant([n]), tf.constant([7, 0], tf.int64))
+  bits = bits.numpy()
+  fractions = ((bits[:, None] >> np.arange(32, dtype=np.uint32)) & 1).mean(axis=0)
+  assert np.abs(fractions - 0.5).max() < 5 * 0.5 / np.sqrt(n), fractions
+  corr = lambda a, b: np.corrcoef(a.ravel(), b.ravel())[0, 1]
+  limit = 5 / np.sqrt(n)
+  mask = lambda seed: keep_mask(tf.constant([n]), 0.5, tf.constant(seed, tf.int64)).numpy()
+  a = mask([7, 0])
+  assert abs(corr(a[:-1], a[1:])) < limit  # neighbours
+  assert abs(corr(a[:-2], a[2:])) < limit
+  for other in ([7, 1], [8, 0], [7 + (1 << 32), 0], [7, 1 << 32]):  # each word, each half
+    assert abs(corr(a, mask(other))) < limit, other
+  assert abs(a.mean() - 0.5) < limit / 2
 
 
 def test_write_step_writes_one_position():

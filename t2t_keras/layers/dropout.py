@@ -1,56 +1,87 @@
-"""Dropout whose random numbers are cheap on CPU, with and without XLA.
+"""Dropout whose random numbers are made inside its fused kernels, with and without XLA.
 
 Mask and scale are applied by small XLA-compiled kernels (`dropout`,
 `bias_relu_dropout`), one pass over the tensor forward and one backward, also
 inside a training step that is not XLA-compiled: TF's own ops took four or five
-passes each way. On the peer benchmark's step (benchmarks/step_bench.py, 2-core
-Intel Xeon family 6 model 207) these kernels, the fused LayerNorm and FusedAdam
-together took the step from 1,050-1,107 ms to 972-999 ms (alternated).
+passes each way. The keep/drop decisions come from a counter-based hash of
+(seed, element index) computed in the same kernel (`random_bits`), so no
+random tensor is drawn, stored or read: TF's Philox kernel, drawing one int32
+word per two elements, took about 50 ms of each training step on the peer
+benchmark's shapes (64 draws; 2-core Intel Xeon, family 6 model 207).
 """
 
 import keras
 import tensorflow as tf
 
-# Keep/drop is decided on 16 random bits: the drop probability is
-# round(rate * 2^16) / 2^16, within 8e-6 of `rate`.
-_BITS = 16
+_GOLDEN = 0x9E3779B9  # 2^32 / golden ratio: spreads consecutive indices apart
 
 
-def random_halves(shape, seed):
-  """uint16 `shape` of uniform random bits: 16-bit halves of Philox int32 words.
+def _mix(x):
+  """A bijective avalanche of uint32 x (the "lowbias32" integer hash: two
+  multiply-xorshift rounds; every input bit flips each output bit with
+  probability close to 1/2)."""
+  xor, shift = tf.bitwise.bitwise_xor, tf.bitwise.right_shift
+  u32 = lambda v: tf.constant(v, tf.uint32)
+  x = xor(x, shift(x, u32(16))) * u32(0x7FEB352D)
+  x = xor(x, shift(x, u32(15))) * u32(0x846CA68B)
+  return xor(x, shift(x, u32(16)))
 
-  Draws one 32-bit word per two elements and splits it (a bitcast, no copy).
-  Drawing uniform floats instead cost 8.2 ms for 4M elements against 0.5 ms for
-  these words without XLA, and 33 ms against 2.4 ms with XLA on a 2-core AMD
-  EPYC (Zen 5) CPU.
+
+def _keys(seed):
+  """Two uint32 keys from an int64 [2] stateless seed, each word mixed in."""
+  seed = tf.cast(seed, tf.int64)
+  lo = tf.cast(tf.bitwise.bitwise_and(seed, 0xFFFFFFFF), tf.uint32)
+  hi = tf.cast(tf.bitwise.right_shift(seed, 32), tf.uint32)
+  xor, u32 = tf.bitwise.bitwise_xor, lambda v: tf.constant(v, tf.uint32)
+  return (_mix(xor(lo[0], _mix(xor(hi[0], u32(0x5BD1E995))))),
+          _mix(xor(lo[1], _mix(xor(hi[1], u32(0x1B873593))))))
+
+
+def random_bits(shape, seed):
+  """uint32 `shape` of random bits: a keyed hash of each element's flat index.
+
+  bits[i] = mix(mix(i * golden + k0) ^ k1), with k0, k1 from the seed
+  (`_keys`). Element-wise, so inside an XLA kernel it fuses with its consumer
+  and costs a few integer operations per element, nothing in memory; the same
+  (shape, seed) gives the same bits on every device and with or without XLA.
+  Dropout needs independent-looking bits across elements and seeds, not
+  cryptographic strength: two keyed rounds of a full-avalanche mixer give that.
 
   Args:
-    shape: int32 1-D tensor.
+    shape: int32 1-D tensor or a static shape.
     seed: int64 [2], a stateless seed.
   """
-  size = tf.reduce_prod(shape)
-  words = tf.random.stateless_uniform(
-      [(size + 1) // 2], seed=seed, alg="philox", minval=None, maxval=None, dtype=tf.int32)
-  return tf.reshape(tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size], shape)
+  k0, k1 = _keys(seed)
+  index = tf.bitcast(tf.range(tf.reduce_prod(shape), dtype=tf.int32), tf.uint32)
+  bits = _mix(tf.bitwise.bitwise_xor(_mix(index * tf.constant(_GOLDEN, tf.uint32) + k0), k1))
+  return tf.reshape(bits, shape)
 
 
 def _threshold(rate):
-  return round(rate * (1 << _BITS))
+  """Drop where the 32 random bits are below this: probability rate to 2^-32."""
+  return min(round(rate * 2.0 ** 32), 2 ** 32 - 1)
+
+
+def _keep(shape, seed, threshold):
+  return random_bits(shape, seed) >= tf.constant(threshold, tf.uint32)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _keep_mask(shape, seed, threshold):
+  return _keep(shape, seed, threshold)
 
 
 def keep_mask(shape, rate, seed):
-  """bool `shape`, True with probability 1 - round(rate * 2^16) / 2^16.
+  """bool `shape`, True with probability 1 - rate (to 2^-32): the mask `dropout`
+  and `bias_relu_dropout` apply for this (shape, rate, seed).
 
   Args:
     shape: int32 1-D tensor, the mask's shape.
     rate: drop probability in [0, 1).
     seed: int64 [2], a stateless seed.
   """
-  return _keep(random_halves(shape, seed), _threshold(rate))
-
-
-def _keep(halves, threshold):
-  return halves >= tf.constant(threshold, tf.uint16)
+  return _keep_mask(tf.convert_to_tensor(shape, tf.int32), tf.cast(seed, tf.int64),
+                    _threshold(rate))
 
 
 def _masked_scale(x, keep, scale):
@@ -58,13 +89,14 @@ def _masked_scale(x, keep, scale):
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _drop(x, halves, threshold, scale):
-  """(x * scale where kept else 0, the bool keep mask): one XLA-fused pass.
+def _drop(x, seed, threshold, scale):
+  """(x * scale where kept else 0, the bool keep mask): one XLA-fused pass,
+  random bits included.
 
   Without XLA the same took four TF kernels and passes over x (compare, scale,
   zeros, select), forward and again backward.
   """
-  keep = _keep(halves, threshold)
+  keep = _keep(tf.shape(x), seed, threshold)
   return _masked_scale(x, keep, scale), keep
 
 
@@ -72,20 +104,19 @@ _drop_grad = tf.function(_masked_scale, jit_compile=True, autograph=False)
 
 
 def dropout(x, rate, seed):
-  """x with each element zeroed with probability round(rate * 2^16) / 2^16 and
-  the rest scaled by 1 / (1 - rate); forward and backward one fused kernel each.
+  """x with each element zeroed with probability `rate` (to 2^-32) and the rest
+  scaled by 1 / (1 - rate); forward and backward one fused kernel each.
 
   Args:
     x: float [...].
     rate: drop probability in (0, 1), a Python float.
     seed: int64 [2], a stateless seed.
   """
-  halves = random_halves(tf.shape(x), seed)
   threshold, scale = _threshold(rate), 1.0 / (1.0 - rate)
 
   @tf.custom_gradient
   def fn(x):
-    y, keep = _drop(x, halves, threshold, scale)
+    y, keep = _drop(x, seed, threshold, scale)
     def grad(dy):
       return _drop_grad(dy, keep, scale)
     return y, grad
@@ -94,8 +125,8 @@ def dropout(x, rate, seed):
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _bias_relu_drop(h, bias, halves, threshold, scale):
-  return _masked_scale(tf.nn.relu(h + bias), _keep(halves, threshold), scale)
+def _bias_relu_drop(h, bias, seed, threshold, scale):
+  return _masked_scale(tf.nn.relu(h + bias), _keep(tf.shape(h), seed, threshold), scale)
 
 
 @tf.function(jit_compile=True, autograph=False)
@@ -116,12 +147,11 @@ def bias_relu_dropout(h, bias, rate, seed):
     rate: drop probability in (0, 1), a Python float.
     seed: int64 [2], a stateless seed.
   """
-  halves = random_halves(tf.shape(h), seed)
   threshold, scale = _threshold(rate), 1.0 / (1.0 - rate)
 
   @tf.custom_gradient
   def fn(h, bias):
-    y = _bias_relu_drop(h, bias, halves, threshold, scale)
+    y = _bias_relu_drop(h, bias, seed, threshold, scale)
     def grad(dy):
       dh, dbias = _bias_relu_drop_grad(dy, y, scale)
       return dh, tf.cast(dbias, bias.dtype)
@@ -146,17 +176,17 @@ def replica_seed(seed):
 
 
 class Dropout(keras.layers.Dropout):
-  """keras.layers.Dropout drawing its mask from 16-bit halves of Philox words.
+  """keras.layers.Dropout whose mask is hashed inside one fused kernel each way (`dropout`).
 
   Keras' own dropout draws uniform floats with TF's default algorithm (ThreeFry
-  under XLA on CPU: 128 ms for a [2048, 128] mask against 0.4 ms with Philox),
-  and float draws are themselves the slow part on CPU (see `random_halves`); the
-  mask is applied by one fused XLA kernel each way (`dropout`).
+  under XLA on CPU: 128 ms for a [2048, 128] mask against 0.4 ms with Philox
+  integer words), and any drawn random tensor costs a kernel, memory and passes
+  that `random_bits` does not.
   Seeds still come from the layer's SeedGenerator, whose state the trainer
   checkpoints, so runs stay reproducible; under tf.distribute each replica
   folds its id into the seed (`replica_seed`), so replicas draw different masks.
 
-  Call: x [...] -> x with each element zeroed with probability `rate` (to 2^-16)
+  Call: x [...] -> x with each element zeroed with probability `rate` (to 2^-32)
   and the rest scaled by 1 / (1 - rate) when training; x unchanged otherwise.
   """
 
