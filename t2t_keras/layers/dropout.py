@@ -105,7 +105,8 @@ _drop_grad = tf.function(_masked_scale, jit_compile=True, autograph=False)
 
 def dropout(x, rate, seed):
   """x with each element zeroed with probability `rate` (to 2^-32) and the rest
-  scaled by 1 / (1 - rate); forward and backward one fused kernel each.
+  scaled by 1 / (1 - rate); forward and backward one fused kernel each, which
+  see x flattened: a new batch shape of the same size compiles nothing.
 
   Args:
     x: float [...].
@@ -121,7 +122,8 @@ def dropout(x, rate, seed):
       return _drop_grad(dy, keep, scale)
     return y, grad
 
-  return fn(x)
+  # Flat: the kernels compile per size, not per shape (the mask is the same).
+  return tf.reshape(fn(tf.reshape(x, [-1])), tf.shape(x))
 
 
 @tf.function(jit_compile=True, autograph=False)

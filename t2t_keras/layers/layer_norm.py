@@ -54,8 +54,10 @@ def layer_norm(x, gamma, beta, epsilon):
 
     return y, grad
 
-  # Tensors, not variables: the gradient is returned for them as for x.
-  return fn(x, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta))
+  # Tensors, not variables: the gradient is returned for them as for x. Rows
+  # flattened: the kernels compile per row count, not per [batch, length].
+  y = fn(tf.reshape(x, [-1, x.shape[-1]]), tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta))
+  return tf.reshape(y, tf.shape(x))
 
 
 class LayerNorm(keras.layers.LayerNormalization):
