@@ -8,7 +8,6 @@ import tensorflow as tf
 from t2t_keras.layers import FeedForward, LayerNorm
 from t2t_keras.layers.dropout import bias_relu_dropout, dropout, keep_mask
 from t2t_keras.layers.layer_norm import layer_norm
-from t2t_keras.layers.softmax_dropout import softmax_dropout
 from t2t_keras.training.adam import FusedAdam
 
 SEED = tf.constant([5, 6], tf.int64)
@@ -48,60 +47,6 @@ def test_bias_relu_dropout_equals_the_unfused_ops():
   for g, w in zip(got, want):
     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
   assert (want[0].numpy() == 0).mean() > 0.4  # both ReLU and dropout zeros are exercised
-
-
-@pytest.mark.parametrize("mask_kind", ["padding", "causal", "none"])
-def test_softmax_dropout_equals_the_unfused_ops(mask_kind):
-  """Scale, mask, softmax and dropout fused: the same weights, dropped weights
-  and gradient (through both results) as TF's ops with `dropout`'s mask."""
-  rng = np.random.default_rng(3)
-  logits = rng.normal(size=[2, 3, 5, 5]).astype(np.float32) * 4
-  dy = rng.normal(size=logits.shape).astype(np.float32)
-  dweights = rng.normal(size=logits.shape).astype(np.float32)
-  mask = {"padding": tf.constant([[True] * 3 + [False] * 2, [True] * 5])[:, None, None],
-          "causal": tf.constant(np.tril(np.ones([5, 5], bool)))[None, None],
-          "none": None}[mask_kind]
-  scale = 8 ** -0.5
-
-  def plain(z):
-    z = z * scale
-    if mask is not None:
-      z = tf.where(mask, z, -1e9)
-    weights = tf.nn.softmax(z, axis=-1)
-    return weights, dropout(weights, 0.3, SEED)
-
-  def fused(z):
-    return softmax_dropout(z, mask, scale, 0.3, SEED)
-
-  for fn in (plain, fused):
-    z = tf.constant(logits)
-    with tf.GradientTape() as tape:
-      tape.watch(z)
-      weights, dropped = fn(z)
-      objective = tf.reduce_sum(dropped * dy) + tf.reduce_sum(weights * dweights)
-    got = [weights.numpy(), dropped.numpy(), tape.gradient(objective, z).numpy()]
-    if fn is plain:
-      want = got
-  for g, w in zip(got, want):
-    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
-  if mask is not None:
-    assert (got[0][np.broadcast_to(~mask.numpy(), got[0].shape)] == 0).all()
-  assert 0.1 < (got[1] == 0).mean() < 0.6  # dropout and masking both exercised
-
-
-def test_attention_training_path_uses_the_fused_kernel_with_the_layer_seed():
-  from t2t_keras.layers import MultiHeadAttention, causal_mask
-  mha = MultiHeadAttention(2, 4, 4, 8, dropout=0.25)
-  x = tf.random.stateless_normal([2, 5, 8], [3, 4])
-  mha.build(x.shape)
-  state = mha.attention_dropout.seed_generator.state.numpy()
-  y, _ = mha(x, attention_mask=causal_mask(5), training=True)
-  mha.attention_dropout.seed_generator.state.assign(state)
-  seed = mha.attention_dropout.next_seed()
-  q, k, v = mha._project(x, [mha.query_dense, mha.key_dense, mha.value_dense])
-  weights = tf.nn.softmax(tf.where(causal_mask(5), tf.matmul(q, k, transpose_b=True) / 2.0, -1e9))
-  want = mha._output(tf.matmul(dropout(weights, 0.25, seed), v))
-  np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
 
 
 def test_feed_forward_training_path_is_dense_relu_dropout_dense():

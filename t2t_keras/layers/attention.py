@@ -12,7 +12,6 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.layers.dropout import Dropout
-from t2t_keras.layers.softmax_dropout import softmax_dropout
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=False):
@@ -23,18 +22,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=Fals
     k: [batch, heads, k_len, d_k].
     v: [batch, heads, k_len, d_v].
     mask: bool, broadcastable to [batch, heads, q_len, k_len]; True = attend.
-    dropout: optional `Dropout` layer applied to the attention weights; when
-      training with it, the scaling, mask, softmax and dropout are one fused
-      kernel each way (`softmax_dropout`).
+    dropout: optional layer applied to the attention weights.
   Returns:
     (output [batch, heads, q_len, d_v], weights float32 [batch, heads, q_len, k_len]).
   """
-  if training and isinstance(dropout, Dropout) and dropout.rate > 0 and q.shape[-1]:
-    # Scale, mask, softmax and dropout in one fused kernel each way.
-    weights, attended = softmax_dropout(tf.matmul(q, k, transpose_b=True), mask,
-                                        float(q.shape[-1]) ** -0.5, float(dropout.rate),
-                                        dropout.next_seed())
-    return tf.matmul(tf.cast(attended, v.dtype), v), weights
   depth = tf.cast(tf.shape(q)[-1], q.dtype)
   logits = tf.matmul(q * tf.math.rsqrt(depth), k, transpose_b=True)
   logits = tf.cast(logits, tf.float32)  # softmax in float32, also under mixed precision
