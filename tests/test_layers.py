@@ -202,6 +202,13 @@ def test_random_bits_look_independent_across_bits_elements_and_seeds():
   for other in ([7, 1], [8, 0], [7 + (1 << 32), 0], [7, 1 << 32]):  # each word, each half
     assert abs(corr(a, mask(other))) < limit, other
   assert abs(a.mean() - 0.5) < limit / 2
+  # Seeds differing in either word (a SeedGenerator's layer seed or its counter)
+  # differ in both keys, so no mask is a shifted copy of another.
+  from t2t_keras.layers.dropout import _keys
+  keys = lambda seed: [int(k) for k in _keys(tf.constant(seed, tf.int64))]
+  base = keys([7, 0])
+  for other in ([7, 1], [8, 0], [7 + (1 << 32), 0], [7, 1 << 32]):
+    assert all(x != y for x, y in zip(keys(other), base)), other
 
 
 def test_write_step_writes_one_position():

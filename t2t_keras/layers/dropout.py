@@ -28,13 +28,17 @@ def _mix(x):
 
 
 def _keys(seed):
-  """Two uint32 keys from an int64 [2] stateless seed, each word mixed in."""
+  """Two uint32 keys from an int64 [2] stateless seed, each depending on all four
+  32-bit halves: seeds that differ anywhere differ in both keys. (With k1 from
+  one word only, two seeds sharing it would give masks that are shifted copies
+  of one another, bits[i + m] for m = (k0' - k0) / golden mod 2^32.)"""
   seed = tf.cast(seed, tf.int64)
   lo = tf.cast(tf.bitwise.bitwise_and(seed, 0xFFFFFFFF), tf.uint32)
   hi = tf.cast(tf.bitwise.right_shift(seed, 32), tf.uint32)
   xor, u32 = tf.bitwise.bitwise_xor, lambda v: tf.constant(v, tf.uint32)
-  return (_mix(xor(lo[0], _mix(xor(hi[0], u32(0x5BD1E995))))),
-          _mix(xor(lo[1], _mix(xor(hi[1], u32(0x1B873593))))))
+  a = _mix(xor(lo[0], _mix(xor(hi[0], u32(0x5BD1E995)))))
+  b = _mix(xor(lo[1], _mix(xor(hi[1], u32(0x1B873593)))))
+  return _mix(xor(a, _mix(xor(b, u32(0x68E31DA4))))), _mix(xor(b, _mix(xor(a, u32(0xB5297A4D)))))
 
 
 def random_bits(shape, seed):
