@@ -46,8 +46,9 @@ def random_bits(shape, seed):
 
   bits[i] = mix(mix(i * golden + k0) ^ k1), with k0, k1 from the seed
   (`_keys`). Element-wise, so inside an XLA kernel it fuses with its consumer
-  and costs a few integer operations per element, nothing in memory; the same
-  (shape, seed) gives the same bits on every device and with or without XLA.
+  and costs a few integer operations per element, nothing in memory. Integer
+  arithmetic only, so the same (shape, seed) gives the same bits on any device;
+  it is always run inside an XLA kernel here (`keep_mask` included).
   Dropout needs independent-looking bits across elements and seeds, not
   cryptographic strength: two keyed rounds of a full-avalanche mixer give that.
 
