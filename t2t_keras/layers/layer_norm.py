@@ -4,28 +4,35 @@ import keras
 import tensorflow as tf
 
 
+def _row_mean(x):
+  """Mean over the last axis of float32 [rows, d] as a product with a column of
+  1/d: [rows, 1]. XLA's CPU row reductions ran LayerNorm at about a quarter of
+  memory speed; as matrix-vector products the forward kernel took 0.18-0.23 ms
+  against 0.45-0.55 at [4000, 256] and the backward 0.87-1.03 against 1.39-1.42
+  (Intel Xeon family 6 model 207). Sums over rows (dgamma, dbeta) stay
+  reductions: as products they were three times slower."""
+  return tf.matmul(x, tf.fill([x.shape[-1], 1], 1.0 / x.shape[-1]))
+
+
 @tf.function(jit_compile=True, autograph=False)
 def _forward(x, gamma, beta, epsilon):
-  """(y in x's dtype, rstd float32 [..., 1]); statistics in float32."""
+  """(y in x's dtype, rstd float32 [rows, 1]) for x [rows, d]; statistics in float32."""
   x32 = tf.cast(x, tf.float32)
-  mean = tf.reduce_mean(x32, axis=-1, keepdims=True)
-  centered = x32 - mean
-  rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+  centered = x32 - _row_mean(x32)
+  rstd = tf.math.rsqrt(_row_mean(tf.square(centered)) + epsilon)
   y = centered * rstd * tf.cast(gamma, tf.float32) + tf.cast(beta, tf.float32)
   return tf.cast(y, x.dtype), rstd
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _backward(dy, x, gamma, rstd):
-  """(dx in x's dtype, dgamma, dbeta in gamma's dtype)."""
+  """(dx in x's dtype, dgamma, dbeta in gamma's dtype) for dy, x [rows, d]."""
   x32, dy32 = tf.cast(x, tf.float32), tf.cast(dy, tf.float32)
-  xhat = (x32 - tf.reduce_mean(x32, axis=-1, keepdims=True)) * rstd
+  xhat = (x32 - _row_mean(x32)) * rstd
   dxhat = dy32 * tf.cast(gamma, tf.float32)
-  dx = rstd * (dxhat - tf.reduce_mean(dxhat, axis=-1, keepdims=True)
-               - xhat * tf.reduce_mean(dxhat * xhat, axis=-1, keepdims=True))
-  rows = [-1, x.shape[-1]]
-  dgamma = tf.reduce_sum(tf.reshape(dy32 * xhat, rows), axis=0)
-  dbeta = tf.reduce_sum(tf.reshape(dy32, rows), axis=0)
+  dx = rstd * (dxhat - _row_mean(dxhat) - xhat * _row_mean(dxhat * xhat))
+  dgamma = tf.reduce_sum(dy32 * xhat, axis=0)
+  dbeta = tf.reduce_sum(dy32, axis=0)
   return tf.cast(dx, x.dtype), tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, gamma.dtype)
 
 
