@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from t2t_keras.layers import FeedForward, LayerNorm
 from t2t_keras.layers.dropout import bias_relu_dropout, dropout, keep_mask
+from t2t_keras.layers.fused_residual import add_dropout_norm
 from t2t_keras.layers.layer_norm import layer_norm
 from t2t_keras.training.adam import FusedAdam
 
@@ -116,3 +117,61 @@ def test_fused_adam_equals_keras_adam():
   for got, want in zip(final[1], final[0]):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
   assert not np.allclose(final[1][0], init[0])
+
+
+def _plain_add_norm(x, y, b, rate, g, beta):
+  """The residual add, bias, dropout and LayerNorm as separate ops (what the fused kernel replaces)."""
+  yb = y if b is None else y + tf.cast(b, y.dtype)
+  z = x + tf.cast(dropout(yb, rate, SEED) if rate else yb, x.dtype)
+  return z, keras.ops.layer_normalization(z, g, beta, epsilon=1e-6)
+
+
+@pytest.mark.parametrize("rate,bias", [(0.3, True), (0.3, False), (0.0, True)])
+def test_add_dropout_norm_equals_the_unfused_ops(rate, bias):
+  rng = np.random.default_rng(3)
+  x, y = (rng.normal(size=[2, 5, 16]).astype(np.float32) for _ in range(2))
+  b = rng.normal(size=[16]).astype(np.float32) if bias else None
+  g = rng.normal(size=[16]).astype(np.float32) + 1
+  beta = rng.normal(size=[16]).astype(np.float32)
+  dz, dh = (tf.constant(rng.normal(size=x.shape).astype(np.float32)) for _ in range(2))
+  b_args = [b] if bias else []
+
+  def both(fn):
+    def run(x, y, g, beta, *b):
+      z, h = fn(x, y, b[0] if b else None, g, beta)
+      return z * dz + h * dh  # both outputs carry gradient
+    return run
+
+  plain = both(lambda x, y, b, g, beta: _plain_add_norm(x, y, b, rate, g, beta))
+  fused = both(lambda x, y, b, g, beta: add_dropout_norm(x, y, rate, SEED, g, beta, 1e-6,
+                                                          bias=b))
+  ones = tf.ones(x.shape)
+  want = _value_and_grads(plain, [x, y, g, beta] + b_args, ones)
+  got = _value_and_grads(fused, [x, y, g, beta] + b_args, ones)
+  for gt, w in zip(got, want):
+    np.testing.assert_allclose(gt, w, rtol=1e-4, atol=1e-5)
+  # Post-norm: the normalized output alone; the stream's gradient is the norm's only.
+  post_plain = lambda x, y, g, beta, *b: _plain_add_norm(x, y, b[0] if b else None, rate,
+                                                         g, beta)[1]
+  post_fused = lambda x, y, g, beta, *b: add_dropout_norm(
+      x, y, rate, SEED, g, beta, 1e-6, bias=b[0] if b else None, keep_stream=False)
+  want = _value_and_grads(post_plain, [x, y, g, beta] + b_args, dh)
+  got = _value_and_grads(post_fused, [x, y, g, beta] + b_args, dh)
+  for gt, w in zip(got, want):
+    np.testing.assert_allclose(gt, w, rtol=1e-4, atol=1e-5)
+
+
+def test_fused_residual_keeps_a_bfloat16_sublayer_output_and_float32_stream():
+  rng = np.random.default_rng(5)
+  x = rng.normal(size=[4, 8]).astype(np.float32)
+  y = tf.cast(rng.normal(size=[4, 8]), tf.bfloat16)
+  g, beta = tf.ones([8]), tf.zeros([8])
+  with tf.GradientTape() as tape:
+    tape.watch(y)
+    z, h = add_dropout_norm(tf.constant(x), y, 0.1, SEED, g, beta, 1e-6, h_dtype="bfloat16")
+    loss = tf.reduce_sum(z) + tf.reduce_sum(tf.cast(h, tf.float32) ** 2)
+  assert (z.dtype, h.dtype, tape.gradient(loss, y).dtype) == (tf.float32, tf.bfloat16,
+                                                              tf.bfloat16)
+  want_z, want_h = _plain_add_norm(tf.constant(x), y, None, 0.1, g, beta)
+  np.testing.assert_allclose(z, want_z, rtol=1e-2, atol=3e-2)
+  np.testing.assert_allclose(tf.cast(h, tf.float32), want_h, rtol=2e-2, atol=3e-2)

@@ -121,6 +121,61 @@ def test_transformer_stream_is_float32_and_stacks_return_the_compute_dtype():
   assert model({"inputs": ids, "targets": ids}).dtype == tf.float32  # logits
 
 
+def _zero_dropout_model(norm_type):
+  from t2t_keras import registry
+  from t2t_keras.models.transformer import Transformer
+  hp = registry.hparams("transformer_tiny").replace(
+      num_encoder_layers=2, num_decoder_layers=2, norm_type=norm_type,
+      layer_prepostprocess_dropout=0.0, attention_dropout=0.0, relu_dropout=0.0)
+  model = Transformer(20, hp)
+  model.build_for_ids()
+  rng = np.random.default_rng(0)
+  for v in model.weights:  # LayerNorms unlike one another: a swapped one would show
+    if "gamma" in v.path or "beta" in v.path:
+      v.assign(rng.normal(size=v.shape).astype(np.float32) * 0.5 + ("gamma" in v.path))
+  return model
+
+
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+def test_encoder_stack_is_x_plus_sublayer_of_its_own_layer_norm(norm_type):
+  """Each sublayer reads LayerNorm(x) of its own residual (pre-norm; post-norm
+  normalizes x + f(x)), the FFN's output bias included, fused (training) or not."""
+  model = _zero_dropout_model(norm_type)
+  ids = tf.constant([[3, 4, 5, 1], [6, 1, 0, 0]])
+  mask = layers.padding_mask(ids)
+  x = model._stream(model.encoder_positions(model.embedding(ids)))
+  pre = norm_type == "pre"
+  for layer in model.encoder_layers:
+    for res, sub in ((layer.self_attention_residual,
+                      lambda h: layer.self_attention(h, attention_mask=mask)[0]),
+                     (layer.ffn_residual, layer.ffn)):
+      y = sub(res.layer_norm(x) if pre else x)
+      x = x + y if pre else res.layer_norm(x + y)
+  want = model.encoder_norm(x) if pre else x
+  for training in (False, True):
+    got, _ = model.encode(ids, training=training)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+def test_fused_training_path_equals_inference_path_without_dropout(norm_type):
+  """With every dropout 0, training (fused residual kernels) and inference (plain
+  ops) compute the same decoder output and the same gradients."""
+  model = _zero_dropout_model(norm_type)
+  features = {"inputs": tf.constant([[3, 4, 5, 1], [6, 1, 0, 0]]),
+              "targets": tf.constant([[7, 8, 1], [9, 1, 0]])}
+  results = []
+  for training in (False, True):
+    with tf.GradientTape() as tape:
+      out = model.decoder_output(features, training=training)
+      loss = tf.reduce_sum(out * tf.random.stateless_normal(tf.shape(out), [1, 2]))
+    grads = tape.gradient(loss, model.trainable_variables)
+    results.append([out] + [tf.convert_to_tensor(g) for g in grads])
+  assert all(g is not None for g in results[1])
+  for got, want in zip(results[1], results[0]):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 LAYER_CASES = [
     (layers.MultiHeadAttention, dict(num_heads=2, key_size=3, value_size=4, output_size=8, dropout=0.1)),
     (layers.FeedForward, dict(hidden_size=8, filter_size=16, relu_dropout=0.1)),

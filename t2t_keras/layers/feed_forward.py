@@ -33,7 +33,10 @@ class FeedForward(keras.layers.Layer):
     self.output_dense.build(tuple(input_shape[:-1]) + (self.filter_size,))
     self.built = True
 
-  def call(self, x, training=False):
+  def call(self, x, training=False, output_bias=True):
+    """[batch, len, d_model] -> [batch, len, d_model]; without `output_bias` the
+    second layer's bias (`output_dense.bias`) is left for the caller to add
+    (`Residual` adds it inside its fused kernel)."""
     if training and self.relu_dropout > 0:
       # Bias, ReLU and dropout in one fused kernel (and one for their gradient).
       dense = self.filter_dense
@@ -42,7 +45,11 @@ class FeedForward(keras.layers.Layer):
       h = tf.reshape(h, tf.concat([tf.shape(x)[:-1], [self.filter_size]], 0))
     else:
       h = self.filter_dense(x)
-    return self.output_dense(h)
+    if output_bias:
+      return self.output_dense(h)
+    kernel = tf.cast(self.output_dense.kernel, self.compute_dtype)
+    y = tf.matmul(tf.reshape(h, [-1, self.filter_size]), kernel)
+    return tf.reshape(y, tf.concat([tf.shape(h)[:-1], [self.hidden_size]], 0))
 
   def get_config(self):
     config = super().get_config()

@@ -76,9 +76,13 @@ class LayerNorm(keras.layers.LayerNormalization):
   Call: [..., d] -> [..., d] in the compute dtype.
   """
 
+  def fusable(self, inputs):
+    """Whether `layer_norm` computes this layer for `inputs` (else Keras' own path)."""
+    return (self.axis in (-1, [-1], [len(inputs.shape) - 1]) and not self.rms_scaling
+            and self.center and self.scale)
+
   def call(self, inputs):
-    if (self.axis not in (-1, [-1], [len(inputs.shape) - 1]) or self.rms_scaling
-        or not (self.center and self.scale)):
+    if not self.fusable(inputs):
       return super().call(inputs)
     return tf.cast(layer_norm(inputs, self.gamma, self.beta, float(self.epsilon)),
                    self.compute_dtype)

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.layers.dropout import Dropout
+from t2t_keras.layers.fused_residual import add_dropout_norm
 from t2t_keras.layers.layer_norm import LayerNorm
 
 
@@ -43,7 +44,8 @@ class Residual(keras.layers.Layer):
     self.dropout = Dropout(dropout, dtype=self.dtype_policy)
 
   def build(self, x_shape, sublayer_output_shape=None):
-    self.layer_norm.build(x_shape)
+    if not self.layer_norm.built:  # the layer before may have built it (next_norm)
+      self.layer_norm.build(x_shape)
     self.built = True
 
   def sublayer_input(self, x):
@@ -51,12 +53,49 @@ class Residual(keras.layers.Layer):
     (in the stream's dtype; the sublayer casts it to its compute dtype)."""
     return self.layer_norm(x) if self.norm_type == "pre" else x
 
-  def call(self, x, sublayer_output, training=False):
-    """Residual add of the sublayer output [batch, len, d] to x [batch, len, d], in x's dtype."""
-    y = x + tf.cast(self.dropout(sublayer_output, training=training), x.dtype)
-    return self.layer_norm(y) if self.norm_type == "post" else y
+  def call(self, x, sublayer_output, training=False, bias=None, next_norm=None):
+    """Residual add of the sublayer output [batch, len, d] to x [batch, len, d], in x's dtype.
+
+    bias: optional [d], added to the sublayer output before the dropout (the
+      FFN's output bias: the fused kernel adds it, no pass of its own).
+    next_norm: pre-norm only: the LayerNorm of what comes next (the next
+      sublayer's `layer_norm`, or the stack's final one); then returns
+      (stream, next_norm(stream)).
+    Training, the add, bias, dropout and the LayerNorm after them (post-norm's
+    own, pre-norm's next_norm) run as one XLA kernel each way
+    (`fused_residual.add_dropout_norm`).
+    """
+    if next_norm is not None and self.norm_type != "pre":
+      raise ValueError("next_norm is for pre-norm residuals; a post-norm residual "
+                       "normalizes its own output")
+    norm = self.layer_norm if self.norm_type == "post" else next_norm
+    if training and norm is not None and norm.fusable(x):
+      return fused_add_norm(x, sublayer_output, self.dropout, norm, bias=bias,
+                            keep_stream=self.norm_type == "pre")
+    y = sublayer_output if bias is None else sublayer_output + tf.cast(
+        bias, sublayer_output.dtype)
+    z = x + tf.cast(self.dropout(y, training=training), x.dtype)
+    if self.norm_type == "post":
+      return self.layer_norm(z)
+    return z if next_norm is None else (z, next_norm(z))
 
   def get_config(self):
     config = super().get_config()
     config.update(dropout=self.dropout_rate, norm_type=self.norm_type, epsilon=self.epsilon)
     return config
+
+
+def fused_add_norm(x, y, dropout, norm, bias=None, keep_stream=True):
+  """Training: (x + dropout(y + bias), norm of that) as one kernel each way, or the
+  norm alone without keep_stream (`fused_residual.add_dropout_norm`).
+
+  x: the stream [batch, len, d]; y [batch, len, d]; dropout: a `Dropout`
+  layer (its rate, and its next seed); norm: a `LayerNorm` over the last axis
+  (built here if it is not yet); the normalized output in its compute dtype.
+  """
+  if not norm.built:
+    norm.build(y.shape)
+  seed = dropout.next_seed() if dropout.rate else None
+  return add_dropout_norm(x, y, dropout.rate, seed, norm.gamma, norm.beta,
+                          float(norm.epsilon), bias=bias, h_dtype=norm.compute_dtype,
+                          keep_stream=keep_stream)

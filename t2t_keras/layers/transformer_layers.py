@@ -24,6 +24,12 @@ class _Layer(keras.layers.Layer):
 
   The input x is not cast to the compute dtype: under a mixed-precision policy the
   residual stream stays float32 (see `Residual`).
+
+  Pre-norm layers chain their LayerNorms into the residual adds before them
+  (`Residual`'s `next_norm`): a layer can take its first sublayer's input `h`
+  (its first LayerNorm of x) from the layer before, and with `next_norm` (the
+  next layer's first LayerNorm, or the stack's final one) returns
+  (x, next_norm(x)) instead of x.
   """
 
   def __init__(self, hidden_size, filter_size, num_heads, key_size, value_size,
@@ -53,6 +59,20 @@ class _Layer(keras.layers.Layer):
     return FeedForward(a["hidden_size"], a["filter_size"], a["relu_dropout"],
                        name="ffn", dtype=self.dtype_policy)
 
+  @property
+  def first_norm(self):
+    """The LayerNorm of this layer's first sublayer input (pre-norm)."""
+    return self.self_attention_residual.layer_norm
+
+  def _then(self, residual):
+    """`next_norm` for the residual before `residual`: its LayerNorm when pre-norm."""
+    return residual.layer_norm if residual.norm_type == "pre" else None
+
+  def _add(self, residual, x, y, training, bias=None, next_norm=None):
+    """(x after `residual`, the next sublayer's input)."""
+    out = residual(x, y, training=training, bias=bias, next_norm=next_norm)
+    return out if next_norm is not None else (out, out)
+
   def get_config(self):
     config = super().get_config()
     config.update(self._args)
@@ -63,7 +83,7 @@ class EncoderLayer(_Layer):
   """Self-attention then FFN, each wrapped in residual + dropout + LayerNorm.
 
   Call: x [batch, src_len, d_model], attention_mask bool [batch, 1, 1, src_len]
-  -> [batch, src_len, d_model].
+  -> [batch, src_len, d_model]; with `next_norm` (pre-norm), (that, next_norm of it).
   """
 
   def __init__(self, *args, **kwargs):
@@ -79,12 +99,15 @@ class EncoderLayer(_Layer):
       layer.build(input_shape)
     self.built = True
 
-  def call(self, x, attention_mask=None, training=False):
-    h = self.self_attention_residual.sublayer_input(x)
+  def call(self, x, attention_mask=None, training=False, h=None, next_norm=None):
+    if h is None:
+      h = self.self_attention_residual.sublayer_input(x)
     y, _ = self.self_attention(h, attention_mask=attention_mask, training=training)
-    x = self.self_attention_residual(x, y, training=training)
-    y = self.ffn(self.ffn_residual.sublayer_input(x), training=training)
-    return self.ffn_residual(x, y, training=training)
+    x, h = self._add(self.self_attention_residual, x, y, training,
+                     next_norm=self._then(self.ffn_residual))
+    y = self.ffn(h, training=training, output_bias=False)
+    return self.ffn_residual(x, y, training=training, bias=self.ffn.output_dense.bias,
+                             next_norm=next_norm)
 
 
 class DecoderLayer(_Layer):
@@ -102,6 +125,8 @@ class DecoderLayer(_Layer):
       beam-folded cache).
     cache: None, or {"self": {"k", "v"}, "memory": {"k", "v"}} (see
       `init_cache`); cache_index: the decoding step.
+    h, next_norm: as for `EncoderLayer` (pre-norm); with next_norm the output
+      is (x, next_norm(x)).
   Returns:
     (output [batch, tgt_len, d_model], updated cache or None).
   """
@@ -144,22 +169,26 @@ class DecoderLayer(_Layer):
             "memory": self.encdec_attention.project_memory(memory)}
 
   def call(self, x, memory=None, self_mask=None, memory_mask=None, cache=None,
-           cache_index=None, training=False, return_attention=False):
-    h = self.self_attention_residual.sublayer_input(x)
+           cache_index=None, training=False, return_attention=False, h=None,
+           next_norm=None):
+    if h is None:
+      h = self.self_attention_residual.sublayer_input(x)
     y, self_cache = self.self_attention(
         h, attention_mask=self_mask, cache=None if cache is None else cache["self"],
         cache_index=cache_index, training=training)
-    x = self.self_attention_residual(x, y, training=training)
-    h = self.encdec_attention_residual.sublayer_input(x)
+    x, h = self._add(self.self_attention_residual, x, y, training,
+                     next_norm=self._then(self.encdec_attention_residual))
     folded = cache is not None and cache["self"]["k"].shape.rank == 5
     y, _, weights = self.encdec_attention(
         h, memory, attention_mask=memory_mask,
         cache=None if cache is None else cache["memory"], memory_kv=cache is not None,
         beams=cache["self"]["k"].shape[2] if folded else None, training=training,
         return_weights=True)
-    x = self.encdec_attention_residual(x, y, training=training)
-    y = self.ffn(self.ffn_residual.sublayer_input(x), training=training)
-    x = self.ffn_residual(x, y, training=training)
+    x, h = self._add(self.encdec_attention_residual, x, y, training,
+                     next_norm=self._then(self.ffn_residual))
+    y = self.ffn(h, training=training, output_bias=False)
+    x = self.ffn_residual(x, y, training=training, bias=self.ffn.output_dense.bias,
+                          next_norm=next_norm)
     if cache is not None:
       cache = {"self": self_cache, "memory": cache["memory"]}
     if return_attention:

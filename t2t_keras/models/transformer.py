@@ -22,6 +22,7 @@ from t2t_keras.hparam import HParams
 from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, LayerNorm, PositionalEncoding,
                               SharedEmbedding, beam_history_mask, cache_step_mask,
                               causal_mask, packed_masks, padding_mask)
+from t2t_keras.layers.residual import fused_add_norm
 
 
 def shift_right(targets, positions=None):
@@ -112,12 +113,36 @@ class Transformer(keras.Model):
     if mask is None:
       mask = padding_mask(inputs)
     x = self.encoder_positions(self.embedding(inputs), positions=positions)
-    x = self._stream(self.encoder_dropout(x, training=training))
-    for layer in self.encoder_layers:
-      x = layer(x, attention_mask=mask, training=training)
-    if self.pre_norm:
-      x = self.encoder_norm(x)
+    x = self._run_stack(x, self.encoder_dropout, self.encoder_layers,
+                        self.encoder_norm if self.pre_norm else None, training,
+                        lambda i, layer, x, **kw: layer(x, attention_mask=mask,
+                                                        training=training, **kw))
     return tf.cast(x, self.compute_dtype), mask
+
+  def _run_stack(self, embedded, dropout, layers, final_norm, training, call):
+    """dropout(embedded) as the stream, through `layers`, then `final_norm` when given
+    (pre-norm); `call(i, layer, x, **kw)` runs layer i.
+
+    Pre-norm: each layer gets its first LayerNorm's output `h` from the step
+    before and returns (x, the next layer's first LayerNorm of x), the last one
+    `final_norm`'s, so every LayerNorm runs fused into the residual add before
+    it (`Residual`); the embeddings' dropout and the first LayerNorm are one
+    such add onto a zero stream. Returns the stack's output (after final_norm).
+    """
+    h = None
+    if training and final_norm is not None and layers:
+      zeros = tf.zeros(tf.shape(embedded), self.dtype_policy.variable_dtype)
+      x, h = fused_add_norm(zeros, embedded, dropout, layers[0].first_norm)
+    else:
+      x = self._stream(dropout(embedded, training=training))
+    if final_norm is None:
+      for i, layer in enumerate(layers):
+        x = call(i, layer, x)
+      return x
+    for i, layer in enumerate(layers):
+      next_norm = layers[i + 1].first_norm if i + 1 < len(layers) else final_norm
+      x, h = call(i, layer, x, h=h, next_norm=next_norm)
+    return final_norm(x) if h is None else h
 
   def init_cache(self, memory, max_decode_length, beam_size=None):
     """Per-layer decoding cache for `max_decode_length` steps over `memory` [batch, src_len, d].
@@ -168,7 +193,6 @@ class Transformer(keras.Model):
     start = 0 if cache is None else cache_index
     x = self.decoder_positions(self.embedding(decoder_input), start_index=start,
                                positions=positions)
-    x = self._stream(self.decoder_dropout(x, training=training))
     new_cache = None if cache is None else {}
     if cache is None:
       if self_mask is None:
@@ -184,17 +208,20 @@ class Transformer(keras.Model):
     elif self_mask is None:
       self_mask = cache_step_mask(tf.shape(cache["layer_0"]["self"]["k"])[2], cache_index)
     attention = []
-    for i, layer in enumerate(self.decoder_layers):
+
+    def call(i, layer, x, **kw):
       name = f"layer_{i}"
       x, layer_cache, weights = layer(
           x, memory, self_mask=self_mask, memory_mask=memory_mask,
           cache=None if cache is None else cache[name], cache_index=cache_index,
-          training=training, return_attention=True)
+          training=training, return_attention=True, **kw)
       attention.append(weights)
       if cache is not None:
         new_cache[name] = layer_cache
-    if self.pre_norm:
-      x = self.decoder_norm(x)
+      return x
+
+    x = self._run_stack(x, self.decoder_dropout, self.decoder_layers,
+                        self.decoder_norm if self.pre_norm else None, training, call)
     return tf.cast(x, self.compute_dtype), new_cache, attention
 
   def call(self, features, training=False):
