@@ -52,13 +52,27 @@ def random_bits(shape, seed):
   Dropout needs independent-looking bits across elements and seeds, not
   cryptographic strength: two keyed rounds of a full-avalanche mixer give that.
 
+  The flat index is not materialized: with the shape seen as [rows, cols] (the
+  last axis), i * golden + k0 is (r * cols * golden + k0) + c * golden, a
+  broadcast add of a per-row and a per-column term. A 1-D tf.range of every
+  index became a constant in the compiled program (XLA folds it: 10 MB of
+  program for a [4000, 256] mask, its compile and its load from the XLA cache
+  slower, and a 4 MB read every call) or, when too large to fold, a slow
+  index computation ([4000, 1024] masks: 2.7 ms against 1.5 ms this way).
+
   Args:
     shape: int32 1-D tensor or a static shape.
     seed: int64 [2], a stateless seed.
   """
   k0, k1 = _keys(seed)
-  index = tf.bitcast(tf.range(tf.reduce_prod(shape), dtype=tf.int32), tf.uint32)
-  bits = _mix(tf.bitwise.bitwise_xor(_mix(index * tf.constant(_GOLDEN, tf.uint32) + k0), k1))
+  shape = tf.convert_to_tensor(shape, tf.int32)
+  dims = tf.concat([[1], shape], 0)  # rank >= 1: a scalar is one row of one
+  rows, cols = tf.reduce_prod(dims[:-1]), dims[-1]
+  u32 = lambda v: tf.bitcast(v, tf.uint32)
+  golden = tf.constant(_GOLDEN, tf.uint32)
+  row = u32(tf.range(rows))[:, None] * (u32(cols) * golden) + k0
+  col = u32(tf.range(cols))[None, :] * golden
+  bits = _mix(tf.bitwise.bitwise_xor(_mix(row + col), k1))
   return tf.reshape(bits, shape)
 
 
@@ -111,7 +125,7 @@ _drop_grad = tf.function(_masked_scale, jit_compile=True, autograph=False)
 def dropout(x, rate, seed):
   """x with each element zeroed with probability `rate` (to 2^-32) and the rest
   scaled by 1 / (1 - rate); forward and backward one fused kernel each, which
-  see x flattened: a new batch shape of the same size compiles nothing.
+  see x as [rows, last axis]: a new batch shape with as many rows compiles nothing.
 
   Args:
     x: float [...].
@@ -127,8 +141,10 @@ def dropout(x, rate, seed):
       return _drop_grad(dy, keep, scale)
     return y, grad
 
-  # Flat: the kernels compile per size, not per shape (the mask is the same).
-  return tf.reshape(fn(tf.reshape(x, [-1])), tf.shape(x))
+  # As [rows, last axis]: the kernels compile per (rows, width), not per shape,
+  # and the mask is the same (`random_bits` hashes the flat index).
+  rows = tf.reshape(x, [-1, tf.shape(x)[-1]] if x.shape.rank else [1, 1])
+  return tf.reshape(fn(rows), tf.shape(x))
 
 
 @tf.function(jit_compile=True, autograph=False)
