@@ -1,9 +1,10 @@
 """Dropout whose random numbers are made inside its fused kernels, with and without XLA.
 
 Mask and scale are applied by small XLA-compiled kernels (`dropout`,
-`bias_relu_dropout`), one pass over the tensor forward and one backward, also
-inside a training step that is not XLA-compiled: TF's own ops took four or five
-passes each way. The keep/drop decisions come from a counter-based hash of
+`bias_relu_dropout`, and `fused_residual` around the residual adds), one pass
+over the tensor forward, also inside a training step that is not XLA-compiled:
+TF's own ops took four or five passes each way. Backward, `bias_relu_dropout` is
+one kernel too, `dropout` a select on its stored mask. The keep/drop decisions come from a counter-based hash of
 (seed, element index) computed in the same kernel (`random_bits`), so no
 random tensor is drawn, stored or read: TF's Philox kernel, drawing one int32
 word per two elements, took about 50 ms of each training step on the peer
@@ -119,13 +120,19 @@ def _drop(x, seed, threshold, scale):
   return _masked_scale(x, keep, scale), keep
 
 
-_drop_grad = tf.function(_masked_scale, jit_compile=True, autograph=False)
+def _drop_grad(dy, keep, scale):
+  """The gradient through the mask: TF's multiply and select, not an XLA program.
+  `_drop` compiles for every new attention size (rows = batch x heads x query
+  length); a second program each for the gradient cost more compile time per
+  new batch shape than its one pass saves in a run."""
+  return tf.where(keep, dy * tf.cast(scale, dy.dtype), tf.zeros([], dy.dtype))
 
 
 def dropout(x, rate, seed):
   """x with each element zeroed with probability `rate` (to 2^-32) and the rest
-  scaled by 1 / (1 - rate); forward and backward one fused kernel each, which
-  see x as [rows, last axis]: a new batch shape with as many rows compiles nothing.
+  scaled by 1 / (1 - rate); the forward one fused kernel, which sees x as
+  [rows, last axis] (a new batch shape with as many rows compiles nothing), the
+  backward a select on the stored mask (`_drop_grad`).
 
   Args:
     x: float [...].
