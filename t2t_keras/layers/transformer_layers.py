@@ -68,9 +68,9 @@ class _Layer(keras.layers.Layer):
     """`next_norm` for the residual before `residual`: its LayerNorm when pre-norm."""
     return residual.layer_norm if residual.norm_type == "pre" else None
 
-  def _add(self, residual, x, y, training, bias=None, next_norm=None):
+  def _add(self, residual, x, y, training, next_norm=None):
     """(x after `residual`, the next sublayer's input)."""
-    out = residual(x, y, training=training, bias=bias, next_norm=next_norm)
+    out = residual(x, y, training=training, next_norm=next_norm)
     return out if next_norm is not None else (out, out)
 
   def get_config(self):
