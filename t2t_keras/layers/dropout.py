@@ -4,11 +4,12 @@ Mask and scale are applied by small XLA-compiled kernels (`dropout`,
 `bias_relu_dropout`, and `fused_residual` around the residual adds), one pass
 over the tensor forward, also inside a training step that is not XLA-compiled:
 TF's own ops took four or five passes each way. Backward, `bias_relu_dropout` is
-one kernel too, `dropout` a select on its stored mask. The keep/drop decisions come from a counter-based hash of
-(seed, element index) computed in the same kernel (`random_bits`), so no
-random tensor is drawn, stored or read: TF's Philox kernel, drawing one int32
-word per two elements, took about 50 ms of each training step on the peer
-benchmark's shapes (64 draws; 2-core Intel Xeon, family 6 model 207).
+one kernel too, `dropout` a select on its stored mask. The keep/drop decisions
+come from a counter-based hash of (seed, element index) computed in the same
+kernel (`random_bits`), so no random tensor is drawn, stored or read: TF's
+Philox kernel, drawing one int32 word per two elements, took about 50 ms of each
+training step on the peer benchmark's shapes (64 draws; 2-core Intel Xeon,
+family 6 model 207).
 """
 
 import keras
