@@ -19,8 +19,8 @@ the backward hashes it again instead of storing it.
 
 import tensorflow as tf
 
-from t2t_keras.layers.dropout import _keep, _threshold
-from t2t_keras.layers.layer_norm import _row_mean
+from t2t_keras.layers.dropout import _keep, _masked_scale, _threshold
+from t2t_keras.layers.layer_norm import normalize, normalize_grad
 
 _JIT = dict(jit_compile=True, autograph=False)
 
@@ -31,12 +31,9 @@ def _forward(x, y, bias, seed, threshold, scale, gamma, beta, epsilon, h_dtype):
   [rows, 1]) for x, y [rows, d]; statistics in float32, of z as stored."""
   y32 = tf.cast(y, tf.float32) + tf.cast(bias, tf.float32)
   if threshold is not None:
-    y32 = tf.where(_keep(tf.shape(y), seed, threshold), y32 * scale, 0.0)
+    y32 = _masked_scale(y32, _keep(tf.shape(y), seed, threshold), scale)
   z = tf.cast(tf.cast(x, tf.float32) + y32, x.dtype)
-  z32 = tf.cast(z, tf.float32)
-  centered = z32 - _row_mean(z32)
-  rstd = tf.math.rsqrt(_row_mean(tf.square(centered)) + epsilon)
-  h = centered * rstd * tf.cast(gamma, tf.float32) + tf.cast(beta, tf.float32)
+  h, rstd = normalize(tf.cast(z, tf.float32), gamma, beta, epsilon)
   return z, tf.cast(h, h_dtype), rstd
 
 
@@ -44,19 +41,16 @@ def _forward(x, y, bias, seed, threshold, scale, gamma, beta, epsilon, h_dtype):
 def _backward(dz, dh, z, rstd, gamma, y_dtype, bias_dtype, seed, threshold, scale):
   """(dx in z's dtype, dy in y_dtype, dbias in bias_dtype, dgamma, dbeta in gamma's
   dtype) for dz (None: z itself was not used) and dh [rows, d]."""
-  z32, dh32 = tf.cast(z, tf.float32), tf.cast(dh, tf.float32)
-  zhat = (z32 - _row_mean(z32)) * rstd
-  dzhat = dh32 * tf.cast(gamma, tf.float32)
-  dx = rstd * (dzhat - _row_mean(dzhat) - zhat * _row_mean(dzhat * zhat))
+  dx, dgamma, dbeta = normalize_grad(tf.cast(dh, tf.float32), tf.cast(z, tf.float32),
+                                     gamma, rstd)
   if dz is not None:
     dx = dx + tf.cast(dz, tf.float32)
   dy = dx
   if threshold is not None:
-    dy = tf.where(_keep(tf.shape(dx), seed, threshold), dx * scale, 0.0)
+    dy = _masked_scale(dx, _keep(tf.shape(dx), seed, threshold), scale)
   return (tf.cast(dx, z.dtype), tf.cast(dy, y_dtype),
           tf.cast(tf.reduce_sum(dy, axis=0), bias_dtype),
-          tf.cast(tf.reduce_sum(dh32 * zhat, axis=0), gamma.dtype),
-          tf.cast(tf.reduce_sum(dh32, axis=0), gamma.dtype))
+          tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, gamma.dtype))
 
 
 def add_dropout_norm(x, y, rate, seed, gamma, beta, epsilon, bias=None, h_dtype=None,

@@ -14,25 +14,35 @@ def _row_mean(x):
   return tf.matmul(x, tf.fill([x.shape[-1], 1], 1.0 / x.shape[-1]))
 
 
+def normalize(x32, gamma, beta, epsilon):
+  """(LayerNorm(x32) float32, rstd float32 [rows, 1]) for float32 x32 [rows, d]
+  (the arithmetic of the forward kernels here and in `fused_residual`)."""
+  centered = x32 - _row_mean(x32)
+  rstd = tf.math.rsqrt(_row_mean(tf.square(centered)) + epsilon)
+  return centered * rstd * tf.cast(gamma, tf.float32) + tf.cast(beta, tf.float32), rstd
+
+
+def normalize_grad(dy32, x32, gamma, rstd):
+  """(dx, dgamma, dbeta), float32, for the upstream dy32 and the input x32 [rows, d],
+  recomputing the normalized x from x32 and the saved rstd."""
+  xhat = (x32 - _row_mean(x32)) * rstd
+  dxhat = dy32 * tf.cast(gamma, tf.float32)
+  dx = rstd * (dxhat - _row_mean(dxhat) - xhat * _row_mean(dxhat * xhat))
+  return dx, tf.reduce_sum(dy32 * xhat, axis=0), tf.reduce_sum(dy32, axis=0)
+
+
 @tf.function(jit_compile=True, autograph=False)
 def _forward(x, gamma, beta, epsilon):
   """(y in x's dtype, rstd float32 [rows, 1]) for x [rows, d]; statistics in float32."""
-  x32 = tf.cast(x, tf.float32)
-  centered = x32 - _row_mean(x32)
-  rstd = tf.math.rsqrt(_row_mean(tf.square(centered)) + epsilon)
-  y = centered * rstd * tf.cast(gamma, tf.float32) + tf.cast(beta, tf.float32)
+  y, rstd = normalize(tf.cast(x, tf.float32), gamma, beta, epsilon)
   return tf.cast(y, x.dtype), rstd
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _backward(dy, x, gamma, rstd):
   """(dx in x's dtype, dgamma, dbeta in gamma's dtype) for dy, x [rows, d]."""
-  x32, dy32 = tf.cast(x, tf.float32), tf.cast(dy, tf.float32)
-  xhat = (x32 - _row_mean(x32)) * rstd
-  dxhat = dy32 * tf.cast(gamma, tf.float32)
-  dx = rstd * (dxhat - _row_mean(dxhat) - xhat * _row_mean(dxhat * xhat))
-  dgamma = tf.reduce_sum(dy32 * xhat, axis=0)
-  dbeta = tf.reduce_sum(dy32, axis=0)
+  dx, dgamma, dbeta = normalize_grad(tf.cast(dy, tf.float32), tf.cast(x, tf.float32),
+                                     gamma, rstd)
   return tf.cast(dx, x.dtype), tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, gamma.dtype)
 
 
