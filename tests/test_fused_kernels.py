@@ -9,6 +9,7 @@ from t2t_keras.layers import FeedForward, LayerNorm
 from t2t_keras.layers.dropout import bias_relu_dropout, dropout, keep_mask
 from t2t_keras.layers.fused_residual import add_dropout_norm
 from t2t_keras.layers.layer_norm import layer_norm
+from t2t_keras.layers.matmul import matmul
 from t2t_keras.training.adam import FusedAdam
 
 SEED = tf.constant([5, 6], tf.int64)
@@ -63,6 +64,20 @@ def test_feed_forward_training_path_is_dense_relu_dropout_dense():
   want = ffn.output_dense(tf.where(keep, h / 0.8, 0.0))
   np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(ffn(x, training=False), ffn.output_dense(h), rtol=1e-6)
+
+
+@pytest.mark.parametrize("k,n", [(12, 5), (5, 12), (6, 6)])
+def test_matmul_equals_tf_matmul_values_and_gradients(k, n):
+  # k > n takes the weight gradient as (dy^T x)^T, otherwise as x^T dy.
+  rng = np.random.default_rng(k * n)
+  x, w = rng.normal(size=[9, k]).astype(np.float32), rng.normal(size=[k, n]).astype(np.float32)
+  dy = rng.normal(size=[9, n]).astype(np.float32)
+  want = _value_and_grads(tf.matmul, [x, w], dy)
+  for fn in (matmul, tf.function(matmul)):
+    got = _value_and_grads(fn, [x, w], dy)
+    for g, ww in zip(got, want):
+      assert g.shape == ww.shape
+      np.testing.assert_allclose(g, ww, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.layers.dropout import Dropout, bias_relu_dropout
+from t2t_keras.layers.matmul import matmul
 
 
 class FeedForward(keras.layers.Layer):
@@ -48,7 +49,7 @@ class FeedForward(keras.layers.Layer):
     if output_bias:
       return self.output_dense(h)
     kernel = tf.cast(self.output_dense.kernel, self.compute_dtype)
-    y = tf.matmul(tf.reshape(h, [-1, self.filter_size]), kernel)
+    y = matmul(tf.reshape(h, [-1, self.filter_size]), kernel)
     return tf.reshape(y, tf.concat([tf.shape(h)[:-1], [self.hidden_size]], 0))
 
   def get_config(self):
