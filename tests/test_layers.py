@@ -71,6 +71,33 @@ def test_multi_head_attention_weight_shapes():
   assert shapes == sorted([(8, 4, 3), (8, 4, 3), (8, 4, 5), (4, 5, 8)])
 
 
+def test_multi_head_attention_is_the_paper_formula():
+  # softmax(Q_i K_i^T / sqrt(d_k)) V_i per head, concatenated, times W^O; the layer
+  # folds 1 / sqrt(d_k) into its query kernel (self- and encoder-decoder attention).
+  rng = np.random.RandomState(3)
+  mha = layers.MultiHeadAttention(num_heads=2, key_size=4, value_size=3, output_size=6)
+  x, memory = rng.randn(2, 5, 6).astype("f"), rng.randn(2, 7, 6).astype("f")
+  mask = np.ones([2, 1, 5, 7], bool)
+  mask[0, ..., 4:] = False
+  y, _ = mha(tf.constant(x), memory=tf.constant(memory), attention_mask=tf.constant(mask))
+  wq, wk, wv, wo = (l.kernel.numpy() for l in (mha.query_dense, mha.key_dense,
+                                               mha.value_dense, mha.output_dense))
+  q = np.einsum("btd,dhk->bhtk", x, wq)
+  k, v = np.einsum("btd,dhk->bhtk", memory, wk), np.einsum("btd,dhk->bhtk", memory, wv)
+  logits = np.where(mask, np.einsum("bhqd,bhkd->bhqk", q, k) / 2.0, -1e9)
+  w = np.exp(logits - logits.max(-1, keepdims=True))
+  w /= w.sum(-1, keepdims=True)
+  want = np.einsum("bhqk,bhkd,hdo->bqo", w, v, wo)
+  np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
+  y_self, _ = mha(tf.constant(x))
+  q, k, v = (np.einsum("btd,dhk->bhtk", x, m) for m in (wq, wk, wv))
+  logits = np.einsum("bhqd,bhkd->bhqk", q, k) / 2.0
+  w = np.exp(logits - logits.max(-1, keepdims=True))
+  w /= w.sum(-1, keepdims=True)
+  np.testing.assert_allclose(y_self.numpy(), np.einsum("bhqk,bhkd,hdo->bqo", w, v, wo),
+                             rtol=1e-4, atol=1e-5)
+
+
 def test_residual_post_and_pre_norm():
   x = tf.constant(np.random.RandomState(0).randn(1, 2, 4), tf.float32)
   y = tf.constant(np.random.RandomState(1).randn(1, 2, 4), tf.float32)

@@ -14,11 +14,13 @@ import tensorflow as tf
 from t2t_keras.layers.dropout import Dropout
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=False):
+def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=False,
+                                 scale_query=True):
   """softmax(q k^T / sqrt(d_k)) v.
 
   Args:
-    q: [batch, heads, q_len, d_k].
+    q: [batch, heads, q_len, d_k]; with `scale_query=False`, q / sqrt(d_k) already
+      (`MultiHeadAttention` folds the scale into its query kernel).
     k: [batch, heads, k_len, d_k].
     v: [batch, heads, k_len, d_v].
     mask: bool, broadcastable to [batch, heads, q_len, k_len]; True = attend.
@@ -26,8 +28,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=Fals
   Returns:
     (output [batch, heads, q_len, d_v], weights float32 [batch, heads, q_len, k_len]).
   """
-  depth = tf.cast(tf.shape(q)[-1], q.dtype)
-  logits = tf.matmul(q * tf.math.rsqrt(depth), k, transpose_b=True)
+  if scale_query:
+    q = q * tf.math.rsqrt(tf.cast(tf.shape(q)[-1], q.dtype))
+  logits = tf.matmul(q, k, transpose_b=True)
   logits = tf.cast(logits, tf.float32)  # softmax in float32, also under mixed precision
   if mask is not None:
     logits = tf.where(mask, logits, tf.constant(-1e9, tf.float32))
@@ -103,11 +106,16 @@ class MultiHeadAttention(keras.layers.Layer):
 
     The layers' kernels ([d_model, h, size] each) are concatenated into one
     [d_model, sum of h * size] matrix: one matmul instead of one per
-    projection, and one transpose to heads-first when the sizes agree.
+    projection, and one transpose to heads-first when the sizes agree. The
+    query kernel comes scaled by 1 / sqrt(d_k), so the queries are q / sqrt(d_k)
+    (scaling the [d_model, h * d_k] kernel, not the [batch, h, len, d_k] queries,
+    forward and backward).
     """
     shape = tf.shape(x)
     width = x.shape[-1]
     kernels = [tf.reshape(tf.cast(l.kernel, self.compute_dtype), [width, -1]) for l in layers]
+    if layers[0] is self.query_dense:
+      kernels[0] = kernels[0] * tf.cast(self.key_size ** -0.5, self.compute_dtype)
     kernel = kernels[0] if len(kernels) == 1 else tf.concat(kernels, axis=1)
     y = tf.matmul(tf.reshape(x, [-1, width]), kernel)
     sizes = [int(l.kernel.shape[-1]) for l in layers]
@@ -156,7 +164,7 @@ class MultiHeadAttention(keras.layers.Layer):
     if attention_mask is not None and attention_mask.shape.rank == 3:
       attention_mask = attention_mask[:, None]
     out, weights = scaled_dot_product_attention(
-        q, k, v, attention_mask, self.attention_dropout, training)
+        q, k, v, attention_mask, self.attention_dropout, training, scale_query=False)
     out = self._output(out)
     if return_weights:
       return out, cache, weights
@@ -185,7 +193,7 @@ class MultiHeadAttention(keras.layers.Layer):
     flat = lambda x, d: tf.reshape(x, [batch, self.num_heads, -1, d])
     out, weights = scaled_dot_product_attention(
         q, flat(k, self.key_size), flat(v, self.value_size), mask,
-        self.attention_dropout, training)  # out [batch, h, beams, d_v]
+        self.attention_dropout, training, scale_query=False)  # out [batch, h, beams, d_v]
     out = tf.reshape(self._output(out), [rows, 1, self.output_size])
     if return_weights:
       return out, {"k": k, "v": v}, weights
@@ -207,7 +215,8 @@ class MultiHeadAttention(keras.layers.Layer):
     folded = tf.reshape(query, [-1, beams, width])  # [batch, beams, d_model]
     (q,) = self._project(folded, [self.query_dense])  # [batch, h, beams, d_k]
     out, weights = scaled_dot_product_attention(q, cache["k"], cache["v"], mask,
-                                                self.attention_dropout, training)
+                                                self.attention_dropout, training,
+                                                scale_query=False)
     out = tf.reshape(self._output(out), [rows, 1, self.output_size])
     if return_weights:
       weights = tf.reshape(tf.transpose(weights, [0, 2, 1, 3]),
