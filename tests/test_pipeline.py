@@ -97,6 +97,17 @@ def test_reversed_problem_swaps_features(data_dir):
     assert a["inputs"].tolist() == b["targets"].tolist()
 
 
+@pytest.mark.parametrize("name", ["translate_ende_numbers", "translate_ende_numbers_rev"])
+def test_records_parsed_in_a_chunk_equal_parsed_one_by_one(data_dir, name):
+  problem = registry.problem(name)
+  records = problem.records(data_dir, "dev")
+  chunk = problem.parse_records(next(iter(records.batch(7))))
+  assert isinstance(chunk["inputs"], tf.RaggedTensor) and chunk["inputs"].shape[0] == 7
+  for i, ex in enumerate(problem.dataset(data_dir, "dev").take(7).as_numpy_iterator()):
+    assert chunk["inputs"][i].numpy().tolist() == ex["inputs"].tolist()
+    assert chunk["targets"][i].numpy().tolist() == ex["targets"].tolist()
+
+
 def test_missing_data_says_run_datagen(problem, tmp_path):
   with pytest.raises(FileNotFoundError, match="t2t-datagen --problem=translate_ende_numbers"):
     pipeline.make_dataset(problem, str(tmp_path), "train", HP, shuffle=False, seed=0, repeat=False)

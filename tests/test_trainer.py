@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.data import datagen
+from t2t_keras.data import datagen, pipeline
 from t2t_keras.hparam import HParamsError
-from t2t_keras.training import trainer as trainer_lib
+from t2t_keras.training import checkpoints, trainer as trainer_lib
 from t2t_keras.training.strategy import make_strategy
 
 PROBLEM_ARGS = dict(num_train=1500, num_dev=100, num_test=100, max_length=8, num_symbols=6)
@@ -89,6 +89,40 @@ def test_trains_resumes_and_writes_outputs(copy_data, tmp_path):
   s2 = t2.train(30)
   assert (s2["start_step"], s2["step"]) == (20, 30)
   assert t2.optimizer.iterations.numpy() == 30
+
+
+def test_checkpoint_of_an_earlier_input_pipeline_resumes_all_but_the_data_order(
+    copy_data, tmp_path):
+  """A checkpoint whose iterator another tf.data graph wrote (no input_pipeline
+  record: version 1) restores model, optimizer and step, warns, and saves anew."""
+  out = tmp_path / "run"
+  t = make_trainer(copy_data, out, save_every=5)
+  t.train(5)
+  assert checkpoints.input_pipeline_version(t.manager.latest_checkpoint) == pipeline.VERSION
+  old_graph = t.problem.dataset(copy_data, "train").padded_batch(8)
+  old = tf.train.Checkpoint(model=t.model, optimizer=t.optimizer, step=t.step,
+                            rng_states=t._checkpoint_without_data.rng_states,
+                            iterator=iter(old_graph))
+  t.step.assign(7)
+  path = tf.train.CheckpointManager(old, str(out), max_to_keep=5,
+                                    checkpoint_name="ckpt").save(checkpoint_number=7)
+  assert checkpoints.input_pipeline_version(path) == 1
+  weights = [w.numpy() for w in t.model.weights]
+  with pytest.raises(tf.errors.NotFoundError, match="Failed to restore dataset iterator"):
+    tf.train.Checkpoint(iterator=t.iterator).restore(path).expect_partial()
+
+  lines = []
+  t2 = make_trainer(copy_data, out, save_every=9, log=lines.append)
+  assert t2.restore() == 7
+  assert any("holds its place in the training data for input pipeline version 1, and "
+             f"this t2t-keras reads with version {pipeline.VERSION}" in line
+             and "data order starts afresh from --seed=1" in line for line in lines)
+  for a, b in zip(weights, t2.model.weights):
+    np.testing.assert_array_equal(a, b.numpy())
+  s = t2.train(9)
+  assert (s["start_step"], s["step"]) == (7, 9)
+  assert checkpoints.input_pipeline_version(t2.manager.latest_checkpoint) == pipeline.VERSION
+  assert make_trainer(copy_data, out).restore() == 9
 
 
 def test_changed_hparams_are_refused_with_keys_named(copy_data, tmp_path):

@@ -255,13 +255,13 @@ class Text2TextProblem:
 
   # Reading.
 
-  def dataset(self, data_dir, split, *, shuffle_files=False, seed=None,
+  def records(self, data_dir, split, *, shuffle_files=False, seed=None,
               num_input_pipelines=1, input_pipeline_id=0):
-    """A tf.data.Dataset of {"inputs": int32 [len], "targets": int32 [len]} (EOS included).
+    """A tf.data.Dataset of serialized tf.Example records (string scalars) of a split.
 
-    Reads `filepattern(data_dir, split)`; swaps the features when reversed. With
-    several input pipelines, shards by file when there are enough files, else by
-    record.
+    Reads `filepattern(data_dir, split)`. With several input pipelines, shards by
+    file when there are enough files, else by record. `parse_records` turns
+    them into features.
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     pattern = self.filepattern(data_dir, split)
@@ -280,18 +280,35 @@ class Text2TextProblem:
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if num_input_pipelines > 1 and not by_file:
       ds = ds.shard(num_input_pipelines, input_pipeline_id)
-    swap = self.was_reversed
-    features = _features()
+    return ds
 
-    def parse(record):
-      parsed = tf.io.parse_single_example(record, features)
-      inputs = tf.cast(parsed["inputs"], tf.int32)
-      targets = tf.cast(parsed["targets"], tf.int32)
-      if swap:
-        inputs, targets = targets, inputs
-      return {"inputs": inputs, "targets": targets}
+  def parse_records(self, records):
+    """{"inputs", "targets"} int32 ids (EOS included) of serialized records.
 
-    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    records: a string scalar (-> tensors [len]) or vector [k] (-> ragged
+    [k, None], one parse for all k: the input pipeline's way). Swaps the
+    features when reversed.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    parse = tf.io.parse_single_example if records.shape.rank == 0 else tf.io.parse_example
+    parsed = parse(records, _features())
+    inputs = tf.cast(parsed["inputs"], tf.int32)
+    targets = tf.cast(parsed["targets"], tf.int32)
+    if self.was_reversed:
+      inputs, targets = targets, inputs
+    return {"inputs": inputs, "targets": targets}
+
+  def dataset(self, data_dir, split, *, shuffle_files=False, seed=None,
+              num_input_pipelines=1, input_pipeline_id=0):
+    """A tf.data.Dataset of {"inputs": int32 [len], "targets": int32 [len]} (EOS included).
+
+    `records` parsed one by one (see there for the arguments).
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    ds = self.records(data_dir, split, shuffle_files=shuffle_files, seed=seed,
+                      num_input_pipelines=num_input_pipelines,
+                      input_pipeline_id=input_pipeline_id)
+    return ds.map(self.parse_records, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
   def __repr__(self):
     return f"<{type(self).__name__} {self.name}>"

@@ -1,19 +1,37 @@
 """Resuming from the newest readable checkpoint of a run."""
 
+import tensorflow as tf
+
 from t2t_keras.errors import InputError
 from t2t_keras.training import model_io
 
+# The checkpoint's record of which input pipeline wrote its iterator state
+# (`t2t_keras.data.pipeline.VERSION`); checkpoints written before it was kept
+# hold version 1's.
+PIPELINE_KEY = "input_pipeline"
+_PIPELINE_TENSOR = PIPELINE_KEY + "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def input_pipeline_version(path):
+  """The input pipeline version whose iterator a checkpoint holds (1 if unrecorded)."""
+  reader = tf.train.load_checkpoint(path)
+  if not reader.has_tensor(_PIPELINE_TENSOR):
+    return 1
+  return int(reader.get_tensor(_PIPELINE_TENSOR))
+
 
 def restore_newest_readable(checkpoint, manager, log):
-  """Restores `checkpoint` from the newest readable of `manager`'s checkpoints.
+  """Restores from the newest readable of `manager`'s checkpoints.
 
   A truncated newer one (killed mid-write, disk full) is skipped with a
-  warning. Returns the path restored, or None when there is none yet. Raises
-  InputError when checkpoints exist but none reads back.
+  warning. `checkpoint` is a tf.train.Checkpoint, or a function of the path
+  returning the one to restore into. Returns the path restored, or None when
+  there is none yet. Raises InputError when checkpoints exist but none reads back.
   """
   path = model_io.newest_readable(manager.checkpoints, log)
   if path is not None:
-    checkpoint.restore(path).assert_existing_objects_matched()
+    target = checkpoint(path) if callable(checkpoint) else checkpoint
+    target.restore(path).assert_existing_objects_matched()
   elif manager.checkpoints:
     raise InputError(f"no readable checkpoint in {manager.directory}: "
                      f"{', '.join(manager.checkpoints)} are all missing or truncated; "

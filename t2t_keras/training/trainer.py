@@ -23,6 +23,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras import registry
+from t2t_keras.data import pipeline
 from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams, HParamsError
@@ -136,9 +137,13 @@ class Trainer:
                                       seed=seed, repeat=True, bucket_mode=self.bucket_mode,
                                       input_context=self.input_context))
     rng_states = [v for v in self.model.variables if "seed_generator_state" in v.path]
+    state = dict(model=self.model, optimizer=self.optimizer, step=self.step,
+                 rng_states=rng_states)
+    # Without the iterator: for checkpoints whose iterator another pipeline wrote.
+    self._checkpoint_without_data = tf.train.Checkpoint(**state)
     self.checkpoint = tf.train.Checkpoint(
-        model=self.model, optimizer=self.optimizer, step=self.step,
-        iterator=self.iterator, rng_states=rng_states)
+        iterator=self.iterator, **state,
+        **{checkpoints.PIPELINE_KEY: tf.Variable(pipeline.VERSION, trainable=False)})
     directory = output_dir if self.chief else os.path.join(
         output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}")
     self.manager = tf.train.CheckpointManager(
@@ -181,10 +186,23 @@ class Trainer:
 
   def restore(self):
     """Restores the newest readable checkpoint of output_dir, if any; returns the step."""
-    path = checkpoints.restore_newest_readable(self.checkpoint, self.manager, self.log)
+    path = checkpoints.restore_newest_readable(self._restore_target, self.manager, self.log)
     if path:
       self.log(f"resumed from {path} at step {int(self.step.numpy())}")
     return int(self.step.numpy())
+
+  def _restore_target(self, path):
+    """The checkpoint object to restore `path` into: all of it, or all but the
+    input position when an earlier input pipeline wrote it (a tf.data iterator
+    restores only into the graph that saved it)."""
+    written = checkpoints.input_pipeline_version(path)
+    if written == pipeline.VERSION:
+      return self.checkpoint
+    self.log(f"warning: {path} holds its place in the training data for input pipeline "
+             f"version {written}, and this t2t-keras reads with version {pipeline.VERSION}: "
+             f"the model, optimizer and step resume; the data order starts afresh from "
+             f"--seed={self.seed}")
+    return self._checkpoint_without_data
 
   def save(self):
     path = self.manager.save(checkpoint_number=int(self.step.numpy()))
