@@ -69,10 +69,6 @@ def bucket_boundaries(max_length, step=1.1, exact_up_to=10):
   return bounds
 
 
-def _pair_length(ex):
-  return tf.maximum(tf.shape(ex["inputs"])[0], tf.shape(ex["targets"])[0])
-
-
 def _length_limit(hparams, max_length, per_replica_budget):
   if max_length is None:
     max_length = hparams.max_length
@@ -85,11 +81,16 @@ def count_long_pairs(problem, data_dir, split, max_length):
 
   Returns {"total": n, "dropped": d, "kept": n - d}.
   """
-  ds = problem.dataset(data_dir, split)
-  lengths = ds.map(_pair_length, num_parallel_calls=tf.data.AUTOTUNE)
+  def pair_lengths(records):
+    ex = problem.parse_records(records)
+    return tf.maximum(ex["inputs"].row_lengths(), ex["targets"].row_lengths())
+
+  lengths = (problem.records(data_dir, split).batch(PARSE_CHUNK)
+             .map(pair_lengths, num_parallel_calls=tf.data.AUTOTUNE))
   total, dropped = lengths.reduce(
       (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
-      lambda acc, n: (acc[0] + 1, acc[1] + tf.cast(n > max_length, tf.int64)))
+      lambda acc, n: (acc[0] + tf.size(n, out_type=tf.int64),
+                      acc[1] + tf.reduce_sum(tf.cast(n > max_length, tf.int64))))
   total, dropped = int(total), int(dropped)
   return {"total": total, "dropped": dropped, "kept": total - dropped}
 
