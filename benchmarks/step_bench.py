@@ -106,6 +106,30 @@ def decode_inputs(seed=0):
   return np.concatenate([ids, np.ones([DECODE_BATCH, 1], np.int32)], axis=1)
 
 
+def bench_trainer(data_dir, output_dir, overrides=""):
+  """The benchmark's Trainer (the peer's configuration plus `overrides`), fed the fixed batch.
+
+  Returns (trainer, hparams); `trainer.train_step()` then runs one update on the [128, 32]
+  batch of `fixed_batch()`, 4096 target tokens, no padding.
+  """
+  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
+  from t2t_keras import registry
+  from t2t_keras.training.trainer import Trainer
+
+  hp = registry.hparams("transformer_multi30k").replace(
+      layer_prepostprocess_dropout=0.1, attention_dropout=0.1,
+      relu_dropout=0.1).override(overrides)
+  trainer = Trainer(registry.problem(PROBLEM), hp, data_dir, output_dir,
+                    eval_every=0, save_every=10 ** 9, save_every_minutes=1e9,
+                    log=lambda *a, **k: None)
+  assert trainer.vocab.vocab_size == VOCAB, trainer.vocab.vocab_size
+  src, tgt = fixed_batch()
+  batch = {"inputs": tf.constant(src), "targets": tf.constant(tgt)}
+  trainer.iterator = itertools.repeat(batch)
+  return trainer, hp
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--steps", type=int, default=int(os.environ.get("STEPS", "15")),
@@ -129,26 +153,15 @@ def main():
   import numpy as np
   import tensorflow as tf
   import keras
-  from t2t_keras import registry
   from t2t_keras.decoding import beam_search, decoder
   from t2t_keras.decoding.sharding import default_shards, shard_search_fn
   from t2t_keras.training import model_io
-  from t2t_keras.training.trainer import Trainer
 
   load_before = os.getloadavg()
   print(f"tf {tf.__version__} keras {keras.__version__}; {os.cpu_count()} CPUs; load average "
         f"{' '.join(f'{x:.2f}' for x in load_before)}", flush=True)
-  hp = registry.hparams("transformer_multi30k").replace(
-      layer_prepostprocess_dropout=0.1, attention_dropout=0.1,
-      relu_dropout=0.1).override(args.hparams)
   with tempfile.TemporaryDirectory(prefix="step_bench_") as output_dir:
-    trainer = Trainer(registry.problem(PROBLEM), hp, args.data_dir, output_dir,
-                      eval_every=0, save_every=10 ** 9, save_every_minutes=1e9,
-                      log=lambda *a, **k: None)
-    assert trainer.vocab.vocab_size == VOCAB, trainer.vocab.vocab_size
-    src, tgt = fixed_batch()
-    batch = {"inputs": tf.constant(src), "targets": tf.constant(tgt)}
-    trainer.iterator = itertools.repeat(batch)
+    trainer, hp = bench_trainer(args.data_dir, output_dir, args.hparams)
 
     start = time.perf_counter()
     loss, tokens = trainer.train_step()
