@@ -76,14 +76,23 @@ def _length_limit(hparams, max_length, per_replica_budget):
   return min(limit, per_replica_budget)
 
 
+def _parse_chunk(problem, records):
+  """Serialized records [k] -> (pairs: ragged int32 [k, None] per side, input lengths
+  int32 [k], target lengths int32 [k]): one parse for the chunk. The one definition of
+  a pair's lengths for both the length filter and `count_long_pairs`."""
+  ex = problem.parse_records(records)
+  return (ex, tf.cast(ex["inputs"].row_lengths(), tf.int32),
+          tf.cast(ex["targets"].row_lengths(), tf.int32))
+
+
 def count_long_pairs(problem, data_dir, split, max_length):
   """Counts pairs of a split longer than `max_length` ids (either side, EOS included).
 
   Returns {"total": n, "dropped": d, "kept": n - d}.
   """
   def pair_lengths(records):
-    ex = problem.parse_records(records)
-    return tf.maximum(ex["inputs"].row_lengths(), ex["targets"].row_lengths())
+    _, len_in, len_out = _parse_chunk(problem, records)
+    return tf.maximum(len_in, len_out)
 
   lengths = (problem.records(data_dir, split).batch(PARSE_CHUNK)
              .map(pair_lengths, num_parallel_calls=tf.data.AUTOTUNE))
@@ -162,9 +171,7 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
   def parse(records):
     """PARSE_CHUNK records at once -> the kept pairs (ragged [k, None]) and their
     bucket keys int64 [k]: one parse and one length filter per chunk, not per pair."""
-    ex = problem.parse_records(records)
-    len_in = tf.cast(ex["inputs"].row_lengths(), tf.int32)
-    len_out = tf.cast(ex["targets"].row_lengths(), tf.int32)
+    ex, len_in, len_out = _parse_chunk(problem, records)
     keep = tf.maximum(len_in, len_out) <= limit
     ex = {k: tf.ragged.boolean_mask(v, keep) for k, v in ex.items()}
     len_in, len_out = len_in[keep], len_out[keep]
