@@ -28,6 +28,7 @@ from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams, HParamsError
 from t2t_keras.training import checkpoints, model_io, reporting, signals
+from t2t_keras.training.loss_guard import LossClimbGuard
 from t2t_keras.training.evaluation import Evaluator
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.step import TrainStep
@@ -38,7 +39,7 @@ RESUMABLE_KEYS = ("train_steps",)
 
 
 class NonFiniteLossError(InputError, RuntimeError):
-  """A NaN or Inf loss; the last good checkpoint is kept."""
+  """A NaN or Inf loss or weight; the last good checkpoint is kept."""
 
 
 def check_hparams_match(output_dir, hparams):
@@ -205,10 +206,25 @@ class Trainer:
     return self._checkpoint_without_data
 
   def save(self):
+    """Saves a checkpoint of this step; refuses (NonFiniteLossError) when a weight is NaN or Inf."""
+    if not bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
+                               for v in self.model.trainable_variables])):
+      raise NonFiniteLossError(
+          f"non-finite weights after step {int(self.step.numpy())} (the update was not finite); "
+          f"not saved. The last good checkpoint ({self.manager.latest_checkpoint}) is kept.")
     path = self.manager.save(checkpoint_number=int(self.step.numpy()))
     if self.chief:
       self.log(f"saved {path}")
     return path
+
+  def _climb_warning(self, step, climb):
+    """One line: where the loss climbed, at what learning rate, and which hparams to lower."""
+    hp = self.hparams
+    advice = f"lower learning_rate_constant (now {hp.learning_rate_constant:g})"
+    if hp.norm_type != "pre":
+      advice += f" or train pre-norm with norm_type=pre (now {hp.norm_type})"
+    return (f"warning: step {step}, learning rate {float(self.optimizer.learning_rate):.3e}: "
+            f"{climb}; the recipe is on the edge of stability: {advice}")
 
   def train(self, train_steps=None):
     """Trains to `train_steps` (default hparams.train_steps); returns a summary dict.
@@ -245,6 +261,7 @@ class Trainer:
     interrupted = False
     last_loss = float("nan")
     eval_metrics = {}
+    guard = LossClimbGuard(self.hparams.learning_rate_warmup_steps)
     with signals.StopSignals() as stop_signals:
       try:
         while step < train_steps:
@@ -255,6 +272,9 @@ class Trainer:
                 f"loss is {loss} at step {step}; stopping. The last good checkpoint "
                 f"({self.manager.latest_checkpoint}) is kept.")
           last_loss = loss
+          climb = guard.update(step, loss)
+          if climb:
+            self.log(self._climb_warning(step, climb))
           tokens_since += tokens
           loss_since += loss
           steps_since += 1
