@@ -314,3 +314,40 @@ def test_auto_buckets_pair_only_where_one_trace_serves_every_shape(copy_data, tm
   with open(os.path.join(tmp_path / "0", "run.json")) as f:
     assert json.load(f)["bucket_mode"] == "pair"
   assert make_trainer(copy_data, tmp_path / "0", hp, use_xla=True).bucket_mode == "pair"
+
+
+def test_an_unstable_recipe_warns_once_naming_step_lr_and_hparams(copy_data, tmp_path):
+  """Post-norm at 30x transformer_tiny's learning-rate constant (peak 0.86 at step 150)
+  blows up after warmup (the loss goes from about 2.2 to over 10); the trainer says so in one
+  line. The same model at the default constant, pre-norm, stays quiet."""
+  lines = []
+  hp = tiny_hparams(norm_type="post", learning_rate_constant=60.0, learning_rate_warmup_steps=150)
+  make_trainer(copy_data, tmp_path / "unstable", hp, save_every=1000, log_every=1000,
+               log=lines.append).train(250)
+  warnings = [line for line in lines if line.startswith("warning: step")]
+  assert len(warnings) == 1, lines
+  assert "the training loss is climbing" in warnings[0]
+  assert ("the recipe is on the edge of stability: lower learning_rate_constant (now 60) or "
+          "train pre-norm with norm_type=pre (now post)") in warnings[0]
+  step = int(warnings[0].split()[2].rstrip(","))
+  assert step > hp.learning_rate_warmup_steps
+  quiet = []
+  make_trainer(copy_data, tmp_path / "stable", tiny_hparams(norm_type="pre"), save_every=1000,
+               log_every=1000, log=quiet.append).train(250)
+  assert not [line for line in quiet if line.startswith("warning")], quiet
+
+
+def test_non_finite_weights_are_never_saved(copy_data, tmp_path):
+  """An update that leaves a NaN weight behind a finite loss: the save refuses, the last good
+  checkpoint stays the newest."""
+  out = tmp_path / "run"
+  t = make_trainer(copy_data, out, save_every=2)
+  t.train(2)
+  t.model.trainable_variables[0].assign(t.model.trainable_variables[0] * np.nan)
+  with pytest.raises(trainer_lib.NonFiniteLossError,
+                     match=r"non-finite weights after step 2 .*not saved.*ckpt-2"):
+    t.save()
+  t.step.assign(3)
+  with pytest.raises(trainer_lib.NonFiniteLossError, match=r"after step 3"):
+    t.save()
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")
