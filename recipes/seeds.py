@@ -20,6 +20,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 
 def parse_results(lines):
@@ -43,15 +44,17 @@ def spread(values):
 def table(runs):
   """Markdown: a row per seed, then min / median / max per result over the seeds that finished.
 
-  runs: [{"seed": int, "returncode": int, "results": {name: value}}].
+  runs: [{"seed": int, "returncode": int, "minutes": float, "results": {name: value}}].
   """
   names = []
   for run in runs:
     names += [n for n in run["results"] if n not in names]
-  lines = ["| seed | exit | " + " | ".join(names) + " |", "|---" * (len(names) + 2) + "|"]
+  lines = ["| seed | exit | minutes | " + " | ".join(names) + " |",
+           "|---" * (len(names) + 3) + "|"]
   for run in runs:
     cells = [f"{run['results'][n]:.1f}" if n in run["results"] else "-" for n in names]
-    lines.append(f"| {run['seed']} | {run['returncode']} | " + " | ".join(cells) + " |")
+    lines.append(f"| {run['seed']} | {run['returncode']} | {run['minutes']:.1f} | "
+                 + " | ".join(cells) + " |")
   lines += ["", f"Over {len(runs)} seed(s): min / median / max", ""]
   for n in names:
     values = [run["results"][n] for run in runs if n in run["results"]]
@@ -69,6 +72,7 @@ def run_seed(seed, output_dir, command):
   env = dict(os.environ, T2T_SEED=str(seed), T2T_RUN=os.path.join(output_dir, f"seed{seed}"))
   log_path = os.path.join(output_dir, f"seed{seed}.log")
   lines = []
+  start = time.time()
   with open(log_path, "w", encoding="utf-8") as log, subprocess.Popen(
       command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
     for line in proc.stdout:
@@ -76,7 +80,7 @@ def run_seed(seed, output_dir, command):
       log.flush()
       lines.append(line)
   record = {"seed": seed, "returncode": proc.returncode, "results": parse_results(lines),
-            "command": command}
+            "minutes": (time.time() - start) / 60, "command": command}
   if proc.returncode == 0:  # a failed seed runs again next time
     with open(record_path + ".tmp", "w") as f:
       json.dump(record, f, indent=1)
