@@ -32,7 +32,7 @@ from t2t_keras.problems import numbers  # noqa: E402
 PROBLEM = "translate_ende_numbers"
 
 
-def test_exact_match(path):
+def score_test_split(path):
   """(percent, right, total) of the lines of `path` against the test split's references."""
   hyps = files.read_lines(path)
   _, refs = files.split_pairs(PROBLEM, split="test")
@@ -56,7 +56,7 @@ def main():
   args = parser.parse_args()
   results = {}
   if args.test_translations:
-    pct, right, total = test_exact_match(args.test_translations)
+    pct, right, total = score_test_split(args.test_translations)
     print(f"{args.test_translations}: test split exact match {pct:.1f}% ({right}/{total})")
     results["test_exact_match"] = pct
   model, vocab, info = load(args.run_dir, args.checkpoint_path)

@@ -52,14 +52,14 @@ def table(runs):
   lines = ["| seed | exit | minutes | " + " | ".join(names) + " |",
            "|---" * (len(names) + 3) + "|"]
   for run in runs:
-    cells = [f"{run['results'][n]:.1f}" if n in run["results"] else "-" for n in names]
+    cells = [f"{run['results'][n]:.4g}" if n in run["results"] else "-" for n in names]
     lines.append(f"| {run['seed']} | {run['returncode']} | {run['minutes']:.1f} | "
                  + " | ".join(cells) + " |")
   lines += ["", f"Over {len(runs)} seed(s): min / median / max", ""]
   for n in names:
     values = [run["results"][n] for run in runs if n in run["results"]]
     lo, mid, hi = spread(values)
-    lines.append(f"- {n}: {lo:.1f} / {mid:.1f} / {hi:.1f} ({len(values)} seeds)")
+    lines.append(f"- {n}: {lo:.4g} / {mid:.4g} / {hi:.4g} ({len(values)} seeds)")
   return "\n".join(lines) + "\n"
 
 
@@ -107,7 +107,7 @@ def main(argv=None):
     print(f"seed {seed}: {' '.join(command)} (log: {args.output_dir}/seed{seed}.log)", flush=True)
     runs.append(run_seed(seed, args.output_dir, command))
     print(f"seed {seed}: exit {runs[-1]['returncode']}, " + ", ".join(
-        f"{k} {v:.1f}" for k, v in runs[-1]["results"].items()), flush=True)
+        f"{k} {v:.4g}" for k, v in runs[-1]["results"].items()), flush=True)
     with open(os.path.join(args.output_dir, "seeds.md"), "w") as f:
       f.write(f"`{' '.join(command)}`\n\n" + table(runs))
   print(table(runs))

@@ -53,11 +53,11 @@ def two_cpu_strategy():
   return make_strategy(devices=["/cpu:0", "/cpu:1"])
 
 
-def load_benchmark(name):
-  """benchmarks/<name>.py as a module (the benchmarks are scripts, not a package)."""
+def load_benchmark(name, folder="benchmarks"):
+  """<folder>/<name>.py as a module (benchmarks and recipes are scripts, not packages)."""
   import importlib.util
-  path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", f"{name}.py")
-  spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+  path = os.path.join(os.path.dirname(__file__), "..", folder, f"{name}.py")
+  spec = importlib.util.spec_from_file_location(f"{folder}_{name}", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
