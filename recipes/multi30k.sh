@@ -4,7 +4,8 @@
 # search on test2016, every BLEU variant, the SavedModel.
 #
 #   recipes/multi30k.sh [MINUTES]
-#   env: MULTI30K_DIR (default ../shared/data/multi30k), RUN_DIR (default t2t_train/multi30k),
+#   env: MULTI30K_DIR (default ../shared/data/multi30k), RUN_DIR or T2T_RUN (default
+#        t2t_train/multi30k), T2T_SEED (the trainer's --seed, default 1),
 #        HPARAMS_SET (default transformer_multi30k_tiny), HPARAMS (overrides; default
 #        "precision=mixed_bfloat16" where bf16 matmuls measure at least 1.2x float32's
 #        (python -m t2t_keras.training.precision), else none: set HPARAMS= to train in
@@ -20,7 +21,7 @@ export TF_CPP_MIN_LOG_LEVEL=3
 
 MINUTES=${1:-120}
 RAW=${MULTI30K_DIR:-../shared/data/multi30k}
-RUN=${RUN_DIR:-t2t_train/multi30k}
+RUN=${T2T_RUN:-${RUN_DIR:-t2t_train/multi30k}}
 DATA=t2t_data/multi30k
 RESERVE_S=${RESERVE_S:-420}
 START=$(date +%s)
@@ -45,7 +46,7 @@ TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
 rc=0
 timeout -s TERM $TRAIN_S t2t-trainer --problem=translate_ende_multi30k \
     --hparams_set=${HPARAMS_SET:-transformer_multi30k_tiny} --hparams="${HPARAMS:-}" \
-    --data_dir=$DATA --output_dir=$RUN \
+    --seed="${T2T_SEED:-1}" --data_dir=$DATA --output_dir=$RUN \
     --save_every=250 --save_every_minutes=1000 --keep_checkpoints=1000 \
     --eval_every=1000 --eval_bleu_sentences=200 --log_every=100 || rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
@@ -64,7 +65,11 @@ t2t-decoder --output_dir=$RUN/selected \
     --decode_from_file="$RAW/test_2016_flickr.en.gz" --decode_to_file=$RUN/test2016.de \
     --decode_hparams="$DECODE"
 t2t-bleu --translation=$RUN/test2016.de --reference="$RAW/test_2016_flickr.de.gz" \
-    --tokenized_reference="$RAW/tok/test_2016_flickr.lc.norm.tok.de.gz"
+    --tokenized_reference="$RAW/tok/test_2016_flickr.lc.norm.tok.de.gz" | tee $RUN/test2016.bleu
+# The two headline figures as RESULT lines (what recipes/seeds.py collects per seed).
+awk '/^sacreBLEU \(detokenized\):/ {print "RESULT test2016_sacrebleu", $3}
+     /^lowercased tokenized BLEU against/ {print "RESULT test2016_lc_tok_bleu", $NF}' \
+    $RUN/test2016.bleu
 echo "recipe wall clock: $(( $(date +%s) - START )) s (budget $((MINUTES * 60)) s)"
 
 # What users serve: the chosen average as a SavedModel, translating test2016 in a process

@@ -8,7 +8,8 @@
 #   recipes/ptb_parsing.sh [MINUTES]
 #   env: PTB_DIR (default ../shared/data/ptb_sample; a full LDC treebank works too),
 #        PROBLEM (default parsing_english_ptb8k_words; parsing_english_ptb8k has XX leaves),
-#        RUN_DIR (default t2t_train/ptb_parsing), HPARAMS_SET (default transformer_parsing_cpu),
+#        RUN_DIR or T2T_RUN (default t2t_train/ptb_parsing), T2T_SEED (--seed, default 1),
+#        HPARAMS_SET (default transformer_parsing_cpu),
 #        HPARAMS (overrides of the set, t2t's --hparams),
 #        DECODE (default beam_size=4,alpha=1.0 after the problem's extra_length=300: the
 #        decoding the averaging windows are compared with; "beam_size=21,alpha=0.3" is the
@@ -23,7 +24,7 @@ export TF_CPP_MIN_LOG_LEVEL=3
 
 MINUTES=${1:-60}
 RAW=${PTB_DIR:-../shared/data/ptb_sample}
-RUN=${RUN_DIR:-t2t_train/ptb_parsing}
+RUN=${T2T_RUN:-${RUN_DIR:-t2t_train/ptb_parsing}}
 P=${PROBLEM:-parsing_english_ptb8k_words}
 DATA=t2t_data/ptb/$P
 DECODE=${DECODE-beam_size=4,alpha=1.0}
@@ -36,7 +37,7 @@ TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
 rc=0
 timeout -s TERM $TRAIN_S t2t-trainer --problem=$P \
     --hparams_set=${HPARAMS_SET:-transformer_parsing_cpu} --hparams="${HPARAMS:-}" \
-    --data_dir=$DATA --output_dir=$RUN \
+    --seed="${T2T_SEED:-1}" --data_dir=$DATA --output_dir=$RUN \
     --save_every=500 --save_every_minutes=1000 --keep_checkpoints=20 \
     --eval_every=1000 --eval_bleu_sentences=0 --log_every=100 || rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
@@ -56,7 +57,10 @@ DECODE=$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["decode
 t2t-decoder --output_dir=$RUN/selected --decode_from_file=$DATA/$P.dev.words \
     --decode_to_file=$RUN/dev.parsed --decode_hparams="$DECODE"
 echo "== EVALB (COLLINS.prm), dev =="
-t2t-evalb --gold_file=$DATA/$P.dev.trees --test_file=$RUN/dev.parsed --by_length
+t2t-evalb --gold_file=$DATA/$P.dev.trees --test_file=$RUN/dev.parsed --by_length \
+    | tee $RUN/dev.evalb
+# The first (all-sentences) F1 as a RESULT line (what recipes/seeds.py collects per seed).
+awk '/^Bracketing FMeasure/ && !done {print "RESULT dev_f1", $NF; done = 1}' $RUN/dev.evalb
 echo "== the right-branching baseline on the same trees =="
 t2t-evalb --gold_file=$DATA/$P.dev.trees --right_branching | grep -A7 -- "-- All --"
 echo "recipe wall clock: $(( $(date +%s) - START )) s (budget $((MINUTES * 60)) s)"
