@@ -362,3 +362,43 @@ def test_each_binary_runs_with_its_own_flag_defaults(monkeypatch):
     assert t2t_bin.run_in_process(module, ["t2t-x"]) == 0
   assert seen == [(None, None, None), ("transformer_tiny", "translate_ende_numbers", "t2t_data"),
                   (None, None, None)]
+
+
+# Each binary's --help lists these of its own flags (absl's key flags of sys.argv[0]).
+HELP_FLAGS = {
+    "datagen": ["problem", "data_dir", "tmp_dir"],
+    "trainer": ["problem", "hparams_set", "hparams", "seed", "train_steps", "output_dir"],
+    "decoder": ["output_dir", "checkpoint_path", "decode_hparams", "decode_from_file"],
+    "exporter": ["output_dir", "decode_hparams"],
+    "avg_all": ["model_dir", "output_dir", "n"],
+    "bleu": ["translation", "reference", "tokenized_reference"],
+    "evalb": ["gold_file", "test_file"],
+    "param_table": [],
+    "sweep": ["problem", "rows_file", "train_steps"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(HELP_FLAGS))
+def test_help_lists_the_binarys_own_flags_with_their_text(module):
+  import importlib
+  import sys
+  from absl import flags
+  binary = importlib.import_module(f"t2t_keras.bin.{module}")
+  names = t2t_bin.declare_help_flags(binary.__name__)
+  assert set(HELP_FLAGS[module]) <= set(names)
+  assert not set(names) & set(t2t_bin.UNSUPPORTED_FLAGS)
+  text = flags.FLAGS.module_help(sys.argv[0])
+  for name in HELP_FLAGS[module]:
+    assert f"--{name}: {flags.FLAGS[name].help}"[:60] in " ".join(text.split()), name
+
+
+def test_trainer_help_as_a_process():
+  """The console script, as a user types it (absl exits 1 after --help)."""
+  import subprocess
+  import sys
+  script = os.path.join(os.path.dirname(sys.executable), "t2t-trainer")
+  proc = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 1 and not proc.stderr, proc.stderr
+  assert "--hparams_set: Registered hparams set.\n    (default: 'transformer_tiny')" in proc.stdout
+  assert "--seed: Seed for model init, dropout and data order." in proc.stdout
+  assert "--use_tpu" not in proc.stdout

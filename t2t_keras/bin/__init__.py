@@ -93,7 +93,27 @@ def run_main(main, name, argv):
 def app_run(main, name):
   """absl.app.run for a binary: flags parsed from sys.argv, then `run_main`."""
   from absl import app
+  declare_help_flags(main.__module__)
   app.run(lambda argv: run_main(main, name, argv))
+
+
+def declare_help_flags(module_name):
+  """Makes `--help` list the binary's own flags with their help text.
+
+  absl's --help prints the key flags of the main module, which it names by
+  sys.argv[0]; a console script (`t2t-trainer`) defines none itself, so its
+  --help said only "Try --helpfull". This declares, for sys.argv[0], every flag
+  the binary's module defines (shared ones included) and those of the flag
+  modules it imports (`run_flags`), not t2t's refused TPU / Cloud flags.
+  """
+  import sys
+  from absl import flags
+  names = []
+  for source in _flag_sources(sys.modules[module_name]):
+    names += [n for n in _OWN_DEFAULTS[source] if n not in names and n not in UNSUPPORTED_FLAGS]
+  for flag_name in names:
+    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS[flag_name])
+  return names
 
 
 def run_in_process(module, argv):
