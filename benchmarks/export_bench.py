@@ -71,7 +71,7 @@ def make_export(args, workdir):
   from t2t_keras.data import vocabulary  # pylint: disable=import-outside-toplevel
   from t2t_keras.models.transformer import Transformer  # pylint: disable=import-outside-toplevel
   from t2t_keras.serving import export  # pylint: disable=import-outside-toplevel
-  from t2t_keras.training import model_io  # pylint: disable=import-outside-toplevel
+  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
 
   if args.corpus:
     corpus = _read(args.corpus)
@@ -91,7 +91,7 @@ def make_export(args, workdir):
   model.build_for_ids()
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), workdir, 1).save(
       checkpoint_number=1)
-  model_io.save_run_info(workdir, hp, "export_bench", vocab.vocab_size,
+  runs.save_run_info(workdir, hp, "export_bench", vocab.vocab_size,
                          os.path.join(workdir, "spm.model"))
   print(f"model: transformer_small, {model.count_params():,} parameters (random weights)")
   start = time.perf_counter()

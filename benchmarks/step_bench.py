@@ -155,7 +155,7 @@ def main():
   import keras
   from t2t_keras.decoding import beam_search, decoder
   from t2t_keras.decoding.sharding import default_shards, shard_search_fn
-  from t2t_keras.training import model_io
+  from t2t_keras import runs
 
   load_before = os.getloadavg()
   print(f"tf {tf.__version__} keras {keras.__version__}; {os.cpu_count()} CPUs; load average "
@@ -187,8 +187,8 @@ def main():
     model = trainer.model
     if hp.precision != "float32":
       # t2t-decoder and the SavedModel restore a checkpoint into a float32 model
-      # (model_io.load_model), whatever the training precision: search as they do.
-      model = model_io.build_model(hp, trainer.vocab.vocab_size)
+      # (runs.load_model), whatever the training precision: search as they do.
+      model = runs.build_model(hp, trainer.vocab.vocab_size)
       model.set_weights(trainer.model.get_weights())
     decode_dtype = model.compute_dtype
 

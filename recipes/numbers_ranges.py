@@ -25,7 +25,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from num2words import num2words  # noqa: E402
 
-from t2t_keras.bin.decoder import load  # noqa: E402  (quiet TensorFlow start-up)
+import t2t_keras.bin  # noqa: E402,F401  (first: quiet TensorFlow start-up)
+from t2t_keras import runs  # noqa: E402
 from t2t_keras.decoding import decoder, files  # noqa: E402
 from t2t_keras.problems import numbers  # noqa: E402
 
@@ -59,13 +60,13 @@ def main():
     pct, right, total = score_test_split(args.test_translations)
     print(f"{args.test_translations}: test split exact match {pct:.1f}% ({right}/{total})")
     results["test_exact_match"] = pct
-  model, vocab, info = load(args.run_dir, args.checkpoint_path)
+  model, vocab, _, info, checkpoint_path = runs.load(args.run_dir, args.checkpoint_path)
   if info["problem"] != PROBLEM:
     sys.exit(f"{args.run_dir} was trained on {info['problem']}, not {PROBLEM}")
   sample = numbers.independent_sample(args.per_range, sample_seed=args.sample_seed)
   hp = decoder.decode_hparams("beam_size=4,alpha=0.6")
   misses, total_right, total = [], 0, 0
-  print(f"{info['checkpoint_path']}: exact match per range "
+  print(f"{checkpoint_path}: exact match per range "
         f"({args.per_range} numbers each, sample seed {args.sample_seed}, beam 4, alpha 0.6)")
   for name, nums in sample.items():
     sources = [num2words(n, lang="en") for n in nums]

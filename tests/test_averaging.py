@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.training import averaging, model_io
+from t2t_keras import runs
+from t2t_keras.training import averaging
 
 VOCAB = 23
 
@@ -14,8 +15,8 @@ VOCAB = 23
 def _train_like_run(output_dir, num_checkpoints, keep):
   """Checkpoints shaped like the trainer's: model, optimizer, step, input iterator."""
   hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32, num_heads=2)
-  model_io.save_run_info(str(output_dir), hp, "translate_ende_numbers", VOCAB)
-  model = model_io.build_model(hp, VOCAB)
+  runs.save_run_info(str(output_dir), hp, "translate_ende_numbers", VOCAB)
+  model = runs.build_model(hp, VOCAB)
   optimizer = keras.optimizers.Adam()
   optimizer.build(model.trainable_variables)
   iterator = iter(tf.data.Dataset.range(100))
@@ -42,7 +43,7 @@ def test_average_equals_mean_of_last_checkpoints(tmp_path):
   assert [p.rsplit("-", 1)[1] for p in used] == ["300", "400"]
   assert tf.train.latest_checkpoint(str(tmp_path / "averaged")) == path
 
-  loaded, _, _, used_path = model_io.load_model(str(tmp_path), checkpoint_path=path)
+  loaded, _, _, used_path = runs.load_model(str(tmp_path), checkpoint_path=path)
   assert used_path == path
   floats = [v for v in loaded.variables if tf.as_dtype(v.dtype).is_floating]
   assert len(floats) == len(values[0]) > 10

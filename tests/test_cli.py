@@ -20,7 +20,7 @@ from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data import datagen
 from t2t_keras.decoding import decoder, scoring
-from t2t_keras.training import model_io
+from t2t_keras import runs
 from t2t_keras.training import trainer as trainer_lib
 
 PROBLEM = "algorithmic_copy"
@@ -178,7 +178,7 @@ def places(run_dir, data_dir, files, tmp_path_factory):
   tmp = str(tmp_path_factory.mktemp("cli_tmp"))
   no_ckpt = os.path.join(tmp, "no_ckpt")
   os.makedirs(no_ckpt)
-  for name in (model_io.HPARAMS_FILE, model_io.RUN_FILE):
+  for name in (runs.HPARAMS_FILE, runs.RUN_FILE):
     tf.io.gfile.copy(os.path.join(run_dir, name), os.path.join(no_ckpt, name))
   all_truncated = _truncated_copy(run_dir, os.path.join(tmp, "all_truncated"), keep_intact=0)
   return dict(files, run=run_dir, data=data_dir, tmp=tmp, no_ckpt=no_ckpt,
@@ -258,7 +258,7 @@ def test_t2t_trainer_flags_keep_their_meaning(capsys, data_dir, tmp_path):
     assert flags.seed == 7 and flags.keep_checkpoints == 3  # t2t's names are aliases
   finally:
     flags.unparse_flags()
-  info = model_io.load_run_info(out)[1]
+  info = runs.load_run_info(out)[1]
   assert info["hparams_set"] == "transformer_tiny" and info["problem"] == PROBLEM
 
 
@@ -279,7 +279,7 @@ def test_decoder_and_exporter_accept_agreeing_t2t_flags(capsys, places, tmp_path
 
 def test_score_file_equals_beam_score_of_the_same_output(capsys, places, tmp_path):
   """Scores are log p(target|source): beam search's own score of its output (alpha 0)."""
-  model, vocab, _ = decoder_bin.load(places["run"])
+  model, vocab, *_ = runs.load(places["run"])
   extra = 3
   hp = decoder.decode_hparams(f"beam_size=1,alpha=0,jit=false,extra_length={extra}")
   sources = decoder.encode_sources(vocab, ["a b c", "d e", "e"])
@@ -311,7 +311,7 @@ def test_avg_all_writes_t2t_moving_averages_as_a_run_dir(capsys, places, tmp_pat
   # n=1: one "average" per checkpoint, equal to it; the run's files come along.
   assert sorted(os.path.basename(p) for p in
                 tf.train.get_checkpoint_state(avg).all_model_checkpoint_paths) == ["ckpt-2", "ckpt-4"]
-  for name in (model_io.HPARAMS_FILE, model_io.RUN_FILE, model_io.VOCAB_FILE):
+  for name in (runs.HPARAMS_FILE, runs.RUN_FILE, runs.VOCAB_FILE):
     assert os.path.exists(os.path.join(avg, name))
   original = tf.train.load_checkpoint(os.path.join(places["run"], "ckpt-4"))
   averaged = tf.train.load_checkpoint(os.path.join(avg, "ckpt-4"))

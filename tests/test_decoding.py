@@ -10,7 +10,7 @@ from t2t_keras import registry
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import decoder, files
 from t2t_keras.models.transformer import Transformer
-from t2t_keras.training import model_io
+from t2t_keras import runs
 
 SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
              "nine", "eighty-eight thousand and one", "six hundred and twelve"]
@@ -97,7 +97,7 @@ def test_decode_split_of_generated_problem(model, vocab):
 
 def test_t2t_decoder_binary(model, vocab, tmp_path):
   run_dir = tmp_path / "run"
-  model_io.save_run_info(str(run_dir), model.hparams, "translate_ende_numbers",
+  runs.save_run_info(str(run_dir), model.hparams, "translate_ende_numbers",
                          vocab.vocab_size, vocab_path=vocab.model_path)
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(run_dir), 1,
                              checkpoint_name="ckpt").save()

@@ -17,7 +17,7 @@ from t2t_keras.data import vocabulary
 from t2t_keras.decoding import decoder
 from t2t_keras.models.transformer import Transformer
 from t2t_keras.serving import export
-from t2t_keras.training import model_io
+from t2t_keras import runs
 
 SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
              "nine", "eighty-eight thousand and one", "six hundred and twelve"]
@@ -41,7 +41,7 @@ def run_dir(tmp_path_factory):
   model.build_for_ids()
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 2).save(
       checkpoint_number=STEP)
-  model_io.save_run_info(str(out), hp, "translate_ende_numbers", vocab.vocab_size,
+  runs.save_run_info(str(out), hp, "translate_ende_numbers", vocab.vocab_size,
                          str(out / "spm.model"))
   return str(out)
 
@@ -59,8 +59,8 @@ def loaded(exported):
 @pytest.fixture(scope="module")
 def reference(run_dir):
   """(model, vocab) as t2t-decoder loads them."""
-  model, _, info, _ = model_io.load_model(run_dir)
-  return model, vocabulary.SubwordVocabulary(info["vocab_path"])
+  run = runs.load(run_dir)
+  return run.model, run.vocab
 
 
 def _translate(loaded, lines, signature="serving_default"):

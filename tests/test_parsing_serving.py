@@ -19,7 +19,7 @@ from t2t_keras.decoding import decoder as search
 from t2t_keras.models.transformer import Transformer
 from t2t_keras.serving import export
 from t2t_keras.serving.tree_ops import TreeBuilder
-from t2t_keras.training import model_io
+from t2t_keras import runs
 
 PTB = os.path.join(SHARED_DATA, "ptb_sample")
 TOKENS = ["(S", "(NP", "(VP", "(PP", ")S", ")NP", ")VP", ")", "(", "XX", "XX", "XX", "foo",
@@ -82,7 +82,7 @@ def parsing_run(tmp_path_factory, request):
   model.build_for_ids()
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 2).save(
       checkpoint_number=3)
-  model_io.save_run_info(str(out), hp, request.param, vocab.vocab_size,
+  runs.save_run_info(str(out), hp, request.param, vocab.vocab_size,
                          str(out / "spm.model"))
   return str(out)
 
@@ -121,7 +121,7 @@ def test_decoder_and_export_give_the_same_well_formed_trees(capsys, parsing_run,
 def test_words_as_leaves_outputs_copy_their_input(parsing_run):
   """Even a random-weight model's outputs keep the input's words, in order, when
   constrained (parsing_english_ptb8k_words); the XX problem has no constraint."""
-  model, vocab, info = decoder_bin.load(parsing_run, None)
+  model, vocab, _, info, _ = runs.load(parsing_run)
   hp = search.decode_hparams("beam_size=2,extra_length=200,jit=false")
   constraint = search.problem_constraint(info["problem"], vocab, hp)
   if not info["problem"].endswith("_words"):

@@ -13,7 +13,8 @@ from t2t_keras.data import vocabulary
 from t2t_keras.decoding import decoder
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
 from t2t_keras.models.transformer import Transformer
-from t2t_keras.training import averaging, model_io, selection
+from t2t_keras import runs
+from t2t_keras.training import averaging, selection
 
 SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
              "nine", "eighty-eight thousand and one", "six hundred and twelve"]
@@ -59,7 +60,7 @@ def run_dir(tmp_path_factory):
             value, [[PAD_ID], [EOS_ID], [UNK_ID]], tf.zeros([3, v.shape[1]]))  # 4-grams
       v.assign(value)
     manager.save(checkpoint_number=step)
-  model_io.save_run_info(str(out), hp, "translate_ende_numbers", vocab.vocab_size,
+  runs.save_run_info(str(out), hp, "translate_ende_numbers", vocab.vocab_size,
                          str(out / "spm.model"))
   return str(out)
 
@@ -69,7 +70,7 @@ def _translations_of(run_dir, window_steps, tmp_path):
   prefix = str(tmp_path / "reference_avg" / "ckpt")
   averaging.average_checkpoint_files(
       [os.path.join(run_dir, f"ckpt-{s}") for s in window_steps], prefix)
-  model, _, info, _ = model_io.load_model(run_dir, prefix)
+  model, _, info, _ = runs.load_model(run_dir, prefix)
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
   return decoder.decode_lines(model, vocab, SENTENCES, decoder.decode_hparams(DECODE))
 
@@ -90,7 +91,7 @@ def test_chooses_the_window_whose_translations_match_the_references(run_dir, tmp
              if (c["n"], c["last_step"]) != (2, 400)) < 100.0
   # The output directory is a run directory whose latest checkpoint is the choice.
   assert tf.train.latest_checkpoint(out) == os.path.join(out, "ckpt-400")
-  model, _, info, _ = model_io.load_model(out)
+  model, _, info, _ = runs.load_model(out)
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
   assert decoder.decode_lines(model, vocab, SENTENCES,
                               decoder.decode_hparams(DECODE)) == references
@@ -116,7 +117,7 @@ def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp
   # References = what the newest checkpoint outputs with at most 3 extra tokens; the
   # window stage (extra_length 10) cannot reach chrF 100 with any window, the grid can.
   prefix = os.path.join(run_dir, "ckpt-600")
-  model, _, info, _ = model_io.load_model(run_dir, prefix)
+  model, _, info, _ = runs.load_model(run_dir, prefix)
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
   short = selection.merge_overrides(DECODE, "extra_length=3")
   references = decoder.decode_lines(model, vocab, SENTENCES, decoder.decode_hparams(short))

@@ -15,7 +15,7 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.data import datagen
 from t2t_keras.data.pipeline import make_dataset
-from t2t_keras.training import model_io
+from t2t_keras import runs
 from t2t_keras.training import trainer as trainer_lib
 
 PROBLEM_ARGS = dict(num_train=1500, num_dev=100, num_test=100, max_length=8, num_symbols=6)
@@ -45,7 +45,7 @@ def env(**extra):
 
 
 def model_weights(checkpoint, output_dir):
-  model, _, _, _ = model_io.load_model(str(output_dir), checkpoint)
+  model, _, _, _ = runs.load_model(str(output_dir), checkpoint)
   # Keyed by path within the model (a second model in one process is "transformer_1").
   return {w.path.split("/", 1)[1]: w.numpy() for w in model.weights}
 

@@ -55,17 +55,6 @@ _define("string", "tmp_dir", None, "Raw data of downloaded problems (for raw ref
 _define("string", "decode_split", None, "Translate this split (test/dev) of the problem, with BLEU.")
 
 
-def load(output_dir, checkpoint_path=None):
-  """(model, vocabulary, run info) of a training run."""
-  from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
-  from t2t_keras.training import model_io  # pylint: disable=import-outside-toplevel
-  model, _, info, path = model_io.load_model(output_dir, checkpoint_path)
-  if not info.get("vocab_path"):
-    raise FileNotFoundError(f"{output_dir} has no vocabulary copy (run.json vocab_file)")
-  info = dict(info, checkpoint_path=path)
-  return model, SubwordVocabulary(info["vocab_path"]), info
-
-
 def main(argv):
   del argv
   if not FLAGS.output_dir:
@@ -84,8 +73,9 @@ def main(argv):
   run_flags.import_usr_dir()
   hparams = decoder.decode_hparams(FLAGS.decode_hparams)
   run_flags.check(FLAGS.output_dir)
-  model, vocab, info = load(FLAGS.output_dir, FLAGS.checkpoint_path)
-  print(f"loaded {info['checkpoint_path']} ({info['problem']}, vocab {vocab.vocab_size})")
+  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
+  model, vocab, _, info, checkpoint_path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path)
+  print(f"loaded {checkpoint_path} ({info['problem']}, vocab {vocab.vocab_size})")
   defaults = registry.problem_hook(info["problem"], "decode_defaults", "")
   if defaults:
     hparams = decoder.decode_hparams(FLAGS.decode_hparams, defaults)

@@ -28,8 +28,8 @@ def _given(name):
 
 def check(output_dir):
   """InputError if --problem, --model, --hparams_set or --hparams contradict the run."""
-  from t2t_keras.training import model_io  # pylint: disable=import-outside-toplevel
-  model_io.check_run_matches(output_dir, problem=_given("problem"), model=_given("model"),
+  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
+  runs.check_run_matches(output_dir, problem=_given("problem"), model=_given("model"),
                              hparams_set=_given("hparams_set"), hparams=_given("hparams"))
 
 

@@ -1,8 +1,7 @@
 """Translating text with a trained model: decoding hparams, batching, the search function.
 
     hp = decode_hparams("beam_size=4,alpha=0.6")
-    model, _, info, _ = model_io.load_model("runs/tiny")
-    vocab = SubwordVocabulary(info["vocab_path"])
+    model, vocab, *_ = runs.load("runs/tiny")
     decode_lines(model, vocab, ["one hundred and five"], hp)   # -> ["einhundertfünf"]
 
 Files, problem splits, BLEU and the interactive mode are `decoding/files.py`;

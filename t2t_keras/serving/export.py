@@ -39,15 +39,13 @@ import time
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from t2t_keras import registry
-from t2t_keras.data.vocabulary import SubwordVocabulary
+from t2t_keras import registry, runs
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
 from t2t_keras.decoding.decoder import problem_constraint
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
-from t2t_keras.training import model_io
 
 NO_HYPOTHESIS = -1e6  # beam slots that never finished score -1e7 (beam_search's -INF)
 
@@ -238,13 +236,11 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     The path of the new export_dir/<version>.
   """
   log = log or (lambda *_: None)
-  model, hparams, info, ckpt = model_io.load_model(output_dir, checkpoint_path)
+  model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   hp = (decode_hparams if not isinstance(decode_hparams, str)
         else make_decode_hparams(decode_hparams, registry.problem_hook(
             info.get("problem"), "decode_defaults", "")))
-  vocab_path = info.get("vocab_path")
-  if not vocab_path or not os.path.exists(vocab_path):
-    raise FileNotFoundError(f"{output_dir} has no vocabulary copy ({model_io.VOCAB_FILE})")
+  vocab_path = info["vocab_path"]
   if max_input_length is None:
     max_input_length = hparams.get("max_length", 0) or 256
     if hparams.get("pos") == "emb":
@@ -276,7 +272,7 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     info_path = os.path.join(tmp, "export_info.json")  # saved into assets/, then removed
     with open(info_path, "w") as f:
       json.dump(export_info, f, indent=2, default=str)
-    constraint = problem_constraint(info.get("problem"), SubwordVocabulary(vocab_path), hp)
+    constraint = problem_constraint(info.get("problem"), vocab, hp)
     translator = Translator(model, vocab_path, hp, max_input_length,
                             postprocess=_serving_postprocess(info.get("problem")),
                             constraint=constraint)

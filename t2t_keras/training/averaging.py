@@ -1,7 +1,7 @@
 """Checkpoint averaging (section 6.1: "the last 5 checkpoints, written at 10-minute intervals").
 
     path = average_checkpoints(output_dir, num_last=5)      # output_dir/averaged/ckpt-<step>
-    model, hparams, info, _ = model_io.load_model(output_dir, checkpoint_path=path)
+    model, vocab, hparams, info, _ = runs.load(output_dir, checkpoint_path=path)
 
 Works on the checkpoint files alone (no model is built): every float variable
 of the `model` object is averaged over the chosen checkpoints; everything else
@@ -19,7 +19,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from t2t_keras.errors import InputError
-from t2t_keras.training import model_io
+from t2t_keras import runs
 
 ROOT_CHILD = "model"  # the trainer's tf.train.Checkpoint(model=..., optimizer=..., ...)
 AVERAGED_DIR = "averaged"
@@ -36,7 +36,7 @@ def checkpoint_paths(output_dir, log=None):
                             "'checkpoint' index: is it a t2t-trainer output_dir?)")
   # get_checkpoint_state already joins relative paths to output_dir.
   paths = list(state.all_model_checkpoint_paths)
-  readable = model_io.readable_checkpoints(paths, log)
+  readable = runs.readable_checkpoints(paths, log)
   if not readable:
     raise InputError(f"no readable checkpoint in {output_dir!r}: "
                      f"{', '.join(os.path.basename(p) for p in paths)} are missing or truncated")
@@ -191,7 +191,7 @@ def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_min
   if os.path.abspath(model_dir) == os.path.abspath(output_dir):
     raise InputError(f"--output_dir must differ from --model_dir ({model_dir}): the averages "
                      "would replace the run's own checkpoint index")
-  for name in (model_io.HPARAMS_FILE, model_io.RUN_FILE):
+  for name in (runs.HPARAMS_FILE, runs.RUN_FILE):
     if not os.path.exists(os.path.join(model_dir, name)):
       raise FileNotFoundError(f"{os.path.join(model_dir, name)} not found: is {model_dir!r} a "
                               "t2t-trainer output_dir?")
@@ -210,7 +210,7 @@ def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_min
     new = [w for w in windows if w[-1] not in done]
     for window in new:
       prefix = os.path.join(output_dir, f"ckpt-{step_of(window[-1])}")
-      if not model_io.checkpoint_is_readable(prefix):
+      if not runs.checkpoint_is_readable(prefix):
         average_checkpoint_files(window, prefix)
         log(f"wrote {prefix}: mean of {', '.join(os.path.basename(p) for p in window)}")
       written.append(prefix)
@@ -225,7 +225,7 @@ def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_min
 
 
 def copy_run_info(model_dir, output_dir):
-  for name in (model_io.HPARAMS_FILE, model_io.RUN_FILE, model_io.VOCAB_FILE):
+  for name in (runs.HPARAMS_FILE, runs.RUN_FILE, runs.VOCAB_FILE):
     src = os.path.join(model_dir, name)
     if os.path.exists(src):
       tmp = os.path.join(output_dir, name + ".tmp")

@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from t2t_keras.errors import InputError
-from t2t_keras.training import model_io
+from t2t_keras import runs
 
 # The checkpoint's record of which input pipeline wrote its iterator state
 # (`t2t_keras.data.pipeline.VERSION`); checkpoints written before it was kept
@@ -28,7 +28,7 @@ def restore_newest_readable(checkpoint, manager, log):
   returning the one to restore into. Returns the path restored, or None when
   there is none yet. Raises InputError when checkpoints exist but none reads back.
   """
-  path = model_io.newest_readable(manager.checkpoints, log)
+  path = runs.newest_readable(manager.checkpoints, log)
   if path is not None:
     target = checkpoint(path) if callable(checkpoint) else checkpoint
     target.restore(path).assert_existing_objects_matched()

@@ -32,10 +32,10 @@ import shutil
 import time
 from typing import Callable
 
-from t2t_keras import registry
+from t2t_keras import registry, runs
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParamsError
-from t2t_keras.training import averaging, model_io
+from t2t_keras.training import averaging
 
 SELECTION_JSON = "selection.json"
 SELECTION_MD = "selection.md"
@@ -135,7 +135,6 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   Returns:
     the selection dict written to output_dir/selection.json.
   """
-  from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
   from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -150,7 +149,7 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
     if not paths:
       raise InputError(f"no checkpoint at or before step {max_step} in {model_dir!r}")
   start = time.time()
-  model, _, info, _ = model_io.load_model(model_dir, paths[-1])
+  model, vocab, _, info, _ = runs.load(model_dir, paths[-1])
   # As t2t-decoder: the problem's decode defaults (parsing: input + 300), then the overrides.
   problem_defaults = registry.problem_hook(info.get("problem"), "decode_defaults", "")
   hp = decoder.decode_hparams(decode_overrides, problem_defaults)
@@ -165,7 +164,6 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
       seen.add(grid_hp)
       grid.append((overrides, grid_hp))
   dev_score = dev_score_of(info.get("problem"))
-  vocab = SubwordVocabulary(info["vocab_path"])
 
   def search_fn_for(decode_hp):
     return decoder.make_search_fn(

@@ -19,14 +19,12 @@ def evaluate_run(run_dir, data_dir, raw_dir=None, decode_overrides="beam_size=4,
   """The dict `main` prints, for the newest checkpoint of run_dir."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from t2t_keras import registry  # pylint: disable=import-outside-toplevel
-  from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
   from t2t_keras.decoding import decoder, files  # pylint: disable=import-outside-toplevel
   from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
-  from t2t_keras.training import model_io  # pylint: disable=import-outside-toplevel
+  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
   from t2t_keras.training.evaluation import Evaluator  # pylint: disable=import-outside-toplevel
 
-  model, hparams, info, path = model_io.load_model(run_dir)
-  vocab = SubwordVocabulary(info["vocab_path"])
+  model, vocab, hparams, info, path = runs.load(run_dir)
   problem = registry.problem(info["problem"])
   evaluator = Evaluator(problem, data_dir, hparams, tf.distribute.get_strategy(), model, vocab,
                         eval_steps=10**9, bleu_sentences=0)

@@ -22,14 +22,14 @@ import time
 import keras
 import tensorflow as tf
 
-from t2t_keras import registry
+from t2t_keras import registry, runs
 from t2t_keras.data import pipeline
 from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams, HParamsError
-from t2t_keras.training import checkpoints, model_io, reporting, signals
-from t2t_keras.training.loss_guard import LossClimbGuard
+from t2t_keras.training import checkpoints, reporting, signals
 from t2t_keras.training.evaluation import Evaluator
+from t2t_keras.training.loss_guard import LossClimbGuard
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.step import TrainStep
 from t2t_keras.training.strategy import is_chief, make_strategy
@@ -44,7 +44,7 @@ class NonFiniteLossError(InputError, RuntimeError):
 
 def check_hparams_match(output_dir, hparams):
   """Refuses an output_dir whose saved hparams differ, naming the differing keys."""
-  path = os.path.join(output_dir, model_io.HPARAMS_FILE)
+  path = os.path.join(output_dir, runs.HPARAMS_FILE)
   if not os.path.exists(path):
     return
   saved = HParams.load(path)
@@ -102,17 +102,17 @@ class Trainer:
     self.log = log if self.chief else (lambda *a, **k: None)
 
     recorded_buckets = None
-    if os.path.exists(os.path.join(output_dir, model_io.RUN_FILE)):
-      model_io.check_run_matches(output_dir, problem=problem.name, model=model_name,
+    if os.path.exists(os.path.join(output_dir, runs.RUN_FILE)):
+      runs.check_run_matches(output_dir, problem=problem.name, model=model_name,
                                  hparams_set=hparams_set, compare_values=False)
-      recorded_buckets = model_io.load_run_info(output_dir)[1].get("bucket_mode")
+      recorded_buckets = runs.load_run_info(output_dir)[1].get("bucket_mode")
     check_hparams_match(output_dir, hparams)
     keras.utils.set_random_seed(seed)
     if hparams.precision != "float32":
       keras.mixed_precision.set_dtype_policy(hparams.precision)
     self.vocab = problem.get_vocabulary(data_dir)
     with self.strategy.scope():
-      self.model = model_io.build_model(hparams, self.vocab.vocab_size, model_name)
+      self.model = runs.build_model(hparams, self.vocab.vocab_size, model_name)
       optimizer = make_optimizer(hparams)
       if hparams.precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -238,7 +238,7 @@ class Trainer:
     if train_steps < 1:
       raise InputError(f"train_steps must be >= 1, got {train_steps}")
     if self.chief:
-      model_io.save_run_info(self.output_dir, self.hparams.replace(train_steps=train_steps),
+      runs.save_run_info(self.output_dir, self.hparams.replace(train_steps=train_steps),
                              self.problem.name, self.vocab.vocab_size,
                              self.problem.vocab_path(self.data_dir), self.model_name,
                              self.hparams_set, bucket_mode=self.bucket_mode)

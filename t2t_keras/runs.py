@@ -1,4 +1,12 @@
-"""What a training run leaves in output_dir, and how later steps load it.
+"""A run directory: what a training run leaves in output_dir, and the one way to load it.
+
+    run = runs.load("t2t_train/numbers_tiny")   # newest readable checkpoint
+    run = runs.load(run_dir, checkpoint_path=run_dir + "/averaged/ckpt-3000")
+    run.model, run.vocab, run.hparams, run.info["problem"], run.checkpoint_path
+
+The decoder, the exporter, selection, sweeps and recipes all load through `load`.
+t2t-avg-all's output_dir is a run directory too (it copies hparams.json,
+run.json and the vocabulary beside its averaged checkpoints).
 
 output_dir/
   hparams.json     the training HParams (later steps reuse them)
@@ -12,6 +20,7 @@ import json
 import os
 import shutil
 import sys
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -160,6 +169,30 @@ def latest_checkpoint(output_dir, log=None):
     raise InputError(f"no readable checkpoint in {output_dir!r}: "
                      f"{', '.join(os.path.basename(p) for p in paths)} are missing or truncated")
   return path
+
+
+class Run(NamedTuple):
+  """A loaded run: its model (restored), vocabulary, training hparams, run.json and checkpoint."""
+  model: object
+  vocab: object
+  hparams: HParams
+  info: dict
+  checkpoint_path: str
+
+
+def load(output_dir, checkpoint_path=None):
+  """The run in output_dir, restored from `checkpoint_path` (default: its newest readable).
+
+  Raises FileNotFoundError naming what is missing (hparams.json, run.json, a
+  checkpoint, the vocabulary copy) and InputError for an unreadable checkpoint.
+  """
+  from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
+  model, hparams, info, path = load_model(output_dir, checkpoint_path)
+  vocab_path = info.get("vocab_path")
+  if not vocab_path or not os.path.exists(vocab_path):
+    raise FileNotFoundError(f"{output_dir} has no vocabulary copy ({VOCAB_FILE}, "
+                            f"named by {RUN_FILE}'s vocab_file)")
+  return Run(model, SubwordVocabulary(vocab_path), hparams, info, path)
 
 
 def _warn(message):
