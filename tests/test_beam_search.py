@@ -19,7 +19,8 @@ def model():
   m = Transformer(VOCAB, hp)
   m.build_for_ids()
   # Tie EOS's embedding to a common token's, so that some hypotheses end early
-  # (sentences 0 and 2) and some run to their maximum length (sentence 1).
+  # (all of sentence 2's, one of sentence 0's) and some run to their maximum length
+  # (all of sentence 1's).
   emb = m.embedding.embeddings
   emb.assign(tf.tensor_scatter_nd_update(emb, [[1]], emb[7:8] * 0.9))
   return m
@@ -44,7 +45,8 @@ def test_length_penalty_formula():
 def test_cached_equals_uncached_beam(model, prefix_only):
   ids, scores, steps = _search(model)
   finished = (ids.numpy() == 1).any(-1)
-  assert finished[0].all() and finished[2].all() and not finished[1].any()
+  assert finished[2].all() and finished[0].any() and not finished[0].all()
+  assert not finished[1].any()
   ids2, scores2, steps2 = _search(model, cached=False, prefix_only=prefix_only)
   np.testing.assert_array_equal(ids.numpy(), ids2.numpy())
   np.testing.assert_allclose(scores.numpy(), scores2.numpy(), rtol=1e-5)
@@ -170,14 +172,15 @@ def test_blocked_top_k_equals_top_k():
 @pytest.mark.parametrize("stop_early", [False, True])
 def test_beam_search_equals_exhaustive_search(stop_early):
   """A beam as wide as every prefix finds the best output of an exhaustive search
-  (vocabulary 5, outputs up to 3 ids, length penalty 0.6); run to the end it returns every
-  finished output in exhaustive order. (t2t's early stop guarantees the best one only.)"""
+  (vocabulary 5 less PAD, outputs up to 3 ids, length penalty 0.6); run to the end it
+  returns every finished output in exhaustive order. (t2t's early stop guarantees the best
+  one only.)"""
   tf.keras.utils.set_random_seed(4)
   hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32, num_heads=2)
   m = Transformer(5, hp)
   m.build_for_ids()
   src = tf.constant([[3, 1]])  # 2 non-pad ids: outputs up to 2 + 1 = 3 ids
-  max_len, alpha, tokens = 3, 0.6, [0, 2, 3, 4]
+  max_len, alpha, tokens = 3, 0.6, [2, 3, 4]  # every id but PAD (0) and EOS (1)
   candidates = [list(p) + [1] for n in range(max_len) for p in itertools.product(tokens, repeat=n)]
   buffers = np.array([c + [0] * (max_len - len(c)) for c in candidates], np.int32)
   logits, _ = m.decode(shift_right(tf.constant(buffers)),
@@ -258,3 +261,26 @@ def test_search_shards_must_not_be_negative():
   from t2t_keras.hparam import HParamsError
   with pytest.raises(HParamsError, match="search_shards=-1: must be >= 0"):
     decoder.decode_hparams("search_shards=-1")
+
+
+def test_pad_is_never_an_output_and_scores_stay_the_models_log_probs():
+  """A next-token function that prefers PAD (logit 5) over token 3 (logit 4): both searches
+  take 3, and its score is log_softmax over the whole vocabulary (PAD's mass included), as
+  `scoring` computes it. Before PAD was ruled out, an untrained pre-norm model decoded PAD
+  and its beam score disagreed with scoring's."""
+  vocab, length = 6, 3
+
+  def fn(ids, i, state):
+    n = tf.shape(ids)[0]
+    logits = tf.tile(tf.constant([[5.0, -1.0, 0.0, 4.0, 0.0, 0.0]]), [n, 1])
+    return logits, state
+
+  log_p3 = float(tf.nn.log_softmax([5.0, -1.0, 0.0, 4.0, 0.0, 0.0])[3])
+  lengths = tf.fill([2], length)
+  ids, scores, _ = greedy_loop(fn, {}, 2, length, lengths)
+  assert ids.numpy().tolist() == [[3, 3, 3]] * 2
+  np.testing.assert_allclose(scores.numpy(), [3 * log_p3] * 2, rtol=1e-6)
+  ids, scores, _ = bs.beam_search_loop(fn, {}, 2, 2, length, lengths, alpha=0.0)
+  assert ids.numpy()[:, 0].tolist() == [[3, 3, 3]] * 2
+  assert not (ids.numpy()[:, 1] == 0).all()  # the second beam holds real tokens too
+  np.testing.assert_allclose(scores.numpy()[:, 0], [3 * log_p3] * 2, rtol=1e-6)

@@ -27,7 +27,8 @@ import tensorflow as tf
 
 from t2t_keras.decoding.greedy import greedy_loop
 from t2t_keras.decoding.search_common import (buffer_length, cached_logits_fn,
-                                              decode_lengths_for, uncached_logits_fn, write_at)
+                                              decode_lengths_for, step_log_probs,
+                                              uncached_logits_fn, write_at)
 from t2t_keras.ids import EOS_ID
 
 INF = 1e7  # t2t's "infinity": large but finite, so INF * 0 stays 0.
@@ -128,7 +129,7 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
            done, state):
     flat_ids = tf.reshape(alive_seq, [batch_size * beam_size, -1])
     logits, new_state = symbols_to_logits_fn(flat_ids, i, state)
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+    log_probs = step_log_probs(logits)
     vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: blocked top_k
     log_probs = tf.reshape(log_probs, [batch_size, beam_size, vocab_size])
 

@@ -11,7 +11,8 @@ the model's k/v cache. A sentence stops at EOS or at its maximum length
 import tensorflow as tf
 
 from t2t_keras.decoding.search_common import (buffer_length, cached_logits_fn,
-                                              decode_lengths_for, uncached_logits_fn, write_at)
+                                              decode_lengths_for, step_log_probs,
+                                              uncached_logits_fn, write_at)
 from t2t_keras.ids import EOS_ID
 
 
@@ -33,7 +34,7 @@ def greedy_loop(symbols_to_logits_fn, state, batch_size, max_length, decode_leng
 
   def body(i, ids, scores, done, state):
     logits, state = symbols_to_logits_fn(ids, i, state)
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+    log_probs = step_log_probs(logits)
     token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
     token_log_prob = tf.gather(log_probs, token, axis=1, batch_dims=1)
     token = tf.where(done, 0, token)

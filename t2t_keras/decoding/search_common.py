@@ -8,6 +8,23 @@ buffers (static shapes, so XLA compiles one program).
 
 import tensorflow as tf
 
+from t2t_keras.ids import PAD_ID
+
+NEG_INF = -1e7  # t2t's "infinity" for log probs: large but finite, so NEG_INF * 0 stays 0
+
+
+def step_log_probs(logits):
+  """A step's next-token log probs, float32 [n, vocab], with PAD ruled out (NEG_INF).
+
+  PAD (id 0) is padding, never an output token: a search that picked it wrote
+  ids that detokenize to nothing and that `scoring` (which masks PAD) scores
+  differently. Masked after the softmax, as fairseq's generator does, so every
+  other token keeps the model's own log p(token | prefix).
+  """
+  log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+  is_pad = tf.equal(tf.range(tf.shape(log_probs)[-1]), PAD_ID)
+  return tf.where(is_pad, tf.constant(NEG_INF, tf.float32), log_probs)
+
 
 def write_at(seq, position, values):
   """seq [..., length] with `values` [...] written at `position` (static shapes)."""
