@@ -4,7 +4,7 @@
     python recipes/seeds.py --seeds=1,2 --output_dir=t2t_train/m30k_seeds -- recipes/multi30k.sh 60
 
 Each run gets the environment variables T2T_SEED (the seed) and T2T_RUN
-(OUTPUT_DIR/seed<N>, its run directory), which `run_main.sh` and the recipes
+(OUTPUT_DIR/seed<N> as an absolute path, its run directory), which `run_main.sh` and the recipes
 read; its output goes to OUTPUT_DIR/seed<N>.log and its `RESULT name value` lines
 are collected (`recipes/numbers_ranges.py` prints them). A seed whose command
 exits non-zero is marked failed and the others still run. OUTPUT_DIR/seeds.md
@@ -69,7 +69,9 @@ def run_seed(seed, output_dir, command):
   if os.path.exists(record_path):
     with open(record_path) as f:
       return json.load(f)
-  env = dict(os.environ, T2T_SEED=str(seed), T2T_RUN=os.path.join(output_dir, f"seed{seed}"))
+  # Absolute: recipes cd to the repository before they read it.
+  run_dir = os.path.abspath(os.path.join(output_dir, f"seed{seed}"))
+  env = dict(os.environ, T2T_SEED=str(seed), T2T_RUN=run_dir)
   log_path = os.path.join(output_dir, f"seed{seed}.log")
   lines = []
   start = time.time()

@@ -12,6 +12,7 @@ seeds = load_benchmark("seeds", folder="recipes")
 RECIPE = """
 import os, sys
 seed = int(os.environ["T2T_SEED"])
+assert os.path.isabs(os.environ["T2T_RUN"])
 os.makedirs(os.environ["T2T_RUN"], exist_ok=True)
 print("training...")
 print(f"RESULT accuracy {90 + seed}")
