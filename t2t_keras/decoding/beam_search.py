@@ -26,12 +26,12 @@ inside a SavedModel signature.
 import tensorflow as tf
 
 from t2t_keras.decoding.greedy import greedy_loop
-from t2t_keras.decoding.search_common import (buffer_length, cached_logits_fn,
+from t2t_keras.decoding.search_common import (NEG_INF, buffer_length, cached_logits_fn,
                                               decode_lengths_for, step_log_probs,
                                               uncached_logits_fn, write_at)
 from t2t_keras.ids import EOS_ID
 
-INF = 1e7  # t2t's "infinity": large but finite, so INF * 0 stays 0.
+INF = -NEG_INF  # t2t's "infinity": large but finite, so INF * 0 stays 0.
 
 
 def length_penalty(length, alpha):
@@ -84,6 +84,10 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
                      decode_lengths, alpha=0.6, eos_id=EOS_ID, stop_early=True,
                      reordered_keys=None):
   """The beam search loop over any next-token function.
+
+  One function (with its `cond` and `body`) because both close over the same
+  loop-state tuple, in t2t's layout so the two can be read side by side; `body`
+  runs top to bottom: extend, split alive from finished, merge, test the stop.
 
   Args:
     symbols_to_logits_fn: (ids int32 [batch * beam, max_length + 1], i, state) ->

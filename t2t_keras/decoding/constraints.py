@@ -37,9 +37,9 @@ EVALB F1 57.81 to 65.95 (README, "Parsing").
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.decoding.search_common import NEG_INF
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
 
-NEG_INF = -1e7  # as beam_search.INF: large but finite
 OPEN, CLOSE = "\u2581(", "\u2581)"
 
 

@@ -219,6 +219,10 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
                  max_input_length=None, version=None, overwrite=False, log=print):
   """Exports a training run's checkpoint as a versioned SavedModel.
 
+  Kept as one straight line (load the run, resolve the decoding, build the
+  Translator, save to a temporary directory, check it, move it in place): each
+  step uses the previous one's values and nothing branches back.
+
   Args:
     output_dir: the trainer's output_dir (hparams.json, run.json, vocab.model, ckpts).
     export_dir: parent of the versioned directories (default output_dir/export).

@@ -120,6 +120,10 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
                    decode_grid=(), log=print):
   """Scores averages of model_dir's checkpoints on dev and keeps the best in output_dir.
 
+  Long because the candidates, their scores and the report share one loop's
+  state (each average is written, restored, decoded and scored before the next);
+  splitting it belongs with moving selection out of `training/`.
+
   Args:
     model_dir: the trainer's output_dir.
     output_dir: where the chosen average goes (a run directory for t2t-decoder).

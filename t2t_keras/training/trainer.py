@@ -59,6 +59,11 @@ def check_hparams_match(output_dir, hparams):
 class Trainer:
   """Owns model, optimizer, data, checkpoints and the loop of one run.
 
+  `__init__` and `train` are long: the order of their steps is what makes a
+  resumed run bit-exact (seed, then model and optimizer in the strategy's scope,
+  then the iterator in the checkpoint; step, log, evaluate, agree, save), and
+  they are to be split into named steps with a before/after step benchmark.
+
   Args:
     problem: a Text2TextProblem whose data is in data_dir.
     hparams: the run's HParams.
