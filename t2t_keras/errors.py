@@ -8,3 +8,11 @@ file, a missing checkpoint. Anything else is a bug and keeps its traceback.
 
 class InputError(ValueError):
   """Bad user input: the message names the flag, file or value and what was expected."""
+
+
+def user_errors():
+  """The exception types that mean bad user input (one line, no traceback)."""
+  from t2t_keras.hparam import HParamsError  # pylint: disable=import-outside-toplevel
+  from t2t_keras.registry import RegistryError  # pylint: disable=import-outside-toplevel
+  return (InputError, HParamsError, RegistryError, FileNotFoundError, FileExistsError,
+          NotADirectoryError, IsADirectoryError, PermissionError)

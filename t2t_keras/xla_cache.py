@@ -22,7 +22,7 @@ compiles anew. A TF_XLA_FLAGS that already names a cache directory wins.
 Entries are about 13 KB; `rm -rf` the directory to reclaim the space.
 
 `configure()` must run before TensorFlow is imported (TF reads TF_XLA_FLAGS
-once, at start-up); `t2t_keras.bin` calls it, so every binary has the cache.
+once, at start-up); `t2t_keras.tf_startup` calls it, so every binary and sweep child has the cache.
 Python users set TF_XLA_FLAGS themselves, or call `configure()` first.
 """
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras import runs
-from t2t_keras.training import averaging
+from t2t_keras.tuning import averaging
 
 VOCAB = 23
 

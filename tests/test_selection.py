@@ -14,7 +14,7 @@ from t2t_keras.decoding import decoder
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
 from t2t_keras.models.transformer import Transformer
 from t2t_keras import runs
-from t2t_keras.training import averaging, selection
+from t2t_keras.tuning import averaging, selection
 
 SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
              "nine", "eighty-eight thousand and one", "six hundred and twelve"]

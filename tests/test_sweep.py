@@ -15,7 +15,7 @@ from t2t_keras.data import datagen
 from t2t_keras.errors import InputError
 from t2t_keras.hparams import table3_cpu
 from t2t_keras.hparams.transformer import TABLE3
-from t2t_keras.training import sweep, sweep_report
+from t2t_keras.tuning import sweep, sweep_report
 from t2t_keras.training import trainer as trainer_lib
 
 PROBLEM = "algorithmic_copy"
@@ -132,10 +132,22 @@ def test_t2t_sweep_binary_refuses_a_bad_row_in_one_line(capsys, tmp_path):
 
 
 def test_a_row_whose_trainer_refuses_its_input_is_named(tmp_path):
-  with pytest.raises(InputError, match=r"sweep row transformer_tiny: t2t-trainer: error: "):
+  with pytest.raises(InputError, match=r"sweep row transformer_tiny: train: .*no_data"):
     sweep.run_sweep([sweep.parse_row("transformer_tiny")], problem=PROBLEM,
                     data_dir=str(tmp_path / "no_data"), output_dir=str(tmp_path / "s"),
                     train_steps=2, hparams=TINY, log=lambda *a: None)
+
+
+def test_trainer_flags_become_typed_keywords_and_unknown_ones_are_refused():
+  assert sweep.parse_trainer_flags(["--save_every=400", "use_xla=false", "--model=transformer",
+                                    "--save_every_minutes=2.5"]) == {
+      "save_every": 400, "use_xla": False, "model_name": "transformer", "save_every_minutes": 2.5}
+  with pytest.raises(InputError, match=r"'--save_evry=4'.*--save_every, "):
+    sweep.parse_trainer_flags(["--save_evry=4"])
+  with pytest.raises(InputError, match=r"--save_every=<int>"):
+    sweep.parse_trainer_flags(["--save_every=many"])
+  with pytest.raises(InputError, match=r"--use_xla=<bool>"):
+    sweep.parse_trainer_flags(["--use_xla=maybe"])
 
 
 # The report: the paper's figures, the seed spread, the findings.

@@ -1,38 +1,14 @@
 """Command-line binaries. They only parse flags and call library functions.
 
-Importing this package imports TensorFlow with its start-up chatter (the CUDA
-probe and oneDNN notices the PyPI wheel prints on CPU machines) sent to
-/dev/null, and TensorFlow's Python warnings off (e.g. "triggered tf.function
-retracing" from evaluation batches of new shapes), so binaries
-print clean logs. Set T2T_VERBOSE_TF=1 to see all of it. Before that import it
-points XLA's persistent compilation cache at a per-CPU directory
-(`t2t_keras.xla_cache`; T2T_XLA_CACHE= turns it off).
+Importing this package imports TensorFlow quietly (`t2t_keras.tf_startup`), so
+binaries print clean logs.
 """
 
 import os
 
-from t2t_keras import xla_cache
+from t2t_keras import errors, tf_startup
 
-
-def _import_tensorflow_quietly():
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  xla_cache.configure()
-  if os.environ.get("T2T_VERBOSE_TF"):
-    import tensorflow  # noqa: F401
-    return
-  saved = os.dup(2)
-  devnull = os.open(os.devnull, os.O_WRONLY)
-  try:
-    os.dup2(devnull, 2)
-    import tensorflow
-  finally:
-    os.dup2(saved, 2)
-    os.close(saved)
-    os.close(devnull)
-  tensorflow.get_logger().setLevel("ERROR")
-
-
-_import_tensorflow_quietly()
+tf_startup.import_tensorflow_quietly()
 
 
 # t2t flags that cannot apply here: accepted by every binary so that t2t scripts
@@ -46,14 +22,6 @@ UNSUPPORTED_FLAGS = {
     "cloud_mlengine_master_type": ("string", "Cloud ML Engine"),
     "master": ("string", "TensorFlow 1 masters (use TF_CONFIG for several machines)"),
 }
-
-
-def _user_errors():
-  from t2t_keras.errors import InputError
-  from t2t_keras.hparam import HParamsError
-  from t2t_keras.registry import RegistryError
-  return (InputError, HParamsError, RegistryError, FileNotFoundError, FileExistsError,
-          NotADirectoryError, IsADirectoryError, PermissionError)
 
 
 def check_unsupported_flags():
@@ -85,7 +53,7 @@ def run_main(main, name, argv):
       raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     check_unsupported_flags()
     return main(argv) or 0
-  except (app.UsageError,) + _user_errors() as e:
+  except (app.UsageError,) + errors.user_errors() as e:
     print(f"{name}: error: {e}", file=sys.stderr)
     return 1
 

@@ -34,7 +34,7 @@ import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
 from absl import app, flags
 
-from t2t_keras.training import averaging
+from t2t_keras.tuning import averaging
 
 _define = t2t_keras.bin.define_flag
 _define("string", "model_dir", None, "The trainer's output_dir: the checkpoints to average.")
@@ -97,7 +97,7 @@ def _select(output_dir):
   import os  # pylint: disable=import-outside-toplevel
   from t2t_keras.errors import InputError  # pylint: disable=import-outside-toplevel
   from t2t_keras.decoding.files import read_lines  # pylint: disable=import-outside-toplevel
-  from t2t_keras.training import selection  # pylint: disable=import-outside-toplevel
+  from t2t_keras.tuning import selection  # pylint: disable=import-outside-toplevel
   if not (FLAGS.select_from_file and FLAGS.select_reference):
     raise InputError("--select_from_file and --select_reference go together (dev sources "
                      "and their references)")

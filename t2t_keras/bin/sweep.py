@@ -28,14 +28,16 @@ _define("multi_string", "row", [], 'A row: "HPARAMS_SET [key=value,...] [seed=N]
 _define("string", "rows_file", None, "Rows, one per line ('#' comments).")
 _define("string", "hparams", "", "Overrides for every row (before the row's own).")
 _define("string", "decode_hparams", "beam_size=4,alpha=0.6", "The dev BLEU's decoding.")
-_define("multi_string", "trainer_flag", [], "More t2t-trainer flags for every row.")
+_define("multi_string", "trainer_flag", [], "A t2t-trainer flag for every row, e.g. --trainer_flag=--save_every=400 "
+        "(repeatable; --model, --use_xla, --save_every, --save_every_minutes, --keep_checkpoints, "
+        "--eval_every, --eval_steps, --eval_bleu_sentences, --log_every).")
 NAME = "t2t-sweep"
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
-  from t2t_keras.training import sweep  # pylint: disable=import-outside-toplevel
+  from t2t_keras.tuning import sweep  # pylint: disable=import-outside-toplevel
   for name in ("problem", "data_dir", "output_dir", "train_steps"):
     if getattr(FLAGS, name) is None:
       raise app.UsageError(f"--{name} is required")

@@ -8,7 +8,7 @@
 
 A row is an hparams set, optional t2t-style overrides and an optional seed
 ("SET [key=value,...] [seed=N]"). Rows run one after another, each in its own
-processes (`t2t-trainer`, then `sweep_eval` for dev perplexity and beam-search
+processes (`trial`: training, then dev perplexity and beam-search
 BLEU), so memory stays flat and a crash stays in its row. Re-running skips rows
 with a result for the same step budget and resumes an interrupted row from its
 newest checkpoint (the trainer's resume); SIGTERM / Ctrl-C are passed to the
@@ -21,10 +21,9 @@ import os
 import re
 import signal
 import subprocess
-import sys
 
 from t2t_keras.errors import InputError
-from t2t_keras.training import sweep_report
+from t2t_keras.tuning import sweep_report, trial
 
 RESULT_FILE = "sweep_result.json"
 
@@ -94,10 +93,6 @@ def check_rows(rows, hparams=""):
     registry.hparams(row.hparams_set).override(hparams).override(row.overrides)
 
 
-def _python_module(module, args):
-  return [sys.executable, "-m", module, *args]
-
-
 class _Forward:
   """Passes SIGTERM / SIGINT to the running child (its own session) while active."""
 
@@ -130,23 +125,57 @@ class _Forward:
     return rc, "".join(lines)
 
 
+# t2t-trainer's flags a sweep may pass to every row's training: flag -> (keyword of
+# `training.trainer.train`, type).
+TRAINER_FLAGS = {
+    "model": ("model_name", str), "use_xla": ("use_xla", bool),
+    "save_every": ("save_every", int), "save_every_minutes": ("save_every_minutes", float),
+    "keep_checkpoints": ("keep_checkpoints", int), "eval_every": ("eval_every", int),
+    "eval_steps": ("eval_steps", int), "eval_bleu_sentences": ("eval_bleu_sentences", int),
+    "log_every": ("log_every", int),
+}
+
+
+def parse_trainer_flags(specs):
+  """["--save_every=400", ...] -> {"save_every": 400, ...}, keywords of `trainer.train`."""
+  kwargs = {}
+  for spec in specs:
+    name, sep, value = spec.lstrip("-").partition("=")
+    if name not in TRAINER_FLAGS:
+      raise InputError(f"trainer flag {spec!r}: a sweep passes only "
+                       f"{', '.join('--' + n for n in TRAINER_FLAGS)}")
+    keyword, kind = TRAINER_FLAGS[name]
+    try:
+      if kind is bool:
+        if value.lower() not in ("true", "false", "1", "0", ""):
+          raise ValueError(value)
+        kwargs[keyword] = value.lower() in ("true", "1", "")
+      else:
+        kwargs[keyword] = kind(value if sep else "")
+    except ValueError:
+      raise InputError(f"trainer flag {spec!r}: expected --{name}=<{kind.__name__}>") from None
+  return kwargs
+
+
 def run_sweep(rows, *, problem, data_dir, output_dir, train_steps, hparams="", raw_dir=None,
               decode_overrides="beam_size=4,alpha=0.6", trainer_flags=(), log=print):
-  """Trains and evaluates every row not yet done; returns the results (one dict per row).
+  """Trains and evaluates every row not already done; returns their result dicts.
 
   Args:
-    rows: `Row`s, in the order they run and appear in the table.
-    problem, data_dir: the (generated) problem all rows train on.
+    rows: `Row`s.
+    problem: a registered problem with data in data_dir.
     output_dir: one run directory per row, and the tables.
     train_steps: every row's step budget.
     hparams: overrides applied to every row before its own.
     raw_dir: the problem's raw files, for raw dev references (downloaded problems).
     decode_overrides: the dev BLEU's decoding (the paper's Table 3: beam 4, alpha 0.6).
-    trainer_flags: more t2t-trainer flags for every row (e.g. "--save_every=400").
+    trainer_flags: more t2t-trainer flags for every row (e.g. "--save_every=400";
+      `TRAINER_FLAGS` lists them).
   Raises:
     InputError for bad rows; RuntimeError naming the row when a child fails.
   """
   check_rows(rows, hparams)
+  extra = parse_trainer_flags(trainer_flags)
   os.makedirs(output_dir, exist_ok=True)
   results = {}
   with _Forward() as forward:
@@ -159,37 +188,21 @@ def run_sweep(rows, *, problem, data_dir, output_dir, train_steps, hparams="", r
         results[row.id] = done
         continue
       log(f"[{i + 1}/{len(rows)}] {row.id}: training to step {train_steps}")
-      overrides = ",".join(o for o in (hparams, row.overrides) if o)
-      cmd = _python_module("t2t_keras.bin.trainer", [
-          f"--problem={problem}", f"--hparams_set={row.hparams_set}",
-          f"--hparams={overrides}", f"--data_dir={data_dir}", f"--output_dir={run_dir}",
-          f"--train_steps={train_steps}", f"--seed={row.seed}", "--eval_every=0",
-          "--eval_bleu_sentences=0", "--log_every=100", "--save_every_minutes=10",
-          f"--save_every={train_steps}", *trainer_flags])
-      rc, out = forward.run(cmd, log)
-      if forward.received is not None:
-        log(f"sweep stopped by signal {forward.received} in row {row.id}; re-run to resume")
-        _write_tables(output_dir, rows, results)
-        return list(results.values())
-      if rc != 0:
-        user_error = [l for l in out.splitlines() if l.startswith("t2t-trainer: error: ")]
-        if user_error:  # bad input (missing data, ...): one line, as the trainer said it
-          raise InputError(f"sweep row {row.id}: {user_error[-1]}")
-        raise RuntimeError(f"sweep row {row.id}: t2t-trainer exited with {rc}; its last "
-                           f"lines:\n{''.join(out.splitlines(True)[-5:])}")
+      train_kwargs = {**dict(
+          problem_name=problem, hparams_set=row.hparams_set,
+          hparams=",".join(o for o in (hparams, row.overrides) if o), data_dir=data_dir,
+          output_dir=run_dir, train_steps=train_steps, seed=row.seed, eval_every=0,
+          eval_bleu_sentences=0, log_every=100, save_every_minutes=10,
+          save_every=train_steps), **extra}
+      if _run_trial(forward, row, "train", train_kwargs, log) is None:
+        break
       log(f"[{i + 1}/{len(rows)}] {row.id}: dev perplexity and BLEU")
-      cmd = _python_module("t2t_keras.training.sweep_eval", [
-          run_dir, data_dir, raw_dir or "", decode_overrides])
-      rc, out = forward.run(cmd, lambda line: None)
-      if forward.received is not None:
-        log(f"sweep stopped by signal {forward.received} in row {row.id}; re-run to resume")
-        _write_tables(output_dir, rows, results)
-        return list(results.values())
-      tagged = [l for l in out.splitlines() if l.startswith(sweep_report.RESULT_TAG)]
-      if rc != 0 or not tagged:
-        raise RuntimeError(f"sweep row {row.id}: evaluation exited with {rc}:\n{out[-2000:]}")
-      result = dict(json.loads(tagged[-1][len(sweep_report.RESULT_TAG):]),
-                    row=row.id, hparams_set=row.hparams_set, overrides=row.overrides,
+      result = _run_trial(forward, row, "evaluate", dict(
+          run_dir=run_dir, data_dir=data_dir, raw_dir=raw_dir,
+          decode_overrides=decode_overrides), lambda line: None)
+      if result is None:
+        break
+      result.update(row=row.id, hparams_set=row.hparams_set, overrides=row.overrides,
                     seed=row.seed, steps=train_steps, minutes=training_minutes(run_dir))
       _write_json(result_path, result)
       results[row.id] = result
@@ -198,6 +211,26 @@ def run_sweep(rows, *, problem, data_dir, output_dir, train_steps, hparams="", r
       _write_tables(output_dir, rows, results)
   _write_tables(output_dir, rows, results)
   return list(results.values())
+
+
+def _run_trial(forward, row, job, kwargs, log):
+  """A `trial` job in a child process: its result dict, or None when a signal stopped it.
+
+  Raises InputError for the child's user error (one line), RuntimeError otherwise.
+  """
+  rc, out = forward.run(trial.command(job, kwargs), log)
+  if forward.received is not None:
+    log(f"sweep stopped by signal {forward.received} in row {row.id}; re-run to resume")
+    return None
+  lines = out.splitlines()
+  errors = [l[len(trial.ERROR_TAG):] for l in lines if l.startswith(trial.ERROR_TAG)]
+  if errors:  # bad input (missing data, ...): one line, as the child said it
+    raise InputError(f"sweep row {row.id}: {job}: {errors[-1]}")
+  tagged = [l[len(trial.RESULT_TAG):] for l in lines if l.startswith(trial.RESULT_TAG)]
+  if rc != 0 or not tagged:
+    raise RuntimeError(f"sweep row {row.id}: {job} exited with {rc}; its last lines:\n"
+                       f"{''.join(out.splitlines(True)[-5:])}")
+  return json.loads(tagged[-1])
 
 
 def training_minutes(run_dir):

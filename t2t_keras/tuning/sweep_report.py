@@ -10,7 +10,6 @@ import csv
 import os
 import statistics
 
-RESULT_TAG = "SWEEP_RESULT "
 CSV_FILE, MD_FILE, PNG_FILE = "results.csv", "results.md", "results.png"
 COLUMNS = ["row", "hparams_set", "overrides", "seed", "params", "steps", "minutes",
            "dev_perplexity", "dev_bleu", "dev_tok_bleu", "paper_row", "paper_perplexity",

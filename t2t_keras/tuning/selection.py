@@ -35,7 +35,7 @@ from typing import Callable
 from t2t_keras import registry, runs
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParamsError
-from t2t_keras.training import averaging
+from t2t_keras.tuning import averaging
 
 SELECTION_JSON = "selection.json"
 SELECTION_MD = "selection.md"
