@@ -12,7 +12,7 @@ PACKAGE_DIR = {
 }
 
 SUBPACKAGES = ["layers", "models", "data", "training", "decoding", "metrics",
-               "serving", "bin"]
+               "serving", "tuning", "bin"]
 
 BINARIES = {
     "t2t-datagen": "datagen",
