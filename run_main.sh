@@ -11,10 +11,7 @@
 #   T2T_HPARAMS=learning_rate_constant=3.0 T2T_RUN=t2t_train/lr3 ./run_main.sh
 #   T2T_TRAIN_STEPS=500 ./run_main.sh  # a shorter run
 #   python recipes/seeds.py --seeds=1,2,3,4,5 --output_dir=t2t_train/main_seeds -- ./run_main.sh
-set -euo pipefail
-cd "$(dirname "$0")"
-source ./setup_venv.sh
-export TF_CPP_MIN_LOG_LEVEL=3
+source "$(dirname "$0")/recipes/common.sh" || exit 1
 
 PROBLEM=translate_ende_numbers
 DATA=t2t_data/numbers
@@ -23,7 +20,7 @@ STEPS=${T2T_TRAIN_STEPS:-3000}
 
 t2t-datagen --problem=$PROBLEM --data_dir=$DATA
 t2t-trainer --problem=$PROBLEM --hparams_set=transformer_tiny --hparams="${T2T_HPARAMS:-}" \
-    --seed="${T2T_SEED:-1}" --data_dir=$DATA --output_dir="$RUN" --train_steps="$STEPS" \
+    --seed="$SEED" --data_dir=$DATA --output_dir="$RUN" --train_steps="$STEPS" \
     --eval_every=500 --save_every=250 --log_every=100
 t2t-decoder --output_dir="$RUN" --data_dir=$DATA --decode_split=test \
     --decode_hparams="beam_size=4,alpha=0.6" --decode_to_file="$RUN/decode_test.de"

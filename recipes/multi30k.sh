@@ -14,17 +14,13 @@
 #
 # Training stops RESERVE_S before the budget: `timeout` sends SIGTERM, the trainer saves a
 # checkpoint and exits. Running it again resumes the run for another budget.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source ./setup_venv.sh
-export TF_CPP_MIN_LOG_LEVEL=3
+source "$(dirname "$0")/common.sh" || exit 1
 
 MINUTES=${1:-120}
 RAW=${MULTI30K_DIR:-../shared/data/multi30k}
 RUN=${T2T_RUN:-${RUN_DIR:-t2t_train/multi30k}}
 DATA=t2t_data/multi30k
 RESERVE_S=${RESERVE_S:-420}
-START=$(date +%s)
 # bf16 where this CPU runs its matmuls faster (measured, about 1.5 s: the avx512_bf16 flag
 # alone misleads): 1.6x the steps in the same minutes on a Zen 5, and better on val at
 # 2 hours (41.97 against 41.48; at 60 minutes 41.05 against 41.28; README). On a Xeon that
@@ -43,13 +39,11 @@ t2t-datagen --problem=translate_ende_multi30k --data_dir=$DATA --raw_dir="$RAW"
 # each), so any window can be averaged afterwards; dev loss, accuracy and greedy BLEU
 # every 1000 steps.
 TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
-rc=0
-timeout -s TERM $TRAIN_S t2t-trainer --problem=translate_ende_multi30k \
+train_for $TRAIN_S t2t-trainer --problem=translate_ende_multi30k \
     --hparams_set=${HPARAMS_SET:-transformer_multi30k_tiny} --hparams="${HPARAMS:-}" \
-    --seed="${T2T_SEED:-1}" --data_dir=$DATA --output_dir=$RUN \
+    --seed="$SEED" --data_dir=$DATA --output_dir=$RUN \
     --save_every=250 --save_every_minutes=1000 --keep_checkpoints=1000 \
-    --eval_every=1000 --eval_bleu_sentences=200 --log_every=100 || rc=$?
-[ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
+    --eval_every=1000 --eval_bleu_sentences=200 --log_every=100
 
 # Chosen on val (never test2016): first the averaging window (1, 5, 10 or 20 checkpoints
 # ending at 3 points of the run's newer half, each decoded with beam 4, alpha 0.6), then

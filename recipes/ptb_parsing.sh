@@ -17,10 +17,7 @@
 #        each over DECODE, also tried on dev for the chosen average; "" for none),
 #        RESERVE_S (seconds kept for the checkpoint selection, decoding and export,
 #        default 900)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source ./setup_venv.sh
-export TF_CPP_MIN_LOG_LEVEL=3
+source "$(dirname "$0")/common.sh" || exit 1
 
 MINUTES=${1:-60}
 RAW=${PTB_DIR:-../shared/data/ptb_sample}
@@ -29,18 +26,15 @@ P=${PROBLEM:-parsing_english_ptb8k_words}
 DATA=t2t_data/ptb/$P
 DECODE=${DECODE-beam_size=4,alpha=1.0}
 RESERVE_S=${RESERVE_S:-900}
-START=$(date +%s)
 
 t2t-datagen --problem=$P --data_dir=$DATA --raw_dir="$RAW"
 
 TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
-rc=0
-timeout -s TERM $TRAIN_S t2t-trainer --problem=$P \
+train_for $TRAIN_S t2t-trainer --problem=$P \
     --hparams_set=${HPARAMS_SET:-transformer_parsing_cpu} --hparams="${HPARAMS:-}" \
-    --seed="${T2T_SEED:-1}" --data_dir=$DATA --output_dir=$RUN \
+    --seed="$SEED" --data_dir=$DATA --output_dir=$RUN \
     --save_every=500 --save_every_minutes=1000 --keep_checkpoints=20 \
-    --eval_every=1000 --eval_bleu_sentences=0 --log_every=100 || rc=$?
-[ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc   # 124: the budget ran out (checkpoint saved)
+    --eval_every=1000 --eval_bleu_sentences=0 --log_every=100
 
 # Chosen on dev by EVALB F1: the averaging window (the newest checkpoint alone or averaged
 # with 1, 3 or 7 older ones, 500 steps apart; decoded with $DECODE), then for that average

@@ -8,10 +8,7 @@
 #
 # Resumable: stop it at any time (Ctrl-C, SIGTERM, or `timeout`); the same command skips
 # finished rows and resumes the interrupted one from its newest checkpoint.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source ./setup_venv.sh
-export TF_CPP_MIN_LOG_LEVEL=3
+source "$(dirname "$0")/common.sh" || exit 1
 
 STEPS=${1:-1200}
 RAW=${MULTI30K_DIR:-../shared/data/multi30k}

@@ -6,10 +6,7 @@
 #
 #   recipes/wmt14_smoke.sh [STEPS]
 #   env: WMT14_DIR (default ../shared/data/wmt14), RUN_DIR (default t2t_train/wmt14_smoke)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source ./setup_venv.sh
-export TF_CPP_MIN_LOG_LEVEL=3
+source "$(dirname "$0")/common.sh" || exit 1
 
 STEPS=${1:-1000}
 RAW=${WMT14_DIR:-../shared/data/wmt14}
