@@ -30,7 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
 
 from t2t_keras import registry  # noqa: E402
-from t2t_keras.decoding import beam_search as bs  # noqa: E402
+from t2t_keras.decoding import search  # noqa: E402
 from t2t_keras.decoding.sharding import default_shards, shard_search_fn  # noqa: E402
 from t2t_keras.models.transformer import Transformer  # noqa: E402
 
@@ -46,7 +46,7 @@ def bench_model(vocab_size=8000):
 
 def make_fn(model, beam, length, cached, jit, shards=1):
   def decode(inputs):
-    ids, scores, _ = bs._beam_search_with_steps(  # pylint: disable=protected-access
+    ids, scores, _ = search.search_with_steps(
         model, inputs, beam_size=beam, alpha=0.6, extra_length=50,
         max_decode_length=length, eos_id=-1, stop_early=True, cached=cached,
         prefix_only=not cached and not jit)

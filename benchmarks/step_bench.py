@@ -153,7 +153,7 @@ def main():
   import numpy as np
   import tensorflow as tf
   import keras
-  from t2t_keras.decoding import beam_search, decoder
+  from t2t_keras.decoding import decoder, search
   from t2t_keras.decoding.sharding import default_shards, shard_search_fn
   from t2t_keras import runs
 
@@ -192,8 +192,8 @@ def main():
       model.set_weights(trainer.model.get_weights())
     decode_dtype = model.compute_dtype
 
-    def search(inputs):
-      return beam_search.beam_search(
+    def run_search(inputs):
+      return search.search(
           model, inputs, beam_size=dh.beam_size, alpha=dh.alpha, extra_length=dh.extra_length,
           max_decode_length=dh.max_decode_length, eos_id=-1, stop_early=dh.stop_early)
 
@@ -202,7 +202,7 @@ def main():
     signature = [tf.TensorSpec([None, None], tf.int32)]
     shards = dh.search_shards or default_shards()
     search_fn = shard_search_fn(
-        tf.function(search, jit_compile=dh.jit, input_signature=signature), shards, signature)
+        tf.function(run_search, jit_compile=dh.jit, input_signature=signature), shards, signature)
     inputs = tf.constant(decode_inputs())
     start = time.perf_counter()
     ids, _ = search_fn(inputs)

@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.decoding import beam_search as bs
-from t2t_keras.decoding.greedy import _greedy_with_steps, greedy_decode, greedy_loop
+from t2t_keras.decoding import search
+from t2t_keras.decoding.greedy import greedy_decode, greedy_loop, greedy_with_steps
 from t2t_keras.models.transformer import Transformer, shift_right
 
 VOCAB = 23
@@ -33,7 +34,7 @@ def _search(model, **kw):
   args = dict(beam_size=3, alpha=0.6, extra_length=5, max_decode_length=None, eos_id=1,
               stop_early=True, cached=True)
   args.update(kw)
-  return bs._beam_search_with_steps(model, SRC, **args)
+  return search.search_with_steps(model, SRC, **args)
 
 
 def test_length_penalty_formula():
@@ -54,8 +55,8 @@ def test_cached_equals_uncached_beam(model, prefix_only):
 
 
 def test_cached_equals_uncached_greedy(model):
-  a = _greedy_with_steps(model, SRC, 5, None, 1, cached=True)
-  b = _greedy_with_steps(model, SRC, 5, None, 1, cached=False)
+  a = greedy_with_steps(model, SRC, 5, None, 1, cached=True)
+  b = greedy_with_steps(model, SRC, 5, None, 1, cached=False)
   np.testing.assert_array_equal(a[0].numpy(), b[0].numpy())
   np.testing.assert_allclose(a[1].numpy(), b[1].numpy(), rtol=1e-5)
 
@@ -85,8 +86,13 @@ def test_scores_are_log_prob_over_length_penalty(model):
     assert np.all(np.diff(scores[b].numpy()) <= 1e-6)
 
 
+def test_beam_search_alone_refuses_one_beam(model):
+  with pytest.raises(ValueError, match="beam_size >= 2, got 1; decoding.search.search runs greedy"):
+    bs.beam_search(model, SRC, beam_size=1)
+
+
 def test_beam_one_equals_greedy(model):
-  ids, scores = bs.beam_search(model, SRC, beam_size=1, alpha=0.6, extra_length=5)
+  ids, scores = search.search(model, SRC, beam_size=1, alpha=0.6, extra_length=5)
   gids, gscores = greedy_decode(model, SRC, extra_length=5)
   np.testing.assert_array_equal(ids.numpy()[:, 0], gids.numpy())
   lengths = [int(np.argmax(r == 1)) + 1 if (r == 1).any() else int(np.sum(s != 0)) + 5
@@ -190,7 +196,7 @@ def test_beam_search_equals_exhaustive_search(stop_early):
       ((sum(log_probs[i, t, c[t]] for t in range(len(c))) / ((5 + len(c)) / 6) ** alpha, c)
        for i, c in enumerate(candidates)), key=lambda x: -x[0])
   beam = len(tokens) ** max_len
-  ids, scores, _ = bs._beam_search_with_steps(m, src, beam, alpha, 1, None, 1, stop_early, True)
+  ids, scores, _ = search.search_with_steps(m, src, beam, alpha, 1, None, 1, stop_early, True)
   found = [(float(s), [int(x) for x in row]) for s, row in zip(scores[0].numpy(), ids[0].numpy())
            if s > -bs.INF / 2]
   by_output = {tuple(c): score for score, c in exhaustive}

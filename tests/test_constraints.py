@@ -126,7 +126,7 @@ def test_every_search_output_copies_the_input_in_a_balanced_tree(beam):
   c = LeafCopyConstraint(PIECES, max_opens=3, max_label_pieces=2)
   inputs = _inputs(SENTENCES)
   batch, length = len(SENTENCES), 60
-  fn = c.wrap(_random_logits, bs.tile_beams(inputs, beam))
+  fn = c.wrap(_random_logits, tf.repeat(inputs, beam, axis=0))
   lengths = tf.fill([batch], length)
   if beam == 1:
     ids, scores, _ = greedy_loop(fn, {}, batch, length, lengths)

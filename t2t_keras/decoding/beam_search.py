@@ -19,29 +19,45 @@ result does not depend on the other sentences of its batch.
     ids, scores = beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50)
     # ids int32 [batch, beam, max_len] (best first, 0 after EOS); scores float32 [batch, beam]
 
+Beam size 1 is greedy search, as in t2t: `decoding.search` chooses between the
+two; this module is beam search only. The loop's body reads top to bottom as
+t2t's: extend every alive beam by one token, keep the K best that did not end
+(`grow_alive`), merge those that did into the finished (`grow_finished`), test
+whether each sentence is done. Shapes: B sentences, K beams, V the vocabulary,
+L = max_length + 1 (the output buffer, the start symbol at position 0).
+
 Everything is graph-only TensorFlow: usable in a `tf.function`, under XLA and
 inside a SavedModel signature.
 """
 
+import collections
+
 import tensorflow as tf
 
-from t2t_keras.decoding.greedy import greedy_loop
-from t2t_keras.decoding.search_common import (NEG_INF, buffer_length, cached_logits_fn,
-                                              decode_lengths_for, step_log_probs,
-                                              uncached_logits_fn, write_at)
+from t2t_keras.decoding.search_common import (NEG_INF, length_penalty, prepare, step_log_probs,
+                                              write_at)
 from t2t_keras.ids import EOS_ID
 
 INF = -NEG_INF  # t2t's "infinity": large but finite, so INF * 0 stays 0.
 
+BeamState = collections.namedtuple("BeamState", [
+    "i",                # int32 []: the step; tokens 1..i of the buffers are written
+    "alive_seq",        # int32 [B, K, L]: the K best hypotheses not ended by EOS
+    "alive_log_probs",  # float32 [B, K]: their log probs (-INF: an empty slot)
+    "finished_seq",     # int32 [B, K, L]: the K best hypotheses ended by EOS
+    "finished_scores",  # float32 [B, K]: their log prob / length penalty (-INF: empty)
+    "finished_flags",   # bool [B, K]: the finished slots that hold a hypothesis
+    "done",             # bool [B]: sentences whose search stopped (their state frozen)
+    "cache",            # the next-token function's state, B * K leading
+])
 
-def length_penalty(length, alpha):
-  """GNMT's ((5 + length) / 6) ** alpha, float32."""
-  return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, tf.cast(alpha, tf.float32))
-
-
-def tile_beams(x, beam_size):
-  """[batch, ...] -> [batch * beam, ...]: each row repeated beam_size times in place."""
-  return tf.repeat(x, beam_size, axis=0)
+Candidates = collections.namedtuple("Candidates", [
+    "seq",        # int32 [B, 2K, L]: the alive beams, each extended by one token
+    "log_probs",  # float32 [B, 2K]
+    "scores",     # float32 [B, 2K]: log prob / length penalty of the new length
+    "beams",      # int32 [B, 2K]: the alive beam each extends
+    "finished",   # bool [B, 2K]: ends in EOS (and is a real hypothesis)
+])
 
 
 def top_k(scores, k):
@@ -80,145 +96,165 @@ def _gather_beams(x, indices, batch_size, beam_size):
   return tf.reshape(gathered, shape)
 
 
+def initial_state(batch_size, beam_size, max_length, cache):
+  """One live beam per sentence (the start symbol), K - 1 empty ones, nothing finished."""
+  seq = tf.zeros([batch_size, beam_size, max_length + 1], tf.int32)             # [B, K, L]
+  alive_log_probs = tf.tile(
+      tf.constant([[0.0] + [-INF] * (beam_size - 1)], tf.float32), [batch_size, 1])  # [B, K]
+  return BeamState(i=tf.constant(0), alive_seq=seq, alive_log_probs=alive_log_probs,
+                   finished_seq=seq, finished_scores=tf.fill([batch_size, beam_size], -INF),
+                   finished_flags=tf.zeros([batch_size, beam_size], tf.bool),
+                   done=tf.zeros([batch_size], tf.bool), cache=cache)
+
+
+def extend(s, log_probs, alpha, eos_id):
+  """The 2K best one-token extensions of the alive beams, by length-normalized score.
+
+  2K, so that K of them do not end in EOS. Args: s a BeamState; log_probs
+  float32 [B, K, V], each alive beam's next-token log probs. Returns Candidates.
+  """
+  batch_size, beam_size, vocab_size = (tf.shape(log_probs)[0], log_probs.shape[1],
+                                       log_probs.shape[2] or tf.shape(log_probs)[2])
+  candidates = s.alive_log_probs[:, :, None] + log_probs                         # [B, K, V]
+  penalty = length_penalty(s.i + 1, alpha)                                       # []
+  flat_scores = tf.reshape(candidates / penalty, [batch_size, beam_size * vocab_size])
+  topk_scores, topk_ids = top_k(flat_scores, 2 * beam_size)                      # [B, 2K]
+  topk_log_probs = topk_scores * penalty                                         # [B, 2K]
+  topk_beams = topk_ids // vocab_size                                            # [B, 2K]
+  topk_tokens = topk_ids % vocab_size                                            # [B, 2K]
+  topk_seq = tf.gather(s.alive_seq, topk_beams, axis=1, batch_dims=1)            # [B, 2K, L]
+  topk_seq = write_at(topk_seq, s.i + 1, topk_tokens)                            # [B, 2K, L]
+  # An extension of a dead (-INF) beam, or a token a constraint forbade (-INF log
+  # prob), never counts as finished; the test is on the log prob, before the length
+  # penalty (over 2 after 8 tokens at alpha 1) shrinks it.
+  finished = tf.logical_and(tf.equal(topk_tokens, eos_id), topk_log_probs > -INF / 2)
+  return Candidates(topk_seq, topk_log_probs, topk_scores, topk_beams, finished)
+
+
+def grow_alive(c, beam_size):
+  """The K best candidates not ended by EOS: (seq [B, K, L], log_probs [B, K],
+  source beams int32 [B, K], the alive beam each came from)."""
+  alive_candidates = c.log_probs + tf.cast(c.finished, tf.float32) * -INF         # [B, 2K]
+  log_probs, index = tf.math.top_k(alive_candidates, k=beam_size)                 # [B, K]
+  seq = tf.gather(c.seq, index, axis=1, batch_dims=1)                             # [B, K, L]
+  source_beams = tf.gather(c.beams, index, axis=1, batch_dims=1)                  # [B, K]
+  return seq, log_probs, source_beams
+
+
+def grow_finished(s, c, beam_size):
+  """The K best of the finished and the candidates ending in EOS: (seq [B, K, L],
+  scores [B, K], flags [B, K])."""
+  finished_candidates = c.scores + (1.0 - tf.cast(c.finished, tf.float32)) * -INF  # [B, 2K]
+  all_seq = tf.concat([s.finished_seq, c.seq], axis=1)                            # [B, 3K, L]
+  all_scores = tf.concat([s.finished_scores, finished_candidates], axis=1)        # [B, 3K]
+  all_flags = tf.concat([s.finished_flags, c.finished], axis=1)                   # [B, 3K]
+  scores, index = tf.math.top_k(all_scores, k=beam_size)                          # [B, K]
+  return (tf.gather(all_seq, index, axis=1, batch_dims=1), scores,
+          tf.gather(all_flags, index, axis=1, batch_dims=1))
+
+
+def reorder_cache(new_cache, old_cache, source_beams, beam_size, reordered_keys):
+  """The next-token function's state following the beams' new histories.
+
+  Leaves the function returned unchanged (the same tensor) are equal across a
+  sentence's beams and stay; with `reordered_keys`, only those top-level keys move.
+  """
+  batch_size = tf.shape(source_beams)[0]
+  reorder = lambda new, old: new if new is old else _gather_beams(
+      new, source_beams, batch_size, beam_size)
+  if reordered_keys is None:
+    return tf.nest.map_structure(reorder, new_cache, old_cache)
+  return {key: tf.nest.map_structure(reorder, value, old_cache[key])
+          if key in reordered_keys else value for key, value in new_cache.items()}
+
+
+def is_done(s, decode_lengths, max_penalty, stop_early):
+  """bool [B]: done before, at its maximum length, or (stop_early, t2t's _is_finished)
+  no alive beam can beat the worst finished hypothesis even at the largest penalty."""
+  done = tf.logical_or(s.done, s.i >= decode_lengths)
+  if not stop_early:
+    return done
+  best_possible_alive = s.alive_log_probs[:, 0] / max_penalty                     # [B]
+  worst_finished = tf.reduce_min(
+      s.finished_scores * tf.cast(s.finished_flags, tf.float32), axis=1)          # [B]
+  worst_finished += (1.0 - tf.cast(tf.reduce_any(s.finished_flags, 1), tf.float32)) * -INF
+  return tf.logical_or(done, worst_finished > best_possible_alive)
+
+
 def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_length,
                      decode_lengths, alpha=0.6, eos_id=EOS_ID, stop_early=True,
                      reordered_keys=None):
   """The beam search loop over any next-token function.
 
-  One function (with its `cond` and `body`) because both close over the same
-  loop-state tuple, in t2t's layout so the two can be read side by side; `body`
-  runs top to bottom: extend, split alive from finished, merge, test the stop.
-
   Args:
-    symbols_to_logits_fn: (ids int32 [batch * beam, max_length + 1], i, state) ->
-      (logits float [batch * beam, vocab], state). ids[:, 0] is the start
-      symbol 0 and ids[:, i] the latest token; the logits are for token i + 1.
-      State leaves the function returns unchanged (the same tensor) are taken
-      to be equal across a sentence's beams and are not reordered.
-    state: nested tensors, batch * beam leading (each sentence's rows tiled).
-    reordered_keys: if given, only these top-level keys of a dict state follow
-      the beams when they swap histories (the model's beam-folded cache needs
-      only its "ancestry" reordered); by default every leaf the function changed.
-    batch_size, beam_size: ints (batch_size may be a scalar tensor).
-    max_length: length of the output buffer (int or scalar tensor).
-    decode_lengths: int32 [batch], each sentence's maximum output length (EOS
+    symbols_to_logits_fn: (ids int32 [B * K, L], i, state) -> (logits float
+      [B * K, V], state). ids[:, 0] is the start symbol 0 and ids[:, i] the
+      latest token; the logits are for token i + 1. State leaves the function
+      returns unchanged (the same tensor) are taken to be equal across a
+      sentence's beams and are not reordered.
+    state: nested tensors, B * K leading (each sentence's rows tiled).
+    batch_size, beam_size: B (an int or a scalar tensor) and K (an int, >= 2).
+    max_length: length of the output buffer (int or scalar tensor), L - 1.
+    decode_lengths: int32 [B], each sentence's maximum output length (EOS
       included), at most max_length.
     alpha: length penalty exponent.
     eos_id: the end symbol; an id the model never emits (e.g. -1) forces every
       hypothesis to max length.
     stop_early: stop a sentence once no alive beam can beat its worst finished one.
+    reordered_keys: if given, only these top-level keys of a dict state follow
+      the beams when they swap histories (the model's beam-folded cache needs
+      only its "ancestry" reordered); by default every leaf the function changed.
   Returns:
-    (ids int32 [batch, beam, max_length] best first, 0 after EOS;
-     scores float32 [batch, beam] log prob / length penalty (-INF for empty
-     slots); steps int32, the number of decoder steps run).
+    (ids int32 [B, K, max_length] best first, 0 after EOS;
+     scores float32 [B, K] log prob / length penalty (-INF for empty slots);
+     steps int32, the number of decoder steps run).
     A sentence with no finished hypothesis returns its alive beams, scored with
     the penalty of its maximum length.
   """
   decode_lengths = tf.cast(decode_lengths, tf.int32)
   alpha = tf.cast(alpha, tf.float32)
-  seq = tf.zeros([batch_size, beam_size, max_length + 1], tf.int32)
-  alive_log_probs = tf.tile(
-      tf.constant([[0.0] + [-INF] * (beam_size - 1)], tf.float32), [batch_size, 1])
-  finished_scores = tf.fill([batch_size, beam_size], -INF)
-  finished_flags = tf.zeros([batch_size, beam_size], tf.bool)
-  done = tf.zeros([batch_size], tf.bool)
-  max_penalty = length_penalty(decode_lengths, alpha)  # [batch]
+  max_penalty = length_penalty(decode_lengths, alpha)                            # [B]
 
-  def cond(i, alive_seq, alive_log_probs, finished_seq, finished_scores, finished_flags,
-           done, state):
-    del alive_seq, alive_log_probs, finished_seq, finished_scores, finished_flags, state
-    return tf.logical_and(i < max_length, tf.logical_not(tf.reduce_all(done)))
+  def cond(s):
+    return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(s.done)))
 
-  def body(i, alive_seq, alive_log_probs, finished_seq, finished_scores, finished_flags,
-           done, state):
-    flat_ids = tf.reshape(alive_seq, [batch_size * beam_size, -1])
-    logits, new_state = symbols_to_logits_fn(flat_ids, i, state)
-    log_probs = step_log_probs(logits)
+  def body(s):
+    flat_ids = tf.reshape(s.alive_seq, [batch_size * beam_size, -1])            # [B*K, L]
+    logits, cache = symbols_to_logits_fn(flat_ids, s.i, s.cache)                # [B*K, V]
+    log_probs = step_log_probs(logits)                                           # [B*K, V]
     vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: blocked top_k
-    log_probs = tf.reshape(log_probs, [batch_size, beam_size, vocab_size])
+    c = extend(s, tf.reshape(log_probs, [batch_size, beam_size, vocab_size]), alpha, eos_id)
+    alive_seq, alive_log_probs, source_beams = grow_alive(c, beam_size)
+    cache = reorder_cache(cache, s.cache, source_beams, beam_size, reordered_keys)
+    finished_seq, finished_scores, finished_flags = grow_finished(s, c, beam_size)
+    keep = lambda new, old: tf.where(  # sentences already done keep their state
+        tf.reshape(tf.logical_not(s.done), [-1] + [1] * (new.shape.rank - 1)), new, old)
+    s = BeamState(s.i + 1, keep(alive_seq, s.alive_seq),
+                  keep(alive_log_probs, s.alive_log_probs), keep(finished_seq, s.finished_seq),
+                  keep(finished_scores, s.finished_scores),
+                  keep(finished_flags, s.finished_flags), s.done, cache)
+    return (s._replace(done=is_done(s, decode_lengths, max_penalty, stop_early)),)
 
-    # The 2k best extensions of the alive beams, by length-normalized score.
-    candidates = alive_log_probs[:, :, None] + log_probs
-    penalty = length_penalty(i + 1, alpha)
-    flat_scores = tf.reshape(candidates / penalty, [batch_size, beam_size * vocab_size])
-    topk_scores, topk_ids = top_k(flat_scores, 2 * beam_size)
-    topk_log_probs = topk_scores * penalty
-    topk_beams = topk_ids // vocab_size
-    topk_tokens = topk_ids % vocab_size
-    topk_seq = tf.gather(alive_seq, topk_beams, axis=1, batch_dims=1)
-    topk_seq = write_at(topk_seq, i + 1, topk_tokens)
-    # An extension of a dead (-INF) beam, or a token a constraint forbade (-INF log
-    # prob), never counts as finished; the test is on the log prob, before the length
-    # penalty (over 2 after 8 tokens at alpha 1) shrinks it.
-    topk_finished = tf.logical_and(tf.equal(topk_tokens, eos_id), topk_log_probs > -INF / 2)
-
-    # Alive: the k best extensions that do not end in EOS.
-    alive_candidates = topk_log_probs + tf.cast(topk_finished, tf.float32) * -INF
-    new_alive_log_probs, alive_index = tf.math.top_k(alive_candidates, k=beam_size)
-    new_alive_seq = tf.gather(topk_seq, alive_index, axis=1, batch_dims=1)
-    source_beams = tf.gather(topk_beams, alive_index, axis=1, batch_dims=1)
-    reorder = lambda new, old: new if new is old else _gather_beams(
-        new, source_beams, batch_size, beam_size)
-    if reordered_keys is None:
-      new_state = tf.nest.map_structure(reorder, new_state, state)
-    else:
-      new_state = {key: tf.nest.map_structure(reorder, value, state[key])
-                   if key in reordered_keys else value for key, value in new_state.items()}
-
-    # Finished: the k best of the old finished and the extensions ending in EOS.
-    finished_candidates = topk_scores + (1.0 - tf.cast(topk_finished, tf.float32)) * -INF
-    all_seq = tf.concat([finished_seq, topk_seq], axis=1)
-    all_scores = tf.concat([finished_scores, finished_candidates], axis=1)
-    all_flags = tf.concat([finished_flags, topk_finished], axis=1)
-    new_finished_scores, finished_index = tf.math.top_k(all_scores, k=beam_size)
-    new_finished_seq = tf.gather(all_seq, finished_index, axis=1, batch_dims=1)
-    new_finished_flags = tf.gather(all_flags, finished_index, axis=1, batch_dims=1)
-
-    # Sentences already done keep their state.
-    active = tf.logical_not(done)
-    keep = lambda new, old: tf.where(
-        tf.reshape(active, [-1] + [1] * (new.shape.rank - 1)), new, old)
-    alive_seq = keep(new_alive_seq, alive_seq)
-    alive_log_probs = keep(new_alive_log_probs, alive_log_probs)
-    finished_seq = keep(new_finished_seq, finished_seq)
-    finished_scores = keep(new_finished_scores, finished_scores)
-    finished_flags = keep(new_finished_flags, finished_flags)
-
-    done = tf.logical_or(done, i + 1 >= decode_lengths)
-    if stop_early:
-      # t2t's _is_finished: the best alive beam, even with the largest length
-      # penalty, scores below the worst finished hypothesis.
-      best_possible_alive = alive_log_probs[:, 0] / max_penalty
-      worst_finished = tf.reduce_min(
-          finished_scores * tf.cast(finished_flags, tf.float32), axis=1)
-      worst_finished += (1.0 - tf.cast(tf.reduce_any(finished_flags, 1), tf.float32)) * -INF
-      done = tf.logical_or(done, worst_finished > best_possible_alive)
-    return (i + 1, alive_seq, alive_log_probs, finished_seq, finished_scores,
-            finished_flags, done, new_state)
-
-  loop_vars = (tf.constant(0), seq, alive_log_probs, seq, finished_scores, finished_flags,
-               done, state)
-  (steps, alive_seq, alive_log_probs, finished_seq, finished_scores, finished_flags, _,
-   _) = tf.while_loop(cond, body, loop_vars)
-
-  any_finished = tf.reduce_any(finished_flags, axis=1)
-  alive_scores = tf.where(alive_log_probs > -INF / 2, alive_log_probs / max_penalty[:, None],
-                          -INF)
-  ids = tf.where(any_finished[:, None, None], finished_seq, alive_seq)[:, :, 1:]
-  scores = tf.where(any_finished[:, None], finished_scores, alive_scores)
-  return ids, scores, steps
+  s, = tf.while_loop(cond, body,
+                     (initial_state(batch_size, beam_size, max_length, state),))
+  any_finished = tf.reduce_any(s.finished_flags, axis=1)                         # [B]
+  alive_scores = tf.where(s.alive_log_probs > -INF / 2,
+                          s.alive_log_probs / max_penalty[:, None], -INF)        # [B, K]
+  ids = tf.where(any_finished[:, None, None], s.finished_seq, s.alive_seq)[:, :, 1:]
+  scores = tf.where(any_finished[:, None], s.finished_scores, alive_scores)     # [B, K]
+  return ids, scores, s.i
 
 
 def beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
                 max_decode_length=None, eos_id=EOS_ID, stop_early=True, cached=True,
                 constraint=None):
-  """Beam search translation of a batch of source ids.
+  """Beam search translation of a batch of source ids (beam_size >= 2).
 
   Args:
     model: a Transformer (encode / init_cache / decode).
-    inputs: int32 [batch, src_len] source ids (EOS-terminated, 0-padded).
-    beam_size, alpha: the paper's 4 and 0.6. beam_size 1 runs greedy search
-      (as t2t does), scored log prob / length penalty.
+    inputs: int32 [B, src_len] source ids (EOS-terminated, 0-padded).
+    beam_size, alpha: the paper's 4 and 0.6. For 1 (greedy search, as in t2t)
+      use `decoding.search.search`.
     extra_length: maximum output length = non-pad input length + extra_length.
     max_decode_length: optional cap (and buffer length) on output lengths.
     eos_id: end symbol (an id never emitted forces maximum length).
@@ -228,55 +264,23 @@ def beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
     constraint: optional; its `wrap(fn, inputs)` forbids tokens at each step
       (`decoding/constraints.py`, e.g. parse trees whose leaves copy the input).
   Returns:
-    (ids int32 [batch, beam, max_len], best first, 0 after EOS;
-     scores float32 [batch, beam] = log prob / ((5 + len) / 6) ** alpha).
+    (ids int32 [B, K, max_len], best first, 0 after EOS;
+     scores float32 [B, K] = log prob / ((5 + len) / 6) ** alpha).
   """
-  ids, scores, _ = _beam_search_with_steps(
+  ids, scores, _ = beam_search_with_steps(
       model, inputs, beam_size, alpha, extra_length, max_decode_length, eos_id,
       stop_early, cached, constraint=constraint)
   return ids, scores
 
 
-def _beam_search_with_steps(model, inputs, beam_size, alpha, extra_length, max_decode_length,
-                            eos_id, stop_early, cached, prefix_only=False, constraint=None):
-  inputs = tf.convert_to_tensor(inputs, tf.int32)
-  batch_size = tf.shape(inputs)[0]
-  length = buffer_length(model, inputs, extra_length, max_decode_length)
-  decode_lengths = decode_lengths_for(inputs, extra_length, length)
-  memory, mask = model.encode(inputs)
-  reordered_keys = None
-  if cached and beam_size > 1:
-    # Beam-folded cache over the untiled memory: the encoder's keys/values once
-    # per sentence, and beams swapping histories reorder the ancestry only.
-    state = model.init_cache(memory, length, beam_size=beam_size)
-    reordered_keys = ("ancestry",)
-    fn = cached_logits_fn(model, mask)
-  else:
-    memory, mask = tile_beams(memory, beam_size), tile_beams(mask, beam_size)
-    if cached:
-      state = model.init_cache(memory, length)
-      fn = cached_logits_fn(model, mask)
-    else:
-      state = {}
-      fn = uncached_logits_fn(model, memory, mask, prefix_only=prefix_only)
-  if constraint is not None:
-    fn = constraint.wrap(fn, tile_beams(inputs, beam_size))
-  if beam_size == 1:
-    return _greedy_as_beam(fn, state, batch_size, length, decode_lengths, alpha, eos_id)
-  return beam_search_loop(fn, state, batch_size, beam_size, length, decode_lengths,
+def beam_search_with_steps(model, inputs, beam_size, alpha, extra_length, max_decode_length,
+                           eos_id, stop_early, cached, prefix_only=False, constraint=None):
+  """`beam_search` that also returns the number of decoder steps run (int32)."""
+  if beam_size < 2:
+    raise ValueError(f"beam_search needs beam_size >= 2, got {beam_size}; "
+                     "decoding.search.search runs greedy search for beam_size 1")
+  p = prepare(model, inputs, beam_size, extra_length, max_decode_length, cached,
+              prefix_only=prefix_only, constraint=constraint)
+  return beam_search_loop(p.fn, p.state, p.batch_size, beam_size, p.length, p.decode_lengths,
                           alpha=alpha, eos_id=eos_id, stop_early=stop_early,
-                          reordered_keys=reordered_keys)
-
-
-def _greedy_as_beam(fn, state, batch_size, length, decode_lengths, alpha, eos_id):
-  """Greedy search in beam_search's output format (t2t also runs greedy for one beam).
-
-  The 2k-candidate search with k = 1 would keep the better of the two best
-  extensions when it ends in EOS, which argmax decoding never picks.
-  """
-  ids, log_probs, steps = greedy_loop(fn, state, batch_size, length, decode_lengths, eos_id)
-  is_eos = tf.equal(ids, eos_id)
-  lengths = tf.where(tf.reduce_any(is_eos, 1),
-                     tf.argmax(tf.cast(is_eos, tf.int32), 1, output_type=tf.int32) + 1,
-                     decode_lengths)
-  return ids[:, None], (log_probs / length_penalty(lengths, alpha))[:, None], steps
+                          reordered_keys=p.reordered_keys)

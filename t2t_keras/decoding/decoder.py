@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding import search
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.ids import EOS_ID
 from t2t_keras.hparam import HParams, HParamsError
@@ -82,15 +82,10 @@ def make_search_fn(model, hparams, constraint=None):
   `constraint` (e.g. a problem's `decode_constraint`) limits the outputs the search builds.
   """
 
-  def search(inputs):
-    return beam_search(model, inputs, beam_size=hparams.beam_size, alpha=hparams.alpha,
-                       extra_length=hparams.extra_length,
-                       max_decode_length=hparams.max_decode_length or None,
-                       stop_early=hparams.stop_early, constraint=constraint)
-
   # One trace for every shape; XLA still compiles one program per input shape.
   signature = [tf.TensorSpec([None, None], tf.int32)]
-  search_fn = tf.function(search, jit_compile=hparams.jit, input_signature=signature)
+  search_fn = tf.function(search.from_hparams(model, hparams, constraint),
+                          jit_compile=hparams.jit, input_signature=signature)
   return shard_search_fn(search_fn, hparams.search_shards, signature)
 
 

@@ -10,9 +10,7 @@ the model's k/v cache. A sentence stops at EOS or at its maximum length
 
 import tensorflow as tf
 
-from t2t_keras.decoding.search_common import (buffer_length, cached_logits_fn,
-                                              decode_lengths_for, step_log_probs,
-                                              uncached_logits_fn, write_at)
+from t2t_keras.decoding.search_common import prepare, step_log_probs, write_at
 from t2t_keras.ids import EOS_ID
 
 
@@ -62,20 +60,13 @@ def greedy_decode(model, inputs, extra_length=50, max_decode_length=None, eos_id
   Returns:
     (ids int32 [batch, max_len], 0 after EOS; scores float32 [batch], sum of log probs).
   """
-  ids, scores, _ = _greedy_with_steps(model, inputs, extra_length, max_decode_length,
-                                      eos_id, cached)
+  ids, scores, _ = greedy_with_steps(model, inputs, extra_length, max_decode_length,
+                                     eos_id, cached)
   return ids, scores
 
 
-def _greedy_with_steps(model, inputs, extra_length, max_decode_length, eos_id, cached):
-  inputs = tf.convert_to_tensor(inputs, tf.int32)
-  length = buffer_length(model, inputs, extra_length, max_decode_length)
-  decode_lengths = decode_lengths_for(inputs, extra_length, length)
-  memory, mask = model.encode(inputs)
-  if cached:
-    state = model.init_cache(memory, length)
-    fn = cached_logits_fn(model, mask)
-  else:
-    state = {}
-    fn = uncached_logits_fn(model, memory, mask)
-  return greedy_loop(fn, state, tf.shape(inputs)[0], length, decode_lengths, eos_id)
+def greedy_with_steps(model, inputs, extra_length, max_decode_length, eos_id, cached,
+                      constraint=None):
+  """`greedy_loop` over the model: (ids [batch, max_len], scores [batch], steps)."""
+  p = prepare(model, inputs, 1, extra_length, max_decode_length, cached, constraint=constraint)
+  return greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths, eos_id)

@@ -1,16 +1,25 @@
 """What both searches (beam_search.py, greedy.py) need around the model.
 
-Next-token functions over the model (cached: one decoder step with the k/v
-cache; uncached: the whole decoder again, the reference), each sentence's
-maximum output length, the output buffer's length, and writes into fixed-size
-buffers (static shapes, so XLA compiles one program).
+`prepare` encodes a batch once and returns what a search loop runs on: a
+next-token function over the model (cached: one decoder step with the k/v
+cache; uncached: the whole decoder again, the reference), its state, each
+sentence's maximum output length and the output buffer's length. Also: the
+length penalty, a step's log probs, and writes into fixed-size buffers (static
+shapes, so XLA compiles one program).
 """
+
+import collections
 
 import tensorflow as tf
 
 from t2t_keras.ids import PAD_ID
 
 NEG_INF = -1e7  # t2t's "infinity" for log probs: large but finite, so NEG_INF * 0 stays 0
+
+
+def length_penalty(length, alpha):
+  """GNMT's ((5 + length) / 6) ** alpha, float32 (Wu et al., 2016)."""
+  return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, tf.cast(alpha, tf.float32))
 
 
 def step_log_probs(logits):
@@ -77,3 +86,57 @@ def uncached_logits_fn(model, memory, memory_mask, prefix_only=False):
     return tf.gather(logits, i, axis=1), state
 
   return fn
+
+
+Prepared = collections.namedtuple(
+    "Prepared", ["fn", "state", "batch_size", "length", "decode_lengths", "reordered_keys"])
+Prepared.__doc__ = """What a search loop runs on (`prepare`'s result).
+
+  fn: symbols_to_logits_fn, (ids int32 [batch * beam, length + 1], i, state) ->
+    (logits [batch * beam, vocab], state).
+  state: its initial state (the model's cache, or {} uncached).
+  batch_size: int32 scalar; length: the output buffer's length (int or scalar);
+  decode_lengths: int32 [batch], each sentence's maximum output length.
+  reordered_keys: the state keys that follow the beams when they swap histories
+    (None: every leaf the function changes).
+"""
+
+
+def prepare(model, inputs, beam_size, extra_length, max_decode_length=None, cached=True,
+            prefix_only=False, constraint=None):
+  """Encodes `inputs` once and builds the next-token function of a search over it.
+
+  Args:
+    model: a Transformer (encode / init_cache / decode).
+    inputs: int32 [batch, src_len] source ids (EOS-terminated, 0-padded).
+    beam_size: hypotheses per sentence (1: greedy).
+    extra_length, max_decode_length: maximum output length = non-pad input
+      length + extra_length, capped at max_decode_length (also the buffer length).
+    cached: one decoder step per token with the k/v cache; False re-runs the
+      whole decoder at every step (`prefix_only`: over the prefix only, dynamic shapes).
+    constraint: optional; its `wrap(fn, inputs)` forbids tokens at each step.
+  Returns:
+    a `Prepared`.
+  """
+  inputs = tf.convert_to_tensor(inputs, tf.int32)
+  length = buffer_length(model, inputs, extra_length, max_decode_length)
+  decode_lengths = decode_lengths_for(inputs, extra_length, length)
+  memory, mask = model.encode(inputs)  # [batch, src_len, d], [batch, 1, 1, src_len]
+  reordered_keys = None
+  if cached and beam_size > 1:
+    # Beam-folded cache over the untiled memory: the encoder's keys/values once
+    # per sentence, and beams swapping histories reorder the ancestry only.
+    state = model.init_cache(memory, length, beam_size=beam_size)
+    reordered_keys = ("ancestry",)
+    fn = cached_logits_fn(model, mask)
+  else:
+    memory, mask = tf.repeat(memory, beam_size, axis=0), tf.repeat(mask, beam_size, axis=0)
+    if cached:
+      state = model.init_cache(memory, length)
+      fn = cached_logits_fn(model, mask)
+    else:
+      state = {}
+      fn = uncached_logits_fn(model, memory, mask, prefix_only=prefix_only)
+  if constraint is not None:
+    fn = constraint.wrap(fn, tf.repeat(inputs, beam_size, axis=0))
+  return Prepared(fn, state, tf.shape(inputs)[0], length, decode_lengths, reordered_keys)

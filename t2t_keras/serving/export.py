@@ -40,7 +40,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from t2t_keras import registry, runs
-from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding import search as search_lib
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
 from t2t_keras.decoding.decoder import problem_constraint
 from t2t_keras.decoding.sharding import shard_search_fn
@@ -89,12 +89,7 @@ class Translator(tf.Module):
     self.batch_size = max(1, int(hp.batch_size))
     self.length_bucket = max(1, int(hp.length_bucket))
 
-    def search(ids):
-      return beam_search(model, ids, beam_size=hp.beam_size, alpha=hp.alpha,
-                         extra_length=hp.extra_length,
-                         max_decode_length=hp.max_decode_length or None,
-                         stop_early=hp.stop_early, constraint=constraint)
-
+    search = search_lib.from_hparams(model, hp, constraint)
     signature = [tf.TensorSpec([None, None], tf.int32)]
     # The batch as concurrent searches over its slices (decoding/sharding.py),
     # their number decided where the model is exported.
