@@ -110,15 +110,12 @@ def _time(fn, repeats):
 def breakdown(trainer, batch, use_xla, repeats=3):
   """Seconds for forward+loss, forward+backward, optimizer apply and a full step on `batch`."""
   import tensorflow as tf
-  from t2t_keras.training.loss import projected_cross_entropy
+  from t2t_keras.training import step
   model, optimizer, hp = trainer.model, trainer.optimizer, trainer.hparams
   variables = model.trainable_variables
 
-  def loss_sum(batch):  # as training.step: the projection inside the loss
-    hidden = model.decoder_output(batch, training=True)
-    table = tf.cast(model.embedding.embeddings, hidden.dtype)
-    return projected_cross_entropy(hidden, table, batch["targets"], hp.label_smoothing,
-                                   compact=not use_xla)[0]
+  def loss_sum(batch):  # training.step's
+    return step.loss_sum(model, batch, hp.label_smoothing, compact=not use_xla)
 
   @tf.function(jit_compile=use_xla)
   def forward(batch):

@@ -41,7 +41,7 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.layers.dropout import Dropout, keep_mask
 from t2t_keras.models.transformer import Transformer
-from t2t_keras.training.loss import projected_cross_entropy
+from t2t_keras.training import step
 
 VOCAB = 50
 RATE = 0.1
@@ -82,18 +82,13 @@ def _seed_states(model):
           if "seed_generator_state" in v.path}
 
 
-# The fused path, as TrainStep computes it (training/step.py, `gradients`).
+# The fused path: TrainStep's own `gradients` (training/step.py).
 
 @tf.function
 def _fused_loss_and_grads(model, batch, smoothing):
-  variables = model.trainable_variables
-  with tf.GradientTape() as tape:
-    hidden = model.decoder_output(batch, training=True)
-    table = tf.cast(model.embedding.embeddings, hidden.dtype)
-    loss_sum, tokens = projected_cross_entropy(hidden, table, batch["targets"], smoothing,
-                                               compact=True)
-    loss = loss_sum / tf.maximum(tokens, 1.0)
-  return loss, [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+  normalizer = tf.maximum(step.count_tokens(batch), 1.0)
+  grads, loss_sum = step.gradients(model, batch, normalizer, smoothing, compact=True)
+  return loss_sum / normalizer, [tf.convert_to_tensor(g) for g in grads]
 
 
 # The dropout masks, recomputed in numpy from the documented hash

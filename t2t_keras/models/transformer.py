@@ -231,6 +231,10 @@ class Transformer(keras.Model):
     """
     return self.embedding.logits(self.decoder_output(features, training=training))
 
+  def softmax_weights(self, dtype):
+    """The tied pre-softmax matrix [vocab, d_model] (the shared embedding's), in `dtype`."""
+    return tf.cast(self.embedding.embeddings, dtype)
+
   def decoder_output(self, features, training=False):
     """`call` without the pre-softmax projection: [batch, tgt_len, d_model] in the
     compute dtype (the trainer projects it inside its loss, `projected_cross_entropy`)."""

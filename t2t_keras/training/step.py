@@ -3,24 +3,23 @@
     step = TrainStep(model, optimizer, hparams, strategy, element_spec, use_xla=False)
     loss, tokens = step.update(next_batches)            # one update; floats
 
-Each replica's gradient is that of its label-smoothed loss *sum*; the update
-divides the sum over all micro-batches (`gradient_accumulation_steps`) and
-replicas once by their total number of target tokens, so N micro-batches on R
-replicas equal one batch of their union. Clipping (`clip_grad_norm`) scales by
-the global norm of that summed gradient. The optimizer sums the replicas'
-shares as it applies them, once per update, so its iterations (and the
-learning-rate schedule) count updates. Forward and backward run in one
-function, XLA-compiled with use_xla. On a single device with use_xla the
-optimizer's update is compiled into that same program: applied op by op, Keras'
-Adam's few small kernels per variable (about 2,800 launches a step for the
-3+3-layer model; FusedAdam, training/adam.py, now takes one per variable) made an
-H100 step host-bound, 28 ms against 8 ms of kernel time; compiled
-in, the step took 13.2 ms where earlier runs read 30.5-32.7 (benchmarks/step_bench.py,
-separate runs, not alternated). With
-several replicas, or gradient accumulation, gradients are applied outside it
-(an XLA function that touches another logical device's variables fails). On a
-CPU without XLA an XLA-compiled update alone ran no faster (1,029-1,041 ms
-against 1,036-1,044 ms a step), so the plain one stays.
+Read from batch to update: `loss_sum` (the label-smoothed cross-entropy summed
+over the batch's target tokens), `gradients` (of that sum over the update's
+token count), `clip` (by the global norm of the gradient summed over replicas)
+and `apply` (the optimizer). `TrainStep` composes them, per replica under
+`strategy.run`, into `one_step(batches)`, or with gradient accumulation into
+`micro_step(batches)` then `apply_step()`.
+
+Each replica's gradient is that of its loss *sum*; the update divides the sum
+over all micro-batches and replicas once by their total number of target
+tokens, so N micro-batches on R replicas equal one batch of their union. The
+optimizer sums the replicas' shares as it applies them, once per update, so its
+iterations (and the learning-rate schedule) count updates. With use_xla on a
+single device without accumulation the optimizer's update is compiled into the
+forward/backward program (`fused_apply`): applied op by op, Adam's small kernels
+made a GPU step host-bound (docs/notebook.md). With several replicas, or
+accumulation, gradients are applied outside it (an XLA function that touches
+another logical device's variables fails).
 """
 
 import keras
@@ -29,6 +28,70 @@ import tensorflow as tf
 from t2t_keras.training.loss import projected_cross_entropy
 
 SUM = tf.distribute.ReduceOp.SUM
+
+
+def loss_sum(model, batch, label_smoothing, compact):
+  """float32 []: the label-smoothed cross-entropy summed over the batch's target tokens.
+
+  batch: {"inputs" int32 [B, S], "targets" int32 [B, T], packing features}. The
+  pre-softmax projection happens inside the loss, a chunk of rows at a time;
+  `compact` skips padding rows (a dynamic shape: not under XLA).
+  """
+  hidden = model.decoder_output(batch, training=True)                     # [B, T, d]
+  total, _ = projected_cross_entropy(hidden, model.softmax_weights(hidden.dtype),
+                                     batch["targets"], label_smoothing, compact=compact)
+  return total
+
+
+def count_tokens(batch):
+  """float32 []: the batch's target tokens (non-pad)."""
+  return tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], 0), tf.float32))
+
+
+def gradients(model, batch, normalizer, label_smoothing, compact, scaler=None):
+  """(gradients of loss_sum / normalizer for model.trainable_variables, loss_sum []).
+
+  scaler: the LossScaleOptimizer of mixed_float16 (the loss is scaled before the
+  gradient), or None.
+  """
+  with tf.GradientTape() as tape:
+    total = loss_sum(model, batch, label_smoothing, compact)
+    loss = total / normalizer
+    scaled = scaler.scale_loss(loss) if scaler else loss
+  return tape.gradient(scaled, model.trainable_variables), total
+
+
+def clip_factor(grads, clip_norm, scaler=None):
+  """min(1, clip_norm / global norm of grads) (unscaled first under loss scaling)."""
+  norm = tf.linalg.global_norm(grads)
+  if scaler:
+    norm /= tf.cast(scaler.dynamic_scale, norm.dtype)
+  return tf.minimum(1.0, clip_norm / tf.maximum(norm, 1e-12))
+
+
+def _summed_clip_factor(strategy, grads, clip_norm, scaler):
+  """Cross-replica context (merge_call): the clip factor of the replicas' gradients
+  summed, as the optimizer will sum them."""
+  total = strategy.extended.batch_reduce_to(SUM, [(g, g) for g in grads])
+  return clip_factor([strategy.experimental_local_results(t)[0] for t in total],
+                     clip_norm, scaler)
+
+
+def clip(grads, clip_norm, scaler=None):
+  """Replica context: grads scaled by the clip factor of their sum over all replicas."""
+  dense = [tf.convert_to_tensor(g) for g in grads]  # embedding grads are IndexedSlices
+  ctx = tf.distribute.get_replica_context()
+  factor = (clip_factor(dense, clip_norm, scaler) if ctx.num_replicas_in_sync == 1
+            else ctx.merge_call(_summed_clip_factor, args=(dense, clip_norm, scaler)))
+  return [g * tf.cast(factor, g.dtype) for g in dense]
+
+
+def apply(optimizer, variables, grads, clip_norm, scaler=None):
+  """Replica context: `grads` (this replica's share of the summed, normalized gradient),
+  clipped when clip_norm > 0, applied to `variables`."""
+  if clip_norm > 0:
+    grads = clip(grads, clip_norm, scaler)
+  optimizer.apply_gradients(zip(grads, variables))
 
 
 class TrainStep:
@@ -55,129 +118,103 @@ class TrainStep:
     self.use_xla = use_xla
     self.single_device = single_device
     self.accumulate = hparams.gradient_accumulation_steps
-    self._build()
+    self.scaler = optimizer if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else None
+    self.fused_apply = use_xla and single_device and self.accumulate == 1
+    self._forward_backward = tf.function(self._gradients, jit_compile=use_xla)
+    self._compiled_update = tf.function(self._gradients_and_apply, jit_compile=True)
+    if self.accumulate > 1:
+      self._make_accumulators()
+      self.micro_step = self._compile(self._micro_step)
+    self.one_step = self._compile(self._one_step)
 
-  def _build(self):
-    """Sets `one_step(batches)` (a one-batch update), and with accumulation
-    `micro_step(batches)` (adds one micro-batch) and `apply_step()`."""
-    model, optimizer, hp = self.model, self.optimizer, self.hparams
-    variables = model.trainable_variables
-    scaler = optimizer if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else None
-    sum_op = SUM
+  # The pieces, bound to this model and hparams.
+
+  def _gradients(self, batch, normalizer):
+    hp = self.hparams
+    return gradients(self.model, batch, normalizer, hp.label_smoothing,
+                     compact=not self.use_xla, scaler=self.scaler)
+
+  def _apply(self, grads):
+    apply(self.optimizer, self.model.trainable_variables, grads, self.hparams.clip_grad_norm,
+          self.scaler)
+
+  def _gradients_and_apply(self, batch, normalizer):
+    grads, total = self._gradients(batch, normalizer)
+    self._apply(grads)
+    return total
+
+  def _reduce_sums(self, total, tokens):
+    return (self.strategy.reduce(SUM, total, axis=None),
+            self.strategy.reduce(SUM, tokens, axis=None))
+
+  # One update from one batch per replica.
+
+  def _replica_step(self, batch):
+    """Replica context: (loss sum [], target tokens []) of this replica's batch, applied."""
+    tokens = count_tokens(batch)
+    all_tokens = tf.distribute.get_replica_context().all_reduce(SUM, tokens)
+    normalizer = tf.maximum(all_tokens, 1.0)
+    if self.fused_apply:
+      return self._compiled_update(batch, normalizer), tokens
+    grads, total = self._forward_backward(batch, normalizer)
+    self._apply(grads)
+    return total, tokens
+
+  def _one_step(self, batches):
+    """(loss per target token [], target tokens []) of one update over all replicas."""
+    total, tokens = self._reduce_sums(*self.strategy.run(self._replica_step, args=(batches,)))
+    return total / tf.maximum(tokens, 1.0), tokens
+
+  # Gradient accumulation: micro_step per micro-batch, then apply_step.
+
+  def _make_accumulators(self):
     # Micro-batch losses are divided by this constant (a typical token count)
     # before the gradient, so fp16 loss scaling sees per-token magnitudes; the
     # update multiplies it back.
-    unit = float(max(hp.batch_size, 1))
+    self._unit = float(max(self.hparams.batch_size, 1))
+    with self.strategy.scope():
+      local = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
+                   aggregation=tf.VariableAggregation.SUM)
+      self._accumulators = [tf.Variable(tf.zeros(v.shape, v.dtype), **local)
+                            for v in self.model.trainable_variables]
+      self._accumulated_tokens = tf.Variable(0.0, **local)
 
-    def gradients(batch, normalizer):
-      with tf.GradientTape() as tape:
-        # The pre-softmax projection happens inside the loss, a chunk of rows at
-        # a time, and skips padding rows (except under XLA: a dynamic shape).
-        hidden = model.decoder_output(batch, training=True)
-        table = tf.cast(model.embedding.embeddings, hidden.dtype)
-        loss_sum, _ = projected_cross_entropy(hidden, table, batch["targets"],
-                                              hp.label_smoothing, compact=not self.use_xla)
-        loss = loss_sum / normalizer
-        scaled = scaler.scale_loss(loss) if scaler else loss
-      return tape.gradient(scaled, variables), loss_sum
+  def _replica_micro_step(self, batch):
+    tokens = count_tokens(batch)
+    grads, total = self._forward_backward(batch, self._unit)
+    for acc, g in zip(self._accumulators, grads):
+      acc.assign_add(tf.convert_to_tensor(g))
+    self._accumulated_tokens.assign_add(tokens)
+    return total, tokens
 
-    def count_tokens(batch):
-      return tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], 0), tf.float32))
+  def _micro_step(self, batches):
+    """Adds one micro-batch's gradient sums; returns (loss sum [], target tokens [])."""
+    return self._reduce_sums(*self.strategy.run(self._replica_micro_step, args=(batches,)))
 
-    def clip_factor(dense):
-      """min(1, clip / norm) for the norm of the gradient summed over replicas."""
-      norm = tf.linalg.global_norm(dense)
-      if scaler:
-        norm /= tf.cast(scaler.dynamic_scale, norm.dtype)
-      return tf.minimum(1.0, hp.clip_grad_norm / tf.maximum(norm, 1e-12))
+  def _replica_apply_step(self):
+    ctx = tf.distribute.get_replica_context()
+    all_tokens = ctx.all_reduce(SUM, self._accumulated_tokens.read_value())
+    grads = [acc.read_value() * (self._unit / tf.maximum(all_tokens, 1.0))
+             for acc in self._accumulators]
+    self._apply(grads)
+    for acc in self._accumulators:
+      acc.assign(tf.zeros_like(acc))
+    self._accumulated_tokens.assign(0.0)
 
-    def summed_clip_factor(strategy, dense):
-      # Cross-replica context (merge_call): sum the replicas' gradients, as the
-      # optimizer will, and take the norm of the sum once.
-      total = strategy.extended.batch_reduce_to(sum_op, [(g, g) for g in dense])
-      return clip_factor([strategy.experimental_local_results(t)[0] for t in total])
-
-    def apply(grads):
-      """Replica context: `grads` are this replica's share of the summed, normalized gradient."""
-      if hp.clip_grad_norm > 0:
-        ctx = tf.distribute.get_replica_context()
-        dense = [tf.convert_to_tensor(g) for g in grads]  # embedding grads are IndexedSlices
-        factor = (clip_factor(dense) if ctx.num_replicas_in_sync == 1
-                  else ctx.merge_call(summed_clip_factor, args=(dense,)))
-        grads = [g * tf.cast(factor, g.dtype) for g in dense]
-      optimizer.apply_gradients(zip(grads, variables))
-
-    def gradients_and_apply(batch, normalizer):
-      grads, loss_sum = gradients(batch, normalizer)
-      apply(grads)
-      return loss_sum
-
-    self.fused_apply = self.use_xla and self.single_device and self.accumulate == 1
-    compiled_update = tf.function(gradients_and_apply, jit_compile=True)
-    forward_backward = tf.function(gradients, jit_compile=self.use_xla)
-
-    def replica_step(batch):
-      tokens = count_tokens(batch)
-      global_tokens = tf.distribute.get_replica_context().all_reduce(sum_op, tokens)
-      if self.fused_apply:
-        return compiled_update(batch, tf.maximum(global_tokens, 1.0)), tokens
-      grads, loss_sum = forward_backward(batch, tf.maximum(global_tokens, 1.0))
-      apply(grads)
-      return loss_sum, tokens
-
-    def reduce_sums(loss_sum, tokens):
-      return (self.strategy.reduce(sum_op, loss_sum, axis=None),
-              self.strategy.reduce(sum_op, tokens, axis=None))
-
-    def train_step(batches):
-      loss_sum, tokens = reduce_sums(*self.strategy.run(replica_step, args=(batches,)))
-      return loss_sum / tf.maximum(tokens, 1.0), tokens
-
-    def replica_micro_step(batch):
-      tokens = count_tokens(batch)
-      grads, loss_sum = forward_backward(batch, unit)
-      for acc, g in zip(self._accumulators, grads):
-        acc.assign_add(tf.convert_to_tensor(g))
-      self._accumulated_tokens.assign_add(tokens)
-      return loss_sum, tokens
-
-    def micro_step(batches):
-      """Adds one micro-batch's gradient sums; returns (loss sum, target tokens)."""
-      return reduce_sums(*self.strategy.run(replica_micro_step, args=(batches,)))
-
-    def replica_apply_step():
-      ctx = tf.distribute.get_replica_context()
-      global_tokens = ctx.all_reduce(sum_op, self._accumulated_tokens.read_value())
-      grads = [acc.read_value() * (unit / tf.maximum(global_tokens, 1.0))
-               for acc in self._accumulators]
-      apply(grads)
-      for acc in self._accumulators:
-        acc.assign(tf.zeros_like(acc))
-      self._accumulated_tokens.assign(0.0)
-
-    @tf.function
-    def apply_step():
-      self.strategy.run(replica_apply_step)
-
-    if hp.gradient_accumulation_steps > 1:
-      with self.strategy.scope():
-        local = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
-                     aggregation=tf.VariableAggregation.SUM)
-        self._accumulators = [tf.Variable(tf.zeros(v.shape, v.dtype), **local)
-                              for v in variables]
-        self._accumulated_tokens = tf.Variable(0.0, **local)
-      self.micro_step, self.apply_step = self._compile(micro_step), apply_step
-    self.one_step = self._compile(train_step)
+  @tf.function
+  def apply_step(self):
+    """Applies the accumulated gradient (divided by the update's target tokens) and resets."""
+    self.strategy.run(self._replica_apply_step)
 
   def _compile(self, fn):
     if self.use_xla or not self.single_device:
       # One trace per batch shape (the pipeline's buckets keep them few): XLA
       # compiles per shape anyway, and distributed values carry no signature.
       return tf.function(fn)
-    # One trace for every batch shape: each retrace of forward, backward and
-    # Adam cost ~5.5 s and ~0.2 GB (Multi30k: 10 shapes, 62 s of warm-up;
-    # benchmarks/train_bench.py). The graph does not depend on which shape came
-    # first, so a resumed run runs the same kernels and resume stays bit-exact.
+    # One trace for every batch shape: each retrace of forward, backward and Adam
+    # costs seconds and memory (docs/notebook.md). The graph does not depend on
+    # which shape came first, so a resumed run runs the same kernels and resume
+    # stays bit-exact.
     spec = {k: tf.TensorSpec([None] * v.shape.rank, v.dtype)
             for k, v in self.element_spec.items()}
     return tf.function(fn, input_signature=[spec])
@@ -188,9 +225,9 @@ class TrainStep:
     if self.accumulate == 1:
       loss, tokens = self.one_step(next_batches())
       return float(loss), float(tokens)
-    loss_sum = tokens = 0.0
+    total = tokens = 0.0
     for _ in range(self.accumulate):
       s, n = self.micro_step(next_batches())
-      loss_sum, tokens = loss_sum + float(s), tokens + float(n)
+      total, tokens = total + float(s), tokens + float(n)
     self.apply_step()
-    return loss_sum / max(tokens, 1.0), tokens
+    return total / max(tokens, 1.0), tokens
