@@ -25,8 +25,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from num2words import num2words  # noqa: E402
 
-import t2t_keras.bin  # noqa: E402,F401  (first: quiet TensorFlow start-up)
-from t2t_keras import runs  # noqa: E402
+from t2t_keras import tf_startup  # noqa: E402
+
+tf_startup.import_tensorflow_quietly()
+
+from t2t_keras import runs  # noqa: E402  pylint: disable=wrong-import-position
 from t2t_keras.decoding import decoder, files  # noqa: E402
 from t2t_keras.problems import numbers  # noqa: E402
 
