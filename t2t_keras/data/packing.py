@@ -35,6 +35,8 @@ scan: the length check and padding of each pair run in a parallel map before it,
 positions are derived from the segment ids in a parallel map after it.
 """
 
+import functools
+
 import tensorflow as tf
 
 FEATURES = ("inputs", "targets", "inputs_segmentation", "targets_segmentation",
@@ -62,64 +64,67 @@ def pack_dataset(dataset, length, num_open_rows=8):
   if k < 1:
     raise ValueError(f"pack_dataset: num_open_rows must be >= 1, got {k}")
 
-  def as_step(ex):
-    """Scan input of a pair: (block int32 [2, 2, length], sizes int32 [2], is_flush).
-
-    block[side] = (ids, ones over the ids), left-aligned and zero-padded.
-    """
-    sizes = tf.stack([tf.size(ex["inputs"]), tf.size(ex["targets"])])
-    with tf.control_dependencies([tf.debugging.assert_less_equal(sizes, length, message=(
-        f"pack_dataset: an example is longer than the row length {length}; filter by "
-        f"max_length <= {length} first. (inputs length, targets length):"))]):
-      block = tf.stack([
-          tf.stack([tf.pad(ex[key], [[0, length - sizes[i]]]),
-                    tf.cast(tf.range(length) < sizes[i], tf.int32)])
-          for i, key in enumerate(("inputs", "targets"))])
-    return block, sizes, tf.constant(False)
-
   flush = tf.data.Dataset.from_tensors(
       (tf.zeros([2, 2, length], tf.int32), tf.zeros([2], tf.int32), tf.constant(True)))
   steps = (dataset.filter(_nonempty)
-           .map(as_step, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+           .map(functools.partial(_as_step, length=length),
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
            .concatenate(flush.repeat(k)))
-
   # Scan state: rows int32 [k, 2, 2, length] (per side: ids, segment ids),
   # fills int32 [k, 2] (tokens used per side), pairs int32 [k] (pairs per row).
   state = (tf.zeros([k, 2, 2, length], tf.int32), tf.zeros([k, 2], tf.int32),
            tf.zeros([k], tf.int32))
+  return (steps.scan(state, functools.partial(_place, length=length))
+          .filter(lambda ok, unused_row: ok)
+          .map(_row_features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
 
-  def step(state, elem):
-    """Places one pair (or flushes); outputs (emit?, the emitted row [2, 2, length])."""
-    rows, fills, pairs = state
-    block, sizes, is_flush = elem
-    fits = tf.reduce_all(fills + sizes <= length, axis=1) & ~is_flush
-    emit = ~tf.reduce_any(fits)
-    fullness = tf.reduce_max(fills, 1) * (2 * length + 1) + tf.reduce_sum(fills, 1)
-    row = tf.where(emit, tf.argmax(fullness, output_type=tf.int32),
-                   tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int32))
-    old = rows[row]
-    keep = 1 - tf.cast(emit, tf.int32)  # 0: the row is emitted and starts afresh
-    start = fills[row] * keep
-    seg_id = pairs[row] * keep + 1 - tf.cast(is_flush, tf.int32)
-    # start + size <= length, so rolling a block by `start` puts the pair at
-    # [start, start + size) and zeros elsewhere.
-    placed = tf.stack([tf.roll(block[0], start[0], 1), tf.roll(block[1], start[1], 1)])
-    new = old * keep + placed * tf.reshape(tf.stack([1, seg_id]), [1, 2, 1])
-    state = (tf.tensor_scatter_nd_update(rows, [[row]], new[None]),
-             tf.tensor_scatter_nd_update(fills, [[row]], (start + sizes)[None]),
-             tf.tensor_scatter_nd_update(pairs, [[row]], [seg_id]))
-    return state, (emit & (pairs[row] > 0), old)
 
-  def emitted(ok, unused_row):
-    return ok
+def _as_step(ex, length):
+  """Scan input of a pair: (block int32 [2, 2, length], sizes int32 [2], is_flush).
 
-  def features(unused_ok, row):
-    return {"inputs": row[0, 0], "targets": row[1, 0],
-            "inputs_segmentation": row[0, 1], "targets_segmentation": row[1, 1],
-            "inputs_position": _positions(row[0, 1]), "targets_position": _positions(row[1, 1])}
+  block[side] = (ids, ones over the ids), left-aligned and zero-padded.
+  """
+  sizes = tf.stack([tf.size(ex["inputs"]), tf.size(ex["targets"])])
+  with tf.control_dependencies([tf.debugging.assert_less_equal(sizes, length, message=(
+      f"pack_dataset: an example is longer than the row length {length}; filter by "
+      f"max_length <= {length} first. (inputs length, targets length):"))]):
+    block = tf.stack([
+        tf.stack([tf.pad(ex[key], [[0, length - sizes[i]]]),
+                  tf.cast(tf.range(length) < sizes[i], tf.int32)])
+        for i, key in enumerate(("inputs", "targets"))])
+  return block, sizes, tf.constant(False)
 
-  return (steps.scan(state, step).filter(emitted)
-          .map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+
+def _place(state, elem, length):
+  """Places one pair in the first open row it fits (or flushes); when none fits, emits
+  the fullest row and starts it afresh with the pair. Outputs (emit?, the emitted row
+  int32 [2, 2, length])."""
+  rows, fills, pairs = state
+  block, sizes, is_flush = elem
+  fits = tf.reduce_all(fills + sizes <= length, axis=1) & ~is_flush
+  emit = ~tf.reduce_any(fits)
+  fullness = tf.reduce_max(fills, 1) * (2 * length + 1) + tf.reduce_sum(fills, 1)
+  row = tf.where(emit, tf.argmax(fullness, output_type=tf.int32),
+                 tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int32))
+  old = rows[row]
+  keep = 1 - tf.cast(emit, tf.int32)  # 0: the row is emitted and starts afresh
+  start = fills[row] * keep
+  seg_id = pairs[row] * keep + 1 - tf.cast(is_flush, tf.int32)
+  # start + size <= length, so rolling a block by `start` puts the pair at
+  # [start, start + size) and zeros elsewhere.
+  placed = tf.stack([tf.roll(block[0], start[0], 1), tf.roll(block[1], start[1], 1)])
+  new = old * keep + placed * tf.reshape(tf.stack([1, seg_id]), [1, 2, 1])
+  state = (tf.tensor_scatter_nd_update(rows, [[row]], new[None]),
+           tf.tensor_scatter_nd_update(fills, [[row]], (start + sizes)[None]),
+           tf.tensor_scatter_nd_update(pairs, [[row]], [seg_id]))
+  return state, (emit & (pairs[row] > 0), old)
+
+
+def _row_features(unused_ok, row):
+  """An emitted row int32 [2, 2, length] -> the `FEATURES` dict."""
+  return {"inputs": row[0, 0], "targets": row[1, 0],
+          "inputs_segmentation": row[0, 1], "targets_segmentation": row[1, 1],
+          "inputs_position": _positions(row[0, 1]), "targets_position": _positions(row[1, 1])}
 
 
 def _nonempty(ex):

@@ -41,6 +41,8 @@ row has segment id k on both sides; padding has segment 0. packed_length must
 be >= the length limit (max_length, or the budget when max_length <= 0).
 """
 
+import dataclasses
+
 import tensorflow as tf
 
 from t2t_keras.data.packing import pack_dataset
@@ -135,6 +137,45 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
       `packing.FEATURES` keys, each int32 [R, packed_length]. Default
       hparams.packed_length if present, else 0 (no packing).
   """
+  b = _batching(hparams, input_context, batch_size, max_length, bucket_step, bucket_mode,
+                packed_length)
+  # Shuffled and repeated as serialized strings; parsed PARSE_CHUNK at a time
+  # (benchmarks/data_bench.py prints the CPU a batch costs).
+  ds = problem.records(data_dir, split, shuffle_files=shuffle, seed=seed,
+                       num_input_pipelines=b.num_pipelines, input_pipeline_id=b.pipeline_id)
+  if shuffle:
+    ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+  if repeat:
+    ds = ds.repeat()
+  ds = (ds.batch(PARSE_CHUNK)
+        .map(_parse_fn(problem, b), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .unbatch())
+  if b.packed_length > 0:
+    ds = pack_dataset(ds, b.packed_length)
+    ds = ds.batch(max(1, b.budget // b.packed_length), drop_remainder=repeat or b.group > 1)
+  else:
+    ds = _bucketed(ds, b)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Batching:
+  """How one pipeline batches: tokens per replica batch, replicas it feeds, the length
+  limit, bucket boundaries and each (input, target) bucket cell's batch size."""
+  budget: int
+  group: int
+  limit: int
+  bounds: tuple
+  sizes: tuple  # [len(bounds) ** 2], row-major over (input bucket, target bucket)
+  bucket_mode: str
+  packed_length: int
+  num_pipelines: int
+  pipeline_id: int
+
+
+def _batching(hparams, input_context, batch_size, max_length, bucket_step, bucket_mode,
+              packed_length):
+  """`make_dataset`'s arguments, defaulted from hparams and checked, as a `_Batching`."""
   global_budget = int(batch_size or hparams.batch_size)
   bucket_step = bucket_step or hparams.get("bucket_step", 1.1)
   bucket_mode = bucket_mode or hparams.get("bucket_mode", "pair")
@@ -147,7 +188,6 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
     num_pipelines = input_context.num_input_pipelines
     pipeline_id = input_context.input_pipeline_id
   budget = global_budget // num_replicas
-  group = max(1, num_replicas // num_pipelines)  # replicas fed by this pipeline
   limit = _length_limit(hparams, max_length, budget)
   if limit < 1:
     raise ValueError(f"token budget per replica is {budget}: batch_size {global_budget} "
@@ -157,51 +197,42 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
         f"packed_length {packed_length} is shorter than the length limit {limit} "
         f"(max_length, capped by the per-replica budget {budget}): a pair may not fit "
         f"in a row; use packed_length >= {limit} or max_length <= {packed_length}")
-  bounds = bucket_boundaries(limit, step=bucket_step)
-  nb = len(bounds)
-  bounds_t = tf.constant(bounds, tf.int32)
-  sizes = [max(1, budget // max(bi, bt)) for bi in bounds for bt in bounds]
-  sizes_t = tf.constant(sizes, tf.int64)
-
   if bucket_mode == "auto":
     bucket_mode = "max"
   if bucket_mode not in ("pair", "max"):
     raise ValueError(f"bucket_mode must be 'pair', 'max' or 'auto', got {bucket_mode!r}")
+  bounds = tuple(bucket_boundaries(limit, step=bucket_step))
+  sizes = tuple(max(1, budget // max(bi, bt)) for bi in bounds for bt in bounds)
+  return _Batching(budget, max(1, num_replicas // num_pipelines), limit, bounds, sizes,
+                   bucket_mode, packed_length, num_pipelines, pipeline_id)
+
+
+def _parse_fn(problem, b):
+  """PARSE_CHUNK serialized records -> the kept pairs (ragged [k, None]) and, unless
+  packing, their bucket keys int64 [k]: one parse and one length filter per chunk."""
+  bounds_t, nb = tf.constant(b.bounds, tf.int32), len(b.bounds)
 
   def parse(records):
-    """PARSE_CHUNK records at once -> the kept pairs (ragged [k, None]) and their
-    bucket keys int64 [k]: one parse and one length filter per chunk, not per pair."""
     ex, len_in, len_out = _parse_chunk(problem, records)
-    keep = tf.maximum(len_in, len_out) <= limit
+    keep = tf.maximum(len_in, len_out) <= b.limit
     ex = {k: tf.ragged.boolean_mask(v, keep) for k, v in ex.items()}
     len_in, len_out = len_in[keep], len_out[keep]
-    if packed_length <= 0:
-      if bucket_mode == "max":
+    if b.packed_length <= 0:
+      if b.bucket_mode == "max":
         len_in = len_out = tf.maximum(len_in, len_out)
       ex["bucket"] = tf.cast(tf.searchsorted(bounds_t, len_in, side="left") * nb
                              + tf.searchsorted(bounds_t, len_out, side="left"), tf.int64)
     return ex
 
-  # Shuffled and repeated as serialized strings; parsed PARSE_CHUNK at a time
-  # (benchmarks/data_bench.py prints the CPU a batch costs).
-  ds = problem.records(data_dir, split, shuffle_files=shuffle, seed=seed,
-                       num_input_pipelines=num_pipelines, input_pipeline_id=pipeline_id)
-  if shuffle:
-    ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-  if repeat:
-    ds = ds.repeat()
-  ds = (ds.batch(PARSE_CHUNK)
-        .map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch())
+  return parse
 
-  if packed_length > 0:
-    rows = max(1, budget // packed_length)
-    ds = pack_dataset(ds, packed_length)
-    ds = ds.batch(rows, drop_remainder=repeat or group > 1)
-    return ds.prefetch(tf.data.AUTOTUNE)
 
-  def window_size(key):
-    return sizes_t[key] * group
+def _bucketed(ds, b):
+  """Pairs -> dense batches of one bucket cell each ({"inputs" [n, S], "targets" [n, T]},
+  padded to the cell's boundaries); with several replicas per pipeline, `group`
+  consecutive batches of one cell, one per replica."""
+  bounds_t, nb = tf.constant(b.bounds, tf.int32), len(b.bounds)
+  sizes_t = tf.constant(b.sizes, tf.int64)
 
   def reduce(key, window):
     shapes = {"inputs": [-1, tf.gather(bounds_t, key // nb)],
@@ -211,14 +242,14 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
       return {k: batch[k].to_tensor(PAD, shape=tf.cast(tf.stack(shape), tf.int64))
               for k, shape in shapes.items()}
 
-    batches = (window.ragged_batch(sizes_t[key], drop_remainder=group > 1)
+    batches = (window.ragged_batch(sizes_t[key], drop_remainder=b.group > 1)
                .map(dense))
-    if group > 1:
-      batches = batches.batch(group, drop_remainder=True).unbatch()
+    if b.group > 1:
+      batches = batches.batch(b.group, drop_remainder=True).unbatch()
     return batches
 
-  ds = ds.group_by_window(lambda ex: ex["bucket"], reduce, window_size_func=window_size)
-  return ds.prefetch(tf.data.AUTOTUNE)
+  return ds.group_by_window(lambda ex: ex["bucket"], reduce,
+                            window_size_func=lambda key: sizes_t[key] * b.group)
 
 
 def padding_fraction(batch):

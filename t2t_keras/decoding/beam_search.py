@@ -189,9 +189,7 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
   Args:
     symbols_to_logits_fn: (ids int32 [B * K, L], i, state) -> (logits float
       [B * K, V], state). ids[:, 0] is the start symbol 0 and ids[:, i] the
-      latest token; the logits are for token i + 1. State leaves the function
-      returns unchanged (the same tensor) are taken to be equal across a
-      sentence's beams and are not reordered.
+      latest token; the logits are for token i + 1 (`reorder_cache` for the state).
     state: nested tensors, B * K leading (each sentence's rows tiled).
     batch_size, beam_size: B (an int or a scalar tensor) and K (an int, >= 2).
     max_length: length of the output buffer (int or scalar tensor), L - 1.

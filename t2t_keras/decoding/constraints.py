@@ -79,6 +79,9 @@ class LeafCopyConstraint:
   def constrain(self, logits, ids, i, inputs):
     """Next-token logits float [n, vocab] -> float32 log probs, NEG_INF where forbidden.
 
+    Long: one pass of masks over the buffer, each built from the previous ones; split,
+    the pieces would pass a dozen [n, length] tensors between them.
+
     Args:
       logits: float [n, vocab], the model's logits for position i + 1.
       ids: int32 [n, max_length + 1], the search's buffer (ids[:, 0] the start

@@ -214,9 +214,8 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
                  max_input_length=None, version=None, overwrite=False, log=print):
   """Exports a training run's checkpoint as a versioned SavedModel.
 
-  Kept as one straight line (load the run, resolve the decoding, build the
-  Translator, save to a temporary directory, check it, move it in place): each
-  step uses the previous one's values and nothing branches back.
+  Load the run, resolve the decoding and the input limit, save the Translator
+  to a temporary directory beside the target, then move it into place.
 
   Args:
     output_dir: the trainer's output_dir (hparams.json, run.json, vocab.model, ckpts).
@@ -239,13 +238,7 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   hp = (decode_hparams if not isinstance(decode_hparams, str)
         else make_decode_hparams(decode_hparams, registry.problem_hook(
             info.get("problem"), "decode_defaults", "")))
-  vocab_path = info["vocab_path"]
-  if max_input_length is None:
-    max_input_length = hparams.get("max_length", 0) or 256
-    if hparams.get("pos") == "emb":
-      max_input_length = min(max_input_length, hparams.max_positions)
-  if max_input_length < 2:
-    raise InputError(f"max_input_length must be >= 2 (a token and EOS), got {max_input_length}")
+  max_input_length = _input_limit(hparams, max_input_length)
   if version is None:
     version = checkpoint_step(ckpt)
     if version is None:
@@ -256,40 +249,62 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     raise FileExistsError(f"{final} exists: pass overwrite=True (--overwrite) or another "
                           f"version (--export_version)")
   os.makedirs(export_dir, exist_ok=True)
-
   tmp = tempfile.mkdtemp(prefix=f".tmp-{int(version)}-", dir=export_dir)
   try:
     export_info = {"checkpoint_path": os.path.abspath(ckpt), "version": int(version),
                    "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
                    "max_input_length": int(max_input_length),
                    "decode_hparams": hp.values(), "hparams": hparams.values(),
-                   "signatures": {
-                       "serving_default": "inputs string [batch] -> outputs string [batch], "
-                                          "scores float32 [batch]",
-                       "nbest": "inputs string [batch] -> outputs string [batch, beam], "
-                                "scores float32 [batch, beam]"}}
-    info_path = os.path.join(tmp, "export_info.json")  # saved into assets/, then removed
-    with open(info_path, "w") as f:
-      json.dump(export_info, f, indent=2, default=str)
-    constraint = problem_constraint(info.get("problem"), vocab, hp)
-    translator = Translator(model, vocab_path, hp, max_input_length,
+                   "signatures": SIGNATURES}
+    translator = Translator(model, info["vocab_path"], hp, max_input_length,
                             postprocess=_serving_postprocess(info.get("problem")),
-                            constraint=constraint)
-    translator.info_asset = tf.saved_model.Asset(info_path)
-    signatures = {"serving_default": translator.translate.get_concrete_function(),
-                  "nbest": translator.nbest.get_concrete_function()}
-    tf.saved_model.save(translator, tmp, signatures=signatures)
-    os.remove(info_path)
-    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
-    if os.path.exists(final):  # overwrite: move the old one aside, then swap
-      old = tempfile.mkdtemp(prefix=f".old-{int(version)}-", dir=export_dir)
-      os.rename(final, os.path.join(old, "v"))
-      os.rename(tmp, final)
-      shutil.rmtree(old, ignore_errors=True)
-    else:
-      os.rename(tmp, final)
+                            constraint=problem_constraint(info.get("problem"), vocab, hp))
+    _save(translator, export_info, tmp)
+    _move_into_place(tmp, final, export_dir, version)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
   log(f"exported {ckpt} to {final}")
   return final
+
+
+SIGNATURES = {
+    "serving_default": "inputs string [batch] -> outputs string [batch], scores float32 [batch]",
+    "nbest": "inputs string [batch] -> outputs string [batch, beam], "
+             "scores float32 [batch, beam]"}
+
+
+def _input_limit(hparams, max_input_length):
+  """The ids an input keeps, EOS included: given, or the training max_length (capped by
+  learned positions); InputError below 2."""
+  if max_input_length is None:
+    max_input_length = hparams.get("max_length", 0) or 256
+    if hparams.get("pos") == "emb":
+      max_input_length = min(max_input_length, hparams.max_positions)
+  if max_input_length < 2:
+    raise InputError(f"max_input_length must be >= 2 (a token and EOS), got {max_input_length}")
+  return max_input_length
+
+
+def _save(translator, export_info, directory):
+  """tf.saved_model.save of the translator's two signatures, export_info.json in assets/."""
+  info_path = os.path.join(directory, "export_info.json")  # saved into assets/, then removed
+  with open(info_path, "w") as f:
+    json.dump(export_info, f, indent=2, default=str)
+  translator.info_asset = tf.saved_model.Asset(info_path)
+  signatures = {"serving_default": translator.translate.get_concrete_function(),
+                "nbest": translator.nbest.get_concrete_function()}
+  tf.saved_model.save(translator, directory, signatures=signatures)
+  os.remove(info_path)
+  os.chmod(directory, 0o755)  # mkdtemp makes it 0700
+
+
+def _move_into_place(tmp, final, export_dir, version):
+  """Renames tmp to final; an existing final is moved aside first, then removed."""
+  if os.path.exists(final):
+    old = tempfile.mkdtemp(prefix=f".old-{int(version)}-", dir=export_dir)
+    os.rename(final, os.path.join(old, "v"))
+    os.rename(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+  else:
+    os.rename(tmp, final)

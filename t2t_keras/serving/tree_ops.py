@@ -46,7 +46,10 @@ class TreeBuilder(tf.Module):
                      fn_output_signature=tf.TensorSpec([], tf.string))
 
   def build(self, output, sentence):
-    """One tree: output (a linearized tree, string []) with sentence's words as leaves."""
+    """One tree: output (a linearized tree, string []) with sentence's words as leaves.
+
+    Long: a tf.while_loop whose body and close step share the loop's five state tensors;
+    kept together so the loop reads as the stack machine it is."""
     tokens = tf.strings.split(output)
     words = tf.strings.split(sentence)
     leaves = tf.strings.join(["(", self.tags.lookup(words), " ", words, ")"])

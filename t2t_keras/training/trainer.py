@@ -59,10 +59,9 @@ def check_hparams_match(output_dir, hparams):
 class Trainer:
   """Owns model, optimizer, data, checkpoints and the loop of one run.
 
-  `__init__` and `train` are long: the order of their steps is what makes a
-  resumed run bit-exact (seed, then model and optimizer in the strategy's scope,
-  then the iterator in the checkpoint; step, log, evaluate, agree, save), and
-  they are to be split into named steps with a before/after step benchmark.
+  The order of the set-up steps is what makes a resumed run bit-exact: the seed,
+  then model and optimizer in the strategy's scope, then the input iterator in
+  the checkpoint.
 
   Args:
     problem: a Text2TextProblem whose data is in data_dir.
@@ -71,8 +70,8 @@ class Trainer:
     data_dir, output_dir: where data is read and checkpoints/logs are written.
     strategy: a tf.distribute strategy (default: `make_strategy()`).
     use_xla: jit-compile the per-replica forward/backward; None (default): on
-      when GPUs are visible, off on CPU, where XLA measured slower (0.81-0.94x
-      target tokens/s on transformer_tiny/small, benchmarks/train_bench.py).
+      when GPUs are visible, off on CPU, where XLA measured slower
+      (benchmarks/train_bench.py).
     seed: model init, dropout and data order.
     save_every: checkpoint every N steps; save_every_minutes: and every M minutes
       (0: by steps only).
@@ -89,59 +88,79 @@ class Trainer:
                use_xla=None, seed=1, save_every=500, save_every_minutes=10.0,
                keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
                log_every=50, log=functools.partial(print, flush=True)):
-    self.problem = problem
-    self.model_name = model_name
-    self.hparams_set = hparams_set
-    self.hparams = hparams
-    self.data_dir = data_dir
-    self.output_dir = output_dir
+    self.problem, self.hparams, self.hparams_set = problem, hparams, hparams_set
+    self.model_name, self.data_dir, self.output_dir = model_name, data_dir, output_dir
     self.strategy = strategy or make_strategy()
     self.use_xla = bool(tf.config.list_logical_devices("GPU")) if use_xla is None else use_xla
     self.seed = seed
-    self.save_every = save_every
-    self.save_every_seconds = save_every_minutes * 60
-    self.eval_every = eval_every
-    self.eval_bleu_sentences = eval_bleu_sentences
+    self.save_every, self.save_every_seconds = save_every, save_every_minutes * 60
+    self.eval_every, self.eval_bleu_sentences = eval_every, eval_bleu_sentences
     self.log_every = log_every
     self.chief = is_chief(self.strategy)
     self.log = log if self.chief else (lambda *a, **k: None)
 
-    recorded_buckets = None
-    if os.path.exists(os.path.join(output_dir, runs.RUN_FILE)):
-      runs.check_run_matches(output_dir, problem=problem.name, model=model_name,
-                                 hparams_set=hparams_set, compare_values=False)
-      recorded_buckets = runs.load_run_info(output_dir)[1].get("bucket_mode")
-    check_hparams_match(output_dir, hparams)
+    recorded = self._check_output_dir()
     keras.utils.set_random_seed(seed)
-    if hparams.precision != "float32":
-      keras.mixed_precision.set_dtype_policy(hparams.precision)
     self.vocab = problem.get_vocabulary(data_dir)
+    self._build_model_and_optimizer()
+    self.input_context = _input_context(self.strategy)
+    self.local_replicas = max(1, self.input_context.num_replicas_in_sync
+                              // self.input_context.num_input_pipelines)
+    self.bucket_mode = self._bucket_mode(recorded.get("bucket_mode"))
+    self.iterator = iter(make_dataset(problem, data_dir, "train", hparams, shuffle=True,
+                                      seed=seed, repeat=True, bucket_mode=self.bucket_mode,
+                                      input_context=self.input_context))
+    self._make_checkpoints(keep_checkpoints)
+    self.step_fn = TrainStep(self.model, self.optimizer, hparams, self.strategy,
+                             self.iterator.element_spec, use_xla=self.use_xla,
+                             single_device=self._single_device())
+    self.evaluator = Evaluator(problem, data_dir, hparams, self.strategy, self.model, self.vocab,
+                               eval_steps=eval_steps, bleu_sentences=eval_bleu_sentences)
+    self.agreement = signals.WorkerAgreement(self.strategy,
+                                             self.input_context.num_input_pipelines, self.chief)
+
+  # Set-up, in __init__'s order.
+
+  def _check_output_dir(self):
+    """Refuses an output_dir holding another run; returns its run record ({} when new)."""
+    recorded = {}
+    if os.path.exists(os.path.join(self.output_dir, runs.RUN_FILE)):
+      runs.check_run_matches(self.output_dir, problem=self.problem.name, model=self.model_name,
+                             hparams_set=self.hparams_set, compare_values=False)
+      recorded = runs.load_run_info(self.output_dir)[1]
+    check_hparams_match(self.output_dir, self.hparams)
+    return recorded
+
+  def _build_model_and_optimizer(self):
+    """model, optimizer (built) and the step counter, in the strategy's scope and the
+    precision's dtype policy."""
+    hp = self.hparams
+    if hp.precision != "float32":
+      keras.mixed_precision.set_dtype_policy(hp.precision)
     with self.strategy.scope():
-      self.model = runs.build_model(hparams, self.vocab.vocab_size, model_name)
-      optimizer = make_optimizer(hparams)
-      if hparams.precision == "mixed_float16":
+      self.model = runs.build_model(hp, self.vocab.vocab_size, self.model_name)
+      optimizer = make_optimizer(hp)
+      if hp.precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
       self.optimizer = optimizer
       self.optimizer.build(self.model.trainable_variables)
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     keras.mixed_precision.set_dtype_policy("float32")
 
-    self.input_context = _input_context(self.strategy)
-    self.local_replicas = max(1, self.input_context.num_replicas_in_sync
-                              // self.input_context.num_input_pipelines)
-    # One tf.data iterator per worker, checkpointed with the model: a resumed
-    # run continues the exact batch sequence. (tf.distribute's own distributed
-    # iterators cannot be checkpointed in this TF version.)
-    self.bucket_mode = hparams.get("bucket_mode", "auto")
-    if self.bucket_mode == "auto":
-      # Least padding where one trace serves every batch shape (TrainStep);
-      # XLA and several replicas trace and compile once per shape. A resumed
-      # run keeps what its start chose (run.json): the same batch sequence.
-      self.bucket_mode = recorded_buckets or (
-          "pair" if self._single_device() and not self.use_xla else "max")
-    self.iterator = iter(make_dataset(problem, data_dir, "train", hparams, shuffle=True,
-                                      seed=seed, repeat=True, bucket_mode=self.bucket_mode,
-                                      input_context=self.input_context))
+  def _bucket_mode(self, recorded):
+    """hparams.bucket_mode, with "auto" resolved: the least padding where one trace
+    serves every batch shape (TrainStep); XLA and several replicas trace and compile
+    once per shape. A resumed run keeps what its start chose (`recorded`): the same
+    batch sequence."""
+    mode = self.hparams.get("bucket_mode", "auto")
+    if mode != "auto":
+      return mode
+    return recorded or ("pair" if self._single_device() and not self.use_xla else "max")
+
+  def _make_checkpoints(self, keep_checkpoints):
+    """The checkpoint (model, optimizer, step, dropout RNG states and this worker's
+    tf.data iterator: a resumed run continues the exact batch sequence; tf.distribute's
+    own iterators cannot be checkpointed in this TF version) and its manager."""
     rng_states = [v for v in self.model.variables if "seed_generator_state" in v.path]
     state = dict(model=self.model, optimizer=self.optimizer, step=self.step,
                  rng_states=rng_states)
@@ -150,17 +169,10 @@ class Trainer:
     self.checkpoint = tf.train.Checkpoint(
         iterator=self.iterator, **state,
         **{checkpoints.PIPELINE_KEY: tf.Variable(pipeline.VERSION, trainable=False)})
-    directory = output_dir if self.chief else os.path.join(
-        output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}")
+    directory = self.output_dir if self.chief else os.path.join(
+        self.output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}")
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, directory, max_to_keep=keep_checkpoints, checkpoint_name="ckpt")
-    self.step_fn = TrainStep(self.model, self.optimizer, hparams, self.strategy,
-                             self.iterator.element_spec, use_xla=self.use_xla,
-                             single_device=self._single_device())
-    self.evaluator = Evaluator(problem, data_dir, hparams, self.strategy, self.model, self.vocab,
-                               eval_steps=eval_steps, bleu_sentences=eval_bleu_sentences)
-    self.agreement = signals.WorkerAgreement(self.strategy,
-                                             self.input_context.num_input_pipelines, self.chief)
 
   # Steps.
 
@@ -242,86 +254,112 @@ class Trainer:
     train_steps = train_steps or self.hparams.train_steps
     if train_steps < 1:
       raise InputError(f"train_steps must be >= 1, got {train_steps}")
-    if self.chief:
-      runs.save_run_info(self.output_dir, self.hparams.replace(train_steps=train_steps),
-                             self.problem.name, self.vocab.vocab_size,
-                             self.problem.vocab_path(self.data_dir), self.model_name,
-                             self.hparams_set, bucket_mode=self.bucket_mode)
-    start_step = self.restore()
-    if start_step == 0 and self.chief:  # one pass over the train split, on a fresh run only
-      counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
-      self.log(f"train split: {counts['dropped']} of {counts['total']} pairs are longer than "
-               f"max_length={self.hparams.max_length} and are dropped")
+    start_step = self._start(train_steps)
     reporter = reporting.Reporter(self.output_dir, chief=self.chief, log=self.log,
                                   start_step=start_step)
-    self.log(f"training {self.problem.name} with {self.model.count_params():,} parameters "
-             f"on {self.strategy.num_replicas_in_sync} replica(s), XLA "
-             f"{'on' if self.use_xla else 'off'}, "
-             f"{'packed rows' if self.hparams.get('packed_length', 0) else self.bucket_mode + ' buckets'}"
-             f", steps {start_step} -> {train_steps}")
-    t0 = last_log = last_save = time.time()
-    tokens_since = loss_since = 0.0
-    steps_since = 0
-    step = start_step
-    interrupted = False
-    last_loss = float("nan")
-    eval_metrics = {}
-    guard = LossClimbGuard(self.hparams.learning_rate_warmup_steps)
+    t0 = time.time()
     with signals.StopSignals() as stop_signals:
       try:
-        while step < train_steps:
-          loss, tokens = self.train_step()
-          step = int(self.step.numpy())
-          if not math.isfinite(loss):
-            raise NonFiniteLossError(
-                f"loss is {loss} at step {step}; stopping. The last good checkpoint "
-                f"({self.manager.latest_checkpoint}) is kept.")
-          last_loss = loss
-          climb = guard.update(step, loss)
-          if climb:
-            self.log(self._climb_warning(step, climb))
-          tokens_since += tokens
-          loss_since += loss
-          steps_since += 1
-          now = time.time()
-          if step % self.log_every == 0 or step == train_steps:
-            reporter.progress(step, loss_since / steps_since,
-                              float(self.optimizer.learning_rate),
-                              tokens_since / max(now - last_log, 1e-9),
-                              (train_steps - step) * (now - last_log) / steps_since)
-            tokens_since = loss_since = 0.0
-            steps_since = 0
-            last_log = time.time()
-          if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
-            eval_metrics = self.evaluate()
-            reporter.evaluation(step, eval_metrics, self.eval_bleu_sentences)
-            last_log = time.time()
-          stop, save_now = self.agreement(
-              stop_signals.received is not None,
-              0 < self.save_every_seconds < time.time() - last_save)
-          if step % self.save_every == 0 or save_now:
-            self.save()
-            last_save = time.time()
-          if stop:
-            interrupted = True
-            self.log(f"signal {stop_signals.received} received at step {step}: saving and "
-                     "exiting" if stop_signals.received is not None else
-                     f"another worker was stopped at step {step}: saving and exiting")
-            break
-        if self.manager.latest_checkpoint is None or \
-            not self.manager.latest_checkpoint.endswith(f"ckpt-{step}"):
-          self.save()
+        result = self._loop(start_step, train_steps, reporter, stop_signals)
       finally:
         reporter.flush()
-    summary = {"step": step, "start_step": start_step, "loss": last_loss,
-               "seconds": time.time() - t0, "interrupted": interrupted,
-               "checkpoint": self.manager.latest_checkpoint, **eval_metrics}
+    summary = {"step": result["step"], "start_step": start_step, "loss": result["loss"],
+               "seconds": time.time() - t0, "interrupted": result["interrupted"],
+               "checkpoint": self.manager.latest_checkpoint, **result["eval"]}
     png = reporter.close()
     if png:
       summary["curves_png"] = png
     self.log("done: " + ", ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
     return summary
+
+  def _start(self, train_steps):
+    """Records the run (chief), restores the newest checkpoint, logs the start; returns
+    the step training starts from."""
+    if self.chief:
+      runs.save_run_info(self.output_dir, self.hparams.replace(train_steps=train_steps),
+                         self.problem.name, self.vocab.vocab_size,
+                         self.problem.vocab_path(self.data_dir), self.model_name,
+                         self.hparams_set, bucket_mode=self.bucket_mode)
+    start_step = self.restore()
+    if start_step == 0 and self.chief:  # one pass over the train split, on a fresh run only
+      counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
+      self.log(f"train split: {counts['dropped']} of {counts['total']} pairs are longer than "
+               f"max_length={self.hparams.max_length} and are dropped")
+    batching = ("packed rows" if self.hparams.get("packed_length", 0)
+                else self.bucket_mode + " buckets")
+    self.log(f"training {self.problem.name} with {self.model.count_params():,} parameters "
+             f"on {self.strategy.num_replicas_in_sync} replica(s), XLA "
+             f"{'on' if self.use_xla else 'off'}, {batching}, "
+             f"steps {start_step} -> {train_steps}")
+    return start_step
+
+  def _loop(self, step, train_steps, reporter, stop_signals):
+    """Steps to train_steps: update, check, log, evaluate, agree, save; then the final
+    checkpoint. Returns {"step", "loss" (the last), "eval" (the last metrics), "interrupted"}."""
+    window = _Window()
+    guard = LossClimbGuard(self.hparams.learning_rate_warmup_steps)
+    last_save, last_loss, eval_metrics, interrupted = time.time(), float("nan"), {}, False
+    while step < train_steps:
+      loss, tokens = self.train_step()
+      step = int(self.step.numpy())
+      self._check_loss(step, loss, guard)
+      last_loss = loss
+      window.add(loss, tokens)
+      if step % self.log_every == 0 or step == train_steps:
+        window.report(reporter, step, train_steps, float(self.optimizer.learning_rate))
+      if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
+        eval_metrics = self.evaluate()
+        reporter.evaluation(step, eval_metrics, self.eval_bleu_sentences)
+        window.start = time.time()
+      stop, save_now = self.agreement(
+          stop_signals.received is not None,
+          0 < self.save_every_seconds < time.time() - last_save)
+      if step % self.save_every == 0 or save_now:
+        self.save()
+        last_save = time.time()
+      if stop:
+        interrupted = True
+        self.log(f"signal {stop_signals.received} received at step {step}: saving and "
+                 "exiting" if stop_signals.received is not None else
+                 f"another worker was stopped at step {step}: saving and exiting")
+        break
+    if self.manager.latest_checkpoint is None or \
+        not self.manager.latest_checkpoint.endswith(f"ckpt-{step}"):
+      self.save()
+    return {"step": step, "loss": last_loss, "eval": eval_metrics, "interrupted": interrupted}
+
+  def _check_loss(self, step, loss, guard):
+    """NonFiniteLossError for a NaN / Inf loss; the loss-climb warning when the guard fires."""
+    if not math.isfinite(loss):
+      raise NonFiniteLossError(
+          f"loss is {loss} at step {step}; stopping. The last good checkpoint "
+          f"({self.manager.latest_checkpoint}) is kept.")
+    climb = guard.update(step, loss)
+    if climb:
+      self.log(self._climb_warning(step, climb))
+
+
+class _Window:
+  """Loss, target tokens and steps since the last progress line, and when it started."""
+
+  def __init__(self):
+    self.start = time.time()
+    self.loss = self.tokens = 0.0
+    self.steps = 0
+
+  def add(self, loss, tokens):
+    self.loss += loss
+    self.tokens += tokens
+    self.steps += 1
+
+  def report(self, reporter, step, train_steps, learning_rate):
+    """One progress record (mean loss, tokens/s, ETA) to `reporter`; starts a new window."""
+    seconds = time.time() - self.start
+    reporter.progress(step, self.loss / self.steps, learning_rate,
+                      self.tokens / max(seconds, 1e-9),
+                      (train_steps - step) * seconds / self.steps)
+    self.__init__()
 
 
 def _input_context(strategy):

@@ -120,9 +120,9 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
                    decode_grid=(), log=print):
   """Scores averages of model_dir's checkpoints on dev and keeps the best in output_dir.
 
-  Long because the candidates, their scores and the report share one loop's
-  state (each average is written, restored, decoded and scored before the next);
-  splitting it belongs with moving selection out of `training/`.
+  First the window (each candidate average written, restored, decoded and
+  scored before the next), then, for the chosen average, the decodings of
+  `decode_grid`.
 
   Args:
     model_dir: the trainer's output_dir.
@@ -139,9 +139,6 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   Returns:
     the selection dict written to output_dir/selection.json.
   """
-  from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
   if os.path.abspath(model_dir) == os.path.abspath(output_dir):
     raise InputError(f"the selected average must go to another directory than {model_dir}")
   if not sources or len(sources) != len(references):
@@ -153,43 +150,101 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
     if not paths:
       raise InputError(f"no checkpoint at or before step {max_step} in {model_dir!r}")
   start = time.time()
-  model, vocab, _, info, _ = runs.load(model_dir, paths[-1])
-  # As t2t-decoder: the problem's decode defaults (parsing: input + 300), then the overrides.
-  problem_defaults = registry.problem_hook(info.get("problem"), "decode_defaults", "")
-  hp = decoder.decode_hparams(decode_overrides, problem_defaults)
-  decode_overrides = merge_overrides(decode_overrides, "")
-  # Every grid entry over decode_overrides, once per distinct decoding; a bad entry
-  # fails here, before anything is decoded or written.
-  grid, seen = [], {hp}
-  for extra in decode_grid:
-    overrides = merge_overrides(decode_overrides, extra)
-    grid_hp = decoder.decode_hparams(overrides, problem_defaults)
-    if grid_hp not in seen:
-      seen.add(grid_hp)
-      grid.append((overrides, grid_hp))
-  dev_score = dev_score_of(info.get("problem"))
+  scorer = _Scorer.load(model_dir, paths[-1], sources, references)
+  hp, decode_overrides, grid = scorer.decodings(decode_overrides, decode_grid)
+  best, candidates, chosen, signature = _choose_window(
+      scorer, hp, paths, windows, ends, output_dir, dev_name, log)
+  averaging.copy_run_info(model_dir, output_dir)
+  dev_score = scorer.dev_score
+  result = {
+      "model_dir": os.path.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
+      "rule": (f"highest {dev_score.name} on {dev_name} ({len(sources)} sentences, "
+               f"beam {hp.beam_size}, alpha {hp.alpha}); ties: {dev_score.second_name}, "
+               "then the wider window, then the later end"),
+      "metric": dev_score.name, "key": dev_score.key, "second_metric": dev_score.second_name,
+      "second_key": dev_score.second_key,
+      "dev": dev_name, "sentences": len(sources), "decode_hparams": decode_overrides,
+      "window_decode_hparams": decode_overrides,
+      "signature": signature, "max_step": max_step,
+      "seconds": round(time.time() - start, 1), "candidates": candidates, "decodings": []}
+  _write_selection(output_dir, result)  # the window alone, should the grid fail
+  if grid:
+    _choose_decoding(scorer, result, grid, best, chosen, dev_name, log)
+    result["seconds"] = round(time.time() - start, 1)
+    _write_selection(output_dir, result)
+  return result
 
-  def search_fn_for(decode_hp):
+
+@dataclasses.dataclass
+class _Scorer:
+  """A run's model (restored to any checkpoint), its vocabulary and problem, and the dev
+  lines it is scored on."""
+  model: object
+  vocab: object
+  problem: str
+  sources: list
+  references: list
+  dev_score: "DevScore"
+
+  @classmethod
+  def load(cls, model_dir, checkpoint, sources, references):
+    model, vocab, _, info, _ = runs.load(model_dir, checkpoint)
+    return cls(model, vocab, info.get("problem"), sources, references,
+               dev_score_of(info.get("problem")))
+
+  def restore(self, prefix):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    tf.train.Checkpoint(model=self.model).restore(
+        prefix).expect_partial().assert_existing_objects_matched()
+
+  def decodings(self, decode_overrides, decode_grid):
+    """(the window stage's decoding HParams, its overrides string, [(overrides, HParams)]
+    of every distinct grid entry over it). As t2t-decoder: the problem's decode
+    defaults (parsing: input + 300), then the overrides. A bad entry fails here,
+    before anything is decoded or written."""
+    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
+    problem_defaults = registry.problem_hook(self.problem, "decode_defaults", "")
+    hp = decoder.decode_hparams(decode_overrides, problem_defaults)
+    decode_overrides = merge_overrides(decode_overrides, "")
+    grid, seen = [], {hp}
+    for extra in decode_grid:
+      overrides = merge_overrides(decode_overrides, extra)
+      grid_hp = decoder.decode_hparams(overrides, problem_defaults)
+      if grid_hp not in seen:
+        seen.add(grid_hp)
+        grid.append((overrides, grid_hp))
+    return hp, decode_overrides, grid
+
+  def search_fn(self, decode_hp):
+    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
     return decoder.make_search_fn(
-        model, decode_hp, decoder.problem_constraint(info.get("problem"), vocab, decode_hp))
+        self.model, decode_hp, decoder.problem_constraint(self.problem, self.vocab, decode_hp))
 
-  def score_outputs(decode_hp, search_fn):
+  def score(self, decode_hp, search_fn):
+    """(the dev score dict, the rounded figures a candidate records) of the model now."""
+    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
     t0 = time.time()
-    outputs = decoder.decode_lines(model, vocab, sources, decode_hp, search_fn)
-    score = dev_score.score(sources, outputs, references)
-    return score, {dev_score.key: round(score[dev_score.key], 2),
-                   dev_score.second_key: round(score[dev_score.second_key], 2),
+    outputs = decoder.decode_lines(self.model, self.vocab, self.sources, decode_hp, search_fn)
+    score = self.dev_score.score(self.sources, outputs, self.references)
+    return score, {self.dev_score.key: round(score[self.dev_score.key], 2),
+                   self.dev_score.second_key: round(score[self.dev_score.second_key], 2),
                    "decode_seconds": round(time.time() - t0, 1)}
 
-  search_fn = search_fn_for(hp)
-  restore = tf.train.Checkpoint(model=model)
+
+def _choose_window(scorer, hp, paths, windows, ends, output_dir, dev_name, log):
+  """Scores every candidate average and moves the best to output_dir/ckpt-<last step>.
+
+  Returns (the best candidate dict, all candidate dicts, the chosen checkpoint's
+  prefix, the score's signature)."""
+  dev_score = scorer.dev_score
+  search_fn = scorer.search_fn(hp)
   work = os.path.join(output_dir, _CANDIDATE_DIR)
   candidates, best, best_prefix = [], None, None
   for k, (n, window) in enumerate(candidate_windows(paths, windows, ends)):
     prefix = os.path.join(work, f"cand-{k}")
     averaging.average_checkpoint_files(window, prefix)
-    restore.restore(prefix).expect_partial().assert_existing_objects_matched()
-    score, scores = score_outputs(hp, search_fn)
+    scorer.restore(prefix)
+    score, scores = scorer.score(hp, search_fn)
     cand = {"n": n, "first_step": averaging.step_of(window[0]),
             "last_step": averaging.step_of(window[-1]), **scores}
     candidates.append(cand)
@@ -207,41 +262,31 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
     os.replace(best_prefix + suffix, chosen + suffix)
   shutil.rmtree(work, ignore_errors=True)
   averaging.write_checkpoint_index(chosen)
-  averaging.copy_run_info(model_dir, output_dir)
   log(f"chose the average of {best['n']} checkpoint(s), steps {best['first_step']}-"
       f"{best['last_step']} ({dev_name} {dev_score.name} {best[dev_score.key]:.2f}): {chosen}")
-  result = {
-      "model_dir": os.path.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
-      "rule": (f"highest {dev_score.name} on {dev_name} ({len(sources)} sentences, "
-               f"beam {hp.beam_size}, alpha {hp.alpha}); ties: {dev_score.second_name}, "
-               "then the wider window, then the later end"),
-      "metric": dev_score.name, "key": dev_score.key, "second_metric": dev_score.second_name,
-      "second_key": dev_score.second_key,
-      "dev": dev_name, "sentences": len(sources), "decode_hparams": decode_overrides,
-      "window_decode_hparams": decode_overrides,
-      "signature": score["signature"], "max_step": max_step,
-      "seconds": round(time.time() - start, 1), "candidates": candidates, "decodings": []}
-  _write_selection(output_dir, result)  # the window alone, should the grid fail
-  if grid:
-    restore.restore(chosen).expect_partial().assert_existing_objects_matched()
-    key = (dev_score.key, dev_score.second_key)
-    best_decoding = {"decode_hparams": decode_overrides, **{k: best[k] for k in key},
-                     "decode_seconds": best["decode_seconds"]}
-    result["decodings"].append(best_decoding)
-    for overrides, grid_hp in grid:
-      _, scores = score_outputs(grid_hp, search_fn_for(grid_hp))
-      decoding = {"decode_hparams": overrides, **scores}
-      result["decodings"].append(decoding)
-      log(f"  decoding {overrides}: {dev_name} {dev_score.name} {decoding[dev_score.key]:.2f}, "
-          f"{dev_score.second_name} {decoding[dev_score.second_key]:.2f}")
-      if tuple(decoding[k] for k in key) > tuple(best_decoding[k] for k in key):
-        best_decoding = decoding  # ties keep the earlier (the window stage's first)
-    result.update(decode_hparams=best_decoding["decode_hparams"],
-                  seconds=round(time.time() - start, 1))
-    _write_selection(output_dir, result)
-    log(f"chose the decoding {best_decoding['decode_hparams']} ({dev_name} {dev_score.name} "
-        f"{best_decoding[dev_score.key]:.2f})")
-  return result
+  return best, candidates, chosen, score["signature"]
+
+
+def _choose_decoding(scorer, result, grid, best, chosen, dev_name, log):
+  """Scores the chosen average with every grid decoding; records them in
+  result["decodings"] and the best (ties: the earlier) in result["decode_hparams"]."""
+  dev_score = scorer.dev_score
+  scorer.restore(chosen)
+  key = (dev_score.key, dev_score.second_key)
+  best_decoding = {"decode_hparams": result["decode_hparams"], **{k: best[k] for k in key},
+                   "decode_seconds": best["decode_seconds"]}
+  result["decodings"].append(best_decoding)
+  for overrides, grid_hp in grid:
+    _, scores = scorer.score(grid_hp, scorer.search_fn(grid_hp))
+    decoding = {"decode_hparams": overrides, **scores}
+    result["decodings"].append(decoding)
+    log(f"  decoding {overrides}: {dev_name} {dev_score.name} {decoding[dev_score.key]:.2f}, "
+        f"{dev_score.second_name} {decoding[dev_score.second_key]:.2f}")
+    if tuple(decoding[k] for k in key) > tuple(best_decoding[k] for k in key):
+      best_decoding = decoding  # ties keep the earlier (the window stage's first)
+  result["decode_hparams"] = best_decoding["decode_hparams"]
+  log(f"chose the decoding {best_decoding['decode_hparams']} ({dev_name} {dev_score.name} "
+      f"{best_decoding[dev_score.key]:.2f})")
 
 
 def format_selection(result):

@@ -1,0 +1,88 @@
+"""The walls between the packages (WORKSPACE.md) and the length rule, read from the source.
+
+Each check parses every module under t2t_keras/ with `ast`; a new import across a
+wall, or a long function without its reason, fails here with the file and line.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "t2t_keras"
+MAX_FUNCTION_LINES = 60
+REASON = "Long:"  # the docstring's one line of why a function stays longer
+
+
+def _modules():
+  return sorted(p for p in ROOT.rglob("*.py"))
+
+
+def _imports(path):
+  """[(line, imported module name)] of a file, relative imports resolved."""
+  package = ".".join(("t2t_keras",) + path.relative_to(ROOT).parent.parts)
+  found = []
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      found += [(node.lineno, a.name) for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:
+        base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]
+                        + ([base] if base else []))
+      found += [(node.lineno, f"{base}.{a.name}") for a in node.names] + [(node.lineno, base)]
+  return found
+
+
+def _crossings(sources, forbidden):
+  """'file:line imports name' for every import from a `sources` file into `forbidden`."""
+  bad = []
+  for path in _modules():
+    rel = path.relative_to(ROOT).as_posix()
+    if not any(rel.startswith(s) for s in sources):
+      continue
+    for line, name in _imports(path):
+      if any(name == f or name.startswith(f + ".") for f in forbidden):
+        bad.append(f"{rel}:{line} imports {name}")
+  return sorted(set(bad))
+
+
+def test_the_crossing_finder_sees_an_import_across_a_wall():
+  # bin/ imports training/ (a binary calling the library): the finder must report it.
+  assert _crossings(["bin/trainer.py"], ["t2t_keras.training"])
+
+
+@pytest.mark.parametrize("sources, forbidden", [
+    # No flags below bin/: only binaries import binaries.
+    ([p for p in ("layers/", "models/", "data/", "training/", "decoding/", "metrics/",
+                  "serving/", "tuning/", "runs.py", "registry.py", "hparam.py", "errors.py",
+                  "tf_startup.py", "xla_cache.py", "usr_dir.py", "ids.py")],
+     ["t2t_keras.bin"]),
+    # Serving ships without the training code.
+    (["serving/"], ["t2t_keras.training", "t2t_keras.tuning"]),
+    # Training is the loop only: choosing among runs sits above it.
+    (["training/", "decoding/", "data/", "models/", "layers/"], ["t2t_keras.tuning"]),
+    # The two searches depend on search_common only, not on each other.
+    (["decoding/beam_search.py"], ["t2t_keras.decoding.greedy"]),
+    (["decoding/greedy.py"], ["t2t_keras.decoding.beam_search"]),
+])
+def test_no_import_crosses_a_wall(sources, forbidden):
+  assert _crossings(sources, forbidden) == []
+
+
+def test_no_long_function_without_its_reason():
+  long = []
+  for path in _modules():
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        lines = node.end_lineno - node.lineno + 1
+        if lines > MAX_FUNCTION_LINES and REASON not in (ast.get_docstring(node) or ""):
+          long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+  assert long == [], f"over {MAX_FUNCTION_LINES} lines without '{REASON} ...' in the docstring"
+
+
+def test_training_holds_the_loop_only():
+  names = {p.stem for p in (ROOT / "training").glob("*.py")} - {"__init__"}
+  assert names <= {"adam", "checkpoints", "curves", "evaluation", "loss", "loss_guard",
+                   "precision", "reporting", "schedule", "signals", "step", "strategy",
+                   "trainer"}, names
