@@ -107,14 +107,14 @@ def initial_state(batch_size, beam_size, max_length, cache):
                    done=tf.zeros([batch_size], tf.bool), cache=cache)
 
 
-def extend(s, log_probs, alpha, eos_id):
+def extend(s, log_probs, batch_size, alpha, eos_id):
   """The 2K best one-token extensions of the alive beams, by length-normalized score.
 
   2K, so that K of them do not end in EOS. Args: s a BeamState; log_probs
-  float32 [B, K, V], each alive beam's next-token log probs. Returns Candidates.
+  float32 [B, K, V], each alive beam's next-token log probs; batch_size B (an int
+  or a scalar tensor). Returns Candidates.
   """
-  batch_size, beam_size, vocab_size = (tf.shape(log_probs)[0], log_probs.shape[1],
-                                       log_probs.shape[2] or tf.shape(log_probs)[2])
+  beam_size, vocab_size = log_probs.shape[1], log_probs.shape[2] or tf.shape(log_probs)[2]
   candidates = s.alive_log_probs[:, :, None] + log_probs                         # [B, K, V]
   penalty = length_penalty(s.i + 1, alpha)                                       # []
   flat_scores = tf.reshape(candidates / penalty, [batch_size, beam_size * vocab_size])
@@ -153,13 +153,12 @@ def grow_finished(s, c, beam_size):
           tf.gather(all_flags, index, axis=1, batch_dims=1))
 
 
-def reorder_cache(new_cache, old_cache, source_beams, beam_size, reordered_keys):
+def reorder_cache(new_cache, old_cache, source_beams, batch_size, beam_size, reordered_keys):
   """The next-token function's state following the beams' new histories.
 
   Leaves the function returned unchanged (the same tensor) are equal across a
   sentence's beams and stay; with `reordered_keys`, only those top-level keys move.
   """
-  batch_size = tf.shape(source_beams)[0]
   reorder = lambda new, old: new if new is old else _gather_beams(
       new, source_beams, batch_size, beam_size)
   if reordered_keys is None:
@@ -196,16 +195,14 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
     decode_lengths: int32 [B], each sentence's maximum output length (EOS
       included), at most max_length.
     alpha: length penalty exponent.
-    eos_id: the end symbol; an id the model never emits (e.g. -1) forces every
-      hypothesis to max length.
+    eos_id: the end symbol (an id never emitted, e.g. -1, forces max length).
     stop_early: stop a sentence once no alive beam can beat its worst finished one.
     reordered_keys: if given, only these top-level keys of a dict state follow
       the beams when they swap histories (the model's beam-folded cache needs
       only its "ancestry" reordered); by default every leaf the function changed.
   Returns:
-    (ids int32 [B, K, max_length] best first, 0 after EOS;
-     scores float32 [B, K] log prob / length penalty (-INF for empty slots);
-     steps int32, the number of decoder steps run).
+    (ids int32 [B, K, max_length] best first, 0 after EOS; scores float32 [B, K]
+     log prob / length penalty (-INF for empty slots); steps int32, decoder steps run).
     A sentence with no finished hypothesis returns its alive beams, scored with
     the penalty of its maximum length.
   """
@@ -221,9 +218,11 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
     logits, cache = symbols_to_logits_fn(flat_ids, s.i, s.cache)                # [B*K, V]
     log_probs = step_log_probs(logits)                                           # [B*K, V]
     vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: blocked top_k
-    c = extend(s, tf.reshape(log_probs, [batch_size, beam_size, vocab_size]), alpha, eos_id)
+    c = extend(s, tf.reshape(log_probs, [batch_size, beam_size, vocab_size]), batch_size,
+               alpha, eos_id)
     alive_seq, alive_log_probs, source_beams = grow_alive(c, beam_size)
-    cache = reorder_cache(cache, s.cache, source_beams, beam_size, reordered_keys)
+    cache = reorder_cache(cache, s.cache, source_beams, batch_size, beam_size,
+                          reordered_keys)
     finished_seq, finished_scores, finished_flags = grow_finished(s, c, beam_size)
     keep = lambda new, old: tf.where(  # sentences already done keep their state
         tf.reshape(tf.logical_not(s.done), [-1] + [1] * (new.shape.rank - 1)), new, old)
