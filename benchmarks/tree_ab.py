@@ -12,7 +12,7 @@ see the same shapes, already compiled before timing starts. Rounds of
 2 x batches steps alternate between the trees (the order reversed every other
 round); printed: ms per step of every round, the medians and the ratio of the
 medians. On a 2-core host whose speed drifts by several percent over minutes, A/Bs
-in separate processes did not resolve 2% (WORKSPACE.md); alternated rounds in one
+in separate processes did not resolve 2% (docs/notebook.md); alternated rounds in one
 process do.
 """
 

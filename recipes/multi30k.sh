@@ -22,9 +22,7 @@ RUN=${T2T_RUN:-${RUN_DIR:-t2t_train/multi30k}}
 DATA=t2t_data/multi30k
 RESERVE_S=${RESERVE_S:-420}
 # bf16 where this CPU runs its matmuls faster (measured, about 1.5 s: the avx512_bf16 flag
-# alone misleads): 1.6x the steps in the same minutes on a Zen 5, and better on val at
-# 2 hours (41.97 against 41.48; at 60 minutes 41.05 against 41.28; README). On a Xeon that
-# also lists avx512_bf16, bf16 ran at 0.66x: float32 there.
+# alone misleads; figures in docs/recipes.md and docs/notebook.md), else float32.
 if [ -z "${HPARAMS+set}" ] && [ "$(python -m t2t_keras.training.precision)" = mixed_bfloat16 ]; then
   HPARAMS=precision=mixed_bfloat16
 fi

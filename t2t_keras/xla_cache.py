@@ -1,12 +1,11 @@
 """A persistent cache of XLA-compiled programs, on by default in the binaries.
 
 XLA compiles a program per input shape: the fused training kernels once per
-batch shape (nine programs, 0.5-0.8 s per new shape on a 2-core CPU; Multi30k's
-length buckets give 64 shapes in the first 300 batches), beam search once per
-decoder start (5.5 s). TensorFlow can keep them on disk (`TF_XLA_FLAGS=
+batch shape, beam search once per decoder start, seconds each (figures:
+docs/notebook.md). TensorFlow can keep them on disk (`TF_XLA_FLAGS=
 --tf_xla_persistent_cache_directory=DIR`): a later run with the same shapes,
 a resumed run, another row of a sweep, t2t-decoder or t2t-exporter, loads them
-instead of compiling (a new shape's first step then costs 0.05-0.2 s extra).
+instead of compiling.
 
     T2T_XLA_CACHE unset     <user cache dir>/t2t-keras/xla/<host key>
     T2T_XLA_CACHE=DIR       DIR/<host key>

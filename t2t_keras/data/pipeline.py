@@ -14,8 +14,8 @@
 How batches are made:
   * serialized records are shuffled (buffer `shuffle_buffer`) and repeated as
     strings, then parsed, length-filtered and given their bucket key
-    PARSE_CHUNK at a time (one parse per chunk: about 24 ms of CPU per
-    Multi30k batch against 60 ms parsing pair by pair).
+    PARSE_CHUNK at a time (one parse per chunk costs less than half the CPU of
+    parsing pair by pair; docs/notebook.md).
   * pairs with max(len(inputs), len(targets)) > hparams.max_length (subword ids,
     EOS included) are dropped; `count_long_pairs` reports how many.
   * each side's length is rounded up to a bucket boundary (`bucket_boundaries`:

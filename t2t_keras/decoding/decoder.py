@@ -40,7 +40,7 @@ def decode_hparams(overrides="", defaults=""):
     max_decode_length  0 = no cap beyond extra_length; else a hard cap.
     batch_size       sentences per batch.
     length_bucket    inputs are padded to a multiple of this (few XLA programs).
-    jit              compile the search with XLA (faster on CPU; see the README).
+    jit              compile the search with XLA (faster on CPU; docs/decoding.md).
     search_shards    search the batch as N slices at once (0: auto, 2 on a CPU
                      with 2+ cores, 1 with a GPU; `decoding/sharding.py`).
     constrain        apply the problem's output constraint where it has one

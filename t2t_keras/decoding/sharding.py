@@ -2,12 +2,9 @@
 
 One XLA-compiled beam search leaves a 2-core CPU's second core idle much of the
 time: its many small steps (the decoder's [128, 256] x [256, d] matmuls for 32
-sentences x 4 beams) run one after the other, and on one core the same search ran
-at 0.70x its 2-core speed (41.9 against 59.5 sentences/s, Intel Xeon family 6
-model 207). Two searches over the two halves of the batch, called from a plain
-tf.function, run side by side on TF's inter-op threads: 82.5 against 57-59
-sentences/s on the same CPU (benchmarks/decode_bench.py shapes), with the same
-output ids. Every sentence is searched exactly as in the whole batch (its own
+sentences x 4 beams) run one after the other. Two searches over the two halves
+of the batch, called from a plain tf.function, run side by side on TF's
+inter-op threads, with the same output ids (figures: docs/notebook.md). Every sentence is searched exactly as in the whole batch (its own
 maximum length, the same padded width and buffer), so results do not depend on
 the number of shards beyond float rounding.
 """

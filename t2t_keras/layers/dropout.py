@@ -6,10 +6,9 @@ over the tensor forward, also inside a training step that is not XLA-compiled:
 TF's own ops took four or five passes each way. Backward, `bias_relu_dropout` is
 one kernel too, `dropout` a select on its stored mask. The keep/drop decisions
 come from a counter-based hash of (seed, element index) computed in the same
-kernel (`random_bits`), so no random tensor is drawn, stored or read: TF's
-Philox kernel, drawing one int32 word per two elements, took about 50 ms of each
-training step on the peer benchmark's shapes (64 draws; 2-core Intel Xeon,
-family 6 model 207).
+kernel (`random_bits`), so no random tensor is drawn, stored or read: drawing
+them with TF's Philox kernel was a large share of a CPU training step (figures:
+docs/notebook.md).
 """
 
 import keras
@@ -57,10 +56,9 @@ def random_bits(shape, seed):
   The flat index is not materialized: with the shape seen as [rows, cols] (the
   last axis), i * golden + k0 is (r * cols * golden + k0) + c * golden, a
   broadcast add of a per-row and a per-column term. A 1-D tf.range of every
-  index became a constant in the compiled program (XLA folds it: 10 MB of
-  program for a [4000, 256] mask, its compile and its load from the XLA cache
-  slower, and a 4 MB read every call) or, when too large to fold, a slow
-  index computation ([4000, 1024] masks: 2.7 ms against 1.5 ms this way).
+  index became a constant in the compiled program (XLA folds it: a large program,
+  slower to compile and load, read at every call) or, when too large to fold, a
+  slower index computation (figures: docs/notebook.md).
 
   Args:
     shape: int32 1-D tensor or a static shape.
@@ -210,8 +208,8 @@ class Dropout(keras.layers.Dropout):
   """keras.layers.Dropout whose mask is hashed inside one fused kernel each way (`dropout`).
 
   Keras' own dropout draws uniform floats with TF's default algorithm (ThreeFry
-  under XLA on CPU: 128 ms for a [2048, 128] mask against 0.4 ms with Philox
-  integer words), and any drawn random tensor costs a kernel, memory and passes
+  under XLA on CPU, hundreds of times slower than Philox integer words; figures:
+  docs/notebook.md), and any drawn random tensor costs a kernel, memory and passes
   that `random_bits` does not.
   Seeds still come from the layer's SeedGenerator, whose state the trainer
   checkpoints, so runs stay reproducible; under tf.distribute each replica

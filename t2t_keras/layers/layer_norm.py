@@ -7,10 +7,8 @@ import tensorflow as tf
 def _row_mean(x):
   """Mean over the last axis of float32 [rows, d] as a product with a column of
   1/d: [rows, 1]. XLA's CPU row reductions ran LayerNorm at about a quarter of
-  memory speed; as matrix-vector products the forward kernel took 0.18-0.23 ms
-  against 0.45-0.55 at [4000, 256] and the backward 0.87-1.03 against 1.39-1.42
-  (Intel Xeon family 6 model 207). Sums over rows (dgamma, dbeta) stay
-  reductions: as products they made the backward three times slower."""
+  memory speed; products are faster. Sums over rows (dgamma, dbeta) stay
+  reductions: as products they were slower (figures: docs/notebook.md)."""
   return tf.matmul(x, tf.fill([x.shape[-1], 1], 1.0 / x.shape[-1]))
 
 

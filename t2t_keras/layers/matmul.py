@@ -5,11 +5,9 @@ TF's MatMul gradient computes the weight's gradient as x^T dy with
 FFN's second layer: x [rows, d_ff], dy [rows, d_model]) TF's oneDNN kernel runs
 that product at about 3/4 of the speed of the same product laid out as
 `matmul(dy, x, transpose_a=True)` = (x^T dy)^T, [d_model, d_ff], plus a
-transpose of that small result: on a 2-core Xeon (family 6 model 207), x [4095,
-1024] and dy [4095, 256] took 11.0 ms against 8.7 + 0.7 ms (medians of 9
-alternated rounds; the other way round, x [4095, 256] and dy [4095, 1024], the
-plain form is the faster one, 8.2 against 9.7 ms). `matmul` picks the layout
-whose product has the fewer rows.
+transpose of that small result (the other way round the plain form is faster;
+figures: docs/notebook.md). `matmul` picks the layout whose product has the
+fewer rows.
 """
 
 import tensorflow as tf

@@ -2,10 +2,9 @@
 
     python -m t2t_keras.training.precision      # prints float32 or mixed_bfloat16
 
-A CPU flag does not settle it: on an AMD Zen 5 with AVX512-BF16, bfloat16 matmuls
-ran at 1.85x float32 (834 against 451 GFLOP/s), but on an Intel Xeon (family 6,
-model 207) that also lists avx512_bf16 they ran at 0.55x (164 against 298), and a
-training step at 0.66x. So `recipes/multi30k.sh` measures: TensorFlow's own matmul
+A CPU flag does not settle it: CPUs that list avx512_bf16 ran bfloat16 matmuls
+anywhere from about half to twice as fast as float32 (figures: docs/notebook.md).
+So `recipes/multi30k.sh` measures: TensorFlow's own matmul
 (oneDNN, as the training step runs it) on an FFN-sized product [4096, 256] x [256,
 1024] in each dtype, best of 3 rounds, about 1.5 s; bfloat16 is chosen when it is
 at least `MIN_SPEEDUP` times as fast.
