@@ -1,6 +1,4 @@
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -11,6 +9,8 @@ from t2t_keras.data import vocabulary
 from t2t_keras.decoding import decoder, files
 from t2t_keras.models.transformer import Transformer
 from t2t_keras import runs
+import t2t_keras.bin as t2t_bin
+from t2t_keras.bin import decoder as decoder_bin
 
 SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
              "nine", "eighty-eight thousand and one", "six hundred and twelve"]
@@ -95,7 +95,7 @@ def test_decode_split_of_generated_problem(model, vocab):
   assert len(summary["translations"]) == 3 and summary["bleu"]["sentences"] == 3
 
 
-def test_t2t_decoder_binary(model, vocab, tmp_path):
+def test_t2t_decoder_binary(model, vocab, tmp_path, capsys):
   run_dir = tmp_path / "run"
   runs.save_run_info(str(run_dir), model.hparams, "translate_ende_numbers",
                          vocab.vocab_size, vocab_path=vocab.model_path)
@@ -104,12 +104,13 @@ def test_t2t_decoder_binary(model, vocab, tmp_path):
   src = tmp_path / "in.en"
   src.write_text("\n".join(SENTENCES[:2]) + "\n")
   out = tmp_path / "out.de"
-  result = subprocess.run(
-      [sys.executable, "-m", "t2t_keras.bin.decoder", f"--output_dir={run_dir}",
-       f"--decode_from_file={src}", f"--decode_to_file={out}", f"--decode_reference={src}",
-       "--decode_hparams=beam_size=2,extra_length=3,jit=false"],
-      capture_output=True, text=True, timeout=120)
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert "sacreBLEU" in result.stdout and "tokenized BLEU" in result.stdout
+  capsys.readouterr()
+  code = t2t_bin.run_in_process(decoder_bin, [
+      "t2t-decoder", f"--output_dir={run_dir}", f"--decode_from_file={src}",
+      f"--decode_to_file={out}", f"--decode_reference={src}",
+      "--decode_hparams=beam_size=2,extra_length=3,jit=false"])
+  stdout, stderr = capsys.readouterr()
+  assert code == 0, stderr[-2000:]
+  assert "sacreBLEU" in stdout and "tokenized BLEU" in stdout
   expected = decoder.decode_lines(model, vocab, SENTENCES[:2], _hp(extra_length=3))
   assert out.read_text().split("\n")[:-1] == expected

@@ -155,9 +155,27 @@ SETS = ["transformer_base", "transformer_big", "transformer_big_enfr"] + [
     f"transformer_table3_{row}" for row in TABLE3]
 
 
+SCALE = 8  # widths divided by this: the same structure (layers, heads, d_k != d_v), 1/64 the weights
+
+
+def _scaled(hp):
+  """hp with d_model, d_ff and the per-head d_k / d_v divided by SCALE (each divides exactly)."""
+  sizes = {k: hp.get(k) for k in ("hidden_size", "filter_size", "attention_key_channels",
+                                   "attention_value_channels")}
+  assert all(v % SCALE == 0 for v in sizes.values()), sizes
+  return hp.replace(**{k: v // SCALE for k, v in sizes.items()})
+
+
 @pytest.mark.parametrize("name", SETS)
 def test_param_count_matches_formula(name):
-  hp = registry.hparams(name)
+  hp = _scaled(registry.hparams(name))
+  model = Transformer(370, hp)
+  model.build_for_ids()
+  assert model.count_params() == analytic_param_count(hp, 370)
+
+
+def test_param_count_matches_formula_at_the_papers_base_size():
+  hp = registry.hparams("transformer_base")
   model = Transformer(37000, hp)
   model.build_for_ids()
   assert model.count_params() == analytic_param_count(hp, 37000)
