@@ -41,6 +41,14 @@ def test_tokenized_bleu_counts_compound_parts():
   # splitting) gives partial credit, sacreBLEU's 13a keeps the compound whole.
   hyps, refs = ["das ist ein gut-gemacht Haus"], ["das ist ein gut-gebaut Haus"]
   assert bleu.tokenized_bleu(hyps, refs) > bleu.sacrebleu_scores(hyps, refs)["bleu"]
+  # By hand, over "das ist ein gut ##AT##-##AT## gemacht Haus" (7 tokens, as the reference):
+  # n-gram precisions 6/7, 4/6, 3/5, 2/4, brevity penalty 1 -> (6/35) ** (1/4).
+  assert bleu.tokenized_bleu(hyps, refs) == pytest.approx(100 * (6 / 35) ** 0.25, abs=1e-6)
+
+
+def test_exact_match_counts_identical_lines():
+  assert bleu.bleu_report([REFS[0], HYPS[1]], REFS)["exact_match"] == 50.0
+  assert bleu.bleu_report(HYPS, REFS)["exact_match"] == 0.0
 
 
 def test_multi30k_lowercases_and_escapes():

@@ -58,6 +58,10 @@ def test_batches_respect_budget_dtype_and_padding(problem, data_dir, mode, max_p
     assert b["inputs"].dtype == tf.int32 and b["targets"].dtype == tf.int32
     assert pipeline.batch_tokens(b) <= HP.batch_size
     assert b["inputs"].shape[1] in pipeline.bucket_boundaries(HP.max_length)
+    # Full batches: a repeated stream emits only full windows, each the budget's rows for
+    # its cell (padded widths S, T): budget // max(S, T), never fewer.
+    rows, width = b["inputs"].shape[0], max(b["inputs"].shape[1], b["targets"].shape[1])
+    assert rows == HP.batch_size // width, (rows, b["inputs"].shape, b["targets"].shape)
     size = int(tf.size(b["inputs"])) + int(tf.size(b["targets"]))
     pads += pipeline.padding_fraction(b) * size
     total += size
