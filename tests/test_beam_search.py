@@ -290,3 +290,15 @@ def test_pad_is_never_an_output_and_scores_stay_the_models_log_probs():
   assert ids.numpy()[:, 0].tolist() == [[3, 3, 3]] * 2
   assert not (ids.numpy()[:, 1] == 0).all()  # the second beam holds real tokens too
   np.testing.assert_allclose(scores.numpy()[:, 0], [3 * log_p3] * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("prefix_only", [False, True])
+def test_one_beam_uncached_equals_cached(model, prefix_only):
+  """search_with_steps at beam 1 (greedy) passes prefix_only to the uncached decoder too."""
+  args = dict(beam_size=1, alpha=0.6, extra_length=5, eos_id=1)
+  ids, scores, steps = search.search_with_steps(model, SRC, **args)
+  ids2, scores2, steps2 = search.search_with_steps(model, SRC, cached=False,
+                                                   prefix_only=prefix_only, **args)
+  np.testing.assert_array_equal(ids.numpy(), ids2.numpy())
+  np.testing.assert_allclose(scores.numpy(), scores2.numpy(), rtol=1e-5)
+  assert int(steps) == int(steps2)

@@ -65,8 +65,7 @@ def greedy_decode(model, inputs, extra_length=50, max_decode_length=None, eos_id
   return ids, scores
 
 
-def greedy_with_steps(model, inputs, extra_length, max_decode_length, eos_id, cached,
-                      constraint=None):
+def greedy_with_steps(model, inputs, extra_length, max_decode_length, eos_id, cached):
   """`greedy_loop` over the model: (ids [batch, max_len], scores [batch], steps)."""
-  p = prepare(model, inputs, 1, extra_length, max_decode_length, cached, constraint=constraint)
+  p = prepare(model, inputs, 1, extra_length, max_decode_length, cached)
   return greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths, eos_id)

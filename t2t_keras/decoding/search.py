@@ -16,9 +16,8 @@ import functools
 import tensorflow as tf
 
 from t2t_keras.decoding.beam_search import beam_search_with_steps
-from t2t_keras.decoding.greedy import greedy_with_steps
-from t2t_keras.decoding.search_common import (buffer_length, decode_lengths_for,
-                                              length_penalty)
+from t2t_keras.decoding.greedy import greedy_loop
+from t2t_keras.decoding.search_common import length_penalty, prepare
 from t2t_keras.ids import EOS_ID
 
 
@@ -31,12 +30,11 @@ def search_with_steps(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
     return beam_search_with_steps(model, inputs, beam_size, alpha, extra_length,
                                   max_decode_length, eos_id, stop_early, cached,
                                   prefix_only=prefix_only, constraint=constraint)
-  ids, log_probs, steps = greedy_with_steps(model, inputs, extra_length, max_decode_length,
-                                            eos_id, cached, constraint=constraint)
-  inputs = tf.convert_to_tensor(inputs, tf.int32)
-  max_lengths = decode_lengths_for(
-      inputs, extra_length, buffer_length(model, inputs, extra_length, max_decode_length))
-  lengths = output_lengths(ids, max_lengths, eos_id)
+  p = prepare(model, inputs, 1, extra_length, max_decode_length, cached,
+              prefix_only=prefix_only, constraint=constraint)
+  ids, log_probs, steps = greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths,
+                                      eos_id)
+  lengths = output_lengths(ids, p.decode_lengths, eos_id)
   return ids[:, None], (log_probs / length_penalty(lengths, alpha))[:, None], steps
 
 
