@@ -125,6 +125,41 @@ def test_long_inputs_are_truncated(loaded, reference):
   texts, scores = _translate(loaded, [long_line])
   assert _texts(texts) == [vocab.decode(truncated[0][0])]
   np.testing.assert_allclose(scores, [truncated[0][1]], rtol=1e-4)
+  # Reported, never silent: exactly the inputs over MAX_LENGTH - 1 pieces are flagged.
+  fits = vocab.decode(ids[:MAX_LENGTH - 1])
+  one_more = vocab.decode(ids[:MAX_LENGTH])
+  lines = [long_line, fits, one_more, "", "nine"]
+  expected = [len(vocab.encode(line)) > MAX_LENGTH - 1 for line in lines]
+  assert expected == [True, False, True, False, False]
+  for signature in ("serving_default", "nbest"):
+    out = loaded.signatures[signature](inputs=tf.constant(lines))
+    assert out["truncated"].numpy().tolist() == expected, signature
+
+
+def test_attention_signature_equals_teacher_forced_reference(loaded, reference):
+  """The SavedModel's attention equals decoding/attention.py's (heads averaged), padded with
+  "" and zeros; pieces are the vocabulary's."""
+  from t2t_keras.decoding.attention import attention_weights
+  model, vocab = reference
+  pairs = [("one hundred and five", "hundertfünf"), ("nine", "neun und neunzig"), ("", "")]
+  out = loaded.signatures["attention"](inputs=tf.constant([p[0] for p in pairs]),
+                                       outputs=tf.constant([p[1] for p in pairs]))
+  weights = out["weights"].numpy()
+  src_pieces = [[p.decode() for p in row] for row in out["source_pieces"].numpy().tolist()]
+  tgt_pieces = [[p.decode() for p in row] for row in out["target_pieces"].numpy().tolist()]
+  layers = model.hparams.num_decoder_layers
+  assert weights.shape[:2] == (3, layers)
+  for row, (source, output) in enumerate(pairs):
+    src = vocab.encode(source) + [1]
+    tgt = vocab.encode(output)
+    expected = attention_weights(model, src, tgt).mean(axis=1)  # [layers, T, S]
+    t, s = expected.shape[1:]
+    np.testing.assert_allclose(weights[row, :, :t, :s], expected, atol=1e-5)
+    assert not weights[row, :, t:, :].any() and not weights[row, :, :, s:].any()
+    assert src_pieces[row] == [vocab.id_to_piece(i) for i in src] + [""] * (len(
+        src_pieces[row]) - s)
+    assert tgt_pieces[row] == [vocab.id_to_piece(i) for i in tgt + [1]] + [""] * (len(
+        tgt_pieces[row]) - t)
 
 
 def test_invalid_utf8_is_replaced(loaded):
@@ -225,7 +260,8 @@ def test_saved_model_cli_lists_signatures(exported):
   assert result.returncode == 0, result.stderr[-3000:]
   out = result.stdout
   for text in ("signature_def['serving_default']", "signature_def['nbest']",
-               "inputs['inputs']", "outputs['outputs']", "outputs['scores']", "DT_STRING"):
+               "signature_def['attention']", "inputs['inputs']", "outputs['outputs']",
+               "outputs['scores']", "outputs['truncated']", "DT_STRING", "DT_BOOL"):
     assert text in out
 
 

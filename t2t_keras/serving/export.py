@@ -8,12 +8,15 @@
     import tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer ops
     m = tf.saved_model.load(path)
     m.signatures["serving_default"](inputs=tf.constant(["one hundred"]))
-    # -> {"outputs": string [batch], "scores": float32 [batch]}
-    m.signatures["nbest"](inputs=...)   # -> outputs string [batch, beam], scores [batch, beam]
+    # -> {"outputs": string [batch], "scores": float32 [batch], "truncated": bool [batch]}
+    m.signatures["nbest"](inputs=...)   # -> outputs string [batch, beam], scores [batch, beam],
+                                        #    truncated [batch]
+    m.signatures["attention"](inputs=..., outputs=...)  # the encoder-decoder attention of a
+                                        # given translation (t2t-serve's web page draws it)
 
 Everything happens in the graph: UTF-8 repair (invalid bytes become U+FFFD),
 sentencepiece tokenization (tensorflow_text), truncation to the training
-max_length, EOS, length-sorted batches of at most `batch_size` padded to
+max_length (reported: `truncated` is true for such an input), EOS, length-sorted batches of at most `batch_size` padded to
 `length_bucket` multiples (few XLA programs), beam search with the decode
 hparams, detokenization, and the problem's post-processing where it has one
 (parsing: well-formed trees over the input words, `serving/tree_ops.py`). The
@@ -46,6 +49,7 @@ from t2t_keras.decoding.decoder import problem_constraint
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
+from t2t_keras.models.transformer import shift_right
 
 NO_HYPOTHESIS = -1e6  # beam slots that never finished score -1e7 (beam_search's -INF)
 
@@ -59,15 +63,15 @@ def _next_power_of_two(n):
 class Translator(tf.Module):
   """A tf.Module with the model's variables, its tokenizer and translate functions.
 
-  `translate(strings [batch]) -> {"outputs" [batch], "scores" [batch]}` and
-  `nbest(strings [batch]) -> {"outputs" [batch, beam], "scores" [batch, beam]}`
-  are the SavedModel's signatures; both only use TensorFlow and TF Text ops.
+  `translate`, `nbest` and `attention` are the SavedModel's signatures (SIGNATURES
+  below); they only use TensorFlow and TF Text ops.
   """
 
   def __init__(self, model, vocab_path, decode_hparams, max_input_length, postprocess=None,
-               constraint=None):
+               constraint=None, max_positions=None):
     """`postprocess`: see below; `constraint`: the problem's output constraint for the
-    search (`decoding/constraints.py`), or None."""
+    search (`decoding/constraints.py`), or None; `max_positions`: the most target
+    positions the model has (learned positions), or None."""
     super().__init__(name="translator")
     # A problem's output post-processing in TF ops, (outputs [n], inputs [n]) -> [n]
     # (parsing: trees from linearized outputs); None: outputs as decoded.
@@ -86,6 +90,7 @@ class Translator(tf.Module):
     self.info_asset = None
     self.beam_size = int(hp.beam_size)
     self.max_input_length = int(max_input_length)
+    self.max_positions = max_positions
     self.batch_size = max(1, int(hp.batch_size))
     self.length_bucket = max(1, int(hp.length_bucket))
 
@@ -99,15 +104,20 @@ class Translator(tf.Module):
 
   # --- pieces of the graph -------------------------------------------------
 
-  def _source_ids(self, inputs):
-    """strings [n] -> (ragged ids [n, (len)] with EOS, bool [n] non-empty)."""
+  def _with_eos(self, inputs, limit):
+    """strings [n] -> (ragged ids [n, (len)] with EOS, at most `limit` ids; bool [n] cut)."""
     text = tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace",
                                         replacement_char=0xFFFD)
     tokens = self.tokenizer.tokenize(text)
-    tokens = tokens[:, :self.max_input_length - 1]  # room for EOS: at most max_length ids
-    nonempty = tokens.row_lengths() > 0
+    cut = tokens.row_lengths() > limit - 1
+    tokens = tokens[:, :limit - 1]  # room for EOS
     eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(inputs)[0], 1], EOS_ID))
-    return tf.concat([tokens, eos], axis=1), nonempty
+    return tf.concat([tokens, eos], axis=1), cut
+
+  def _source_ids(self, inputs):
+    """strings [n] -> (ragged ids [n, (len)] with EOS, bool [n] non-empty, bool [n] truncated)."""
+    sources, truncated = self._with_eos(inputs, self.max_input_length)
+    return sources, sources.row_lengths() > 1, truncated
 
   def _detokenize(self, ids):
     """ids int32 [n, beam, len] (beam_search output) -> strings [n, beam].
@@ -156,9 +166,9 @@ class Translator(tf.Module):
     return tf.gather(texts, unsort), tf.gather(scores, unsort)
 
   def _nbest(self, inputs):
-    """strings [batch] -> (strings [batch, beam], scores [batch, beam])."""
+    """strings [batch] -> (strings [batch, beam], scores [batch, beam], truncated [batch])."""
     inputs = tf.reshape(inputs, [-1])
-    sources, nonempty = self._source_ids(inputs)
+    sources, nonempty, truncated = self._source_ids(inputs)
     kept = tf.cast(tf.where(nonempty)[:, 0], tf.int32)
     n = tf.size(kept)
     beam = self.beam_size
@@ -178,24 +188,53 @@ class Translator(tf.Module):
     if self.postprocess is not None:
       texts = tf.reshape(self.postprocess(tf.reshape(texts, [-1]), tf.repeat(inputs, beam)),
                          [-1, beam])
-    return texts, scores
+    return texts, scores, truncated
+
+  def _pieces(self, ids, valid):
+    """ids int32 [n, len], bool [n, len] -> the sentencepiece pieces, "" where not valid."""
+    return tf.where(valid, self.tokenizer.id_to_string(ids), "")
 
   # --- signatures -----------------------------------------------------------
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def translate(self, inputs):
-    """strings [batch] -> {"outputs": best translation [batch], "scores": [batch]}."""
-    texts, scores = self._nbest(inputs)
-    return {"outputs": texts[:, 0], "scores": scores[:, 0]}
+    """strings [batch] -> {"outputs": best translation [batch], "scores": [batch],
+    "truncated": bool [batch], true where the input lost pieces past max_input_length}."""
+    texts, scores, truncated = self._nbest(inputs)
+    return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def nbest(self, inputs):
-    """strings [batch] -> {"outputs": [batch, beam], "scores": [batch, beam]}, best first.
-
-    Beams that found no hypothesis are "" with score -1e7.
+    """strings [batch] -> {"outputs": [batch, beam], "scores": [batch, beam],
+    "truncated": [batch]}, best first. Beams that found no hypothesis are "" with score -1e7.
     """
-    texts, scores = self._nbest(inputs)
-    return {"outputs": texts, "scores": scores}
+    texts, scores, truncated = self._nbest(inputs)
+    return {"outputs": texts, "scores": scores, "truncated": truncated}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
+                                tf.TensorSpec([None], tf.string, name="outputs")])
+  def attention(self, inputs, outputs):
+    """Teacher-forced encoder-decoder attention of given (input, output) pairs.
+
+    Returns {"source_pieces": string [batch, S], "target_pieces": string [batch, T],
+    "weights": float32 [batch, layers, T, S]}, the heads' mean per decoder layer; each
+    side ends with EOS ("</s>"), padding is "" with weight 0. The output is
+    tokenized as given (for parsing: the post-processed tree's pieces).
+    """
+    sources, _, _ = self._source_ids(tf.reshape(inputs, [-1]))
+    targets, _ = self._with_eos(tf.reshape(outputs, [-1]),
+                                self.max_positions or 2 ** 31 - 1)
+    src = sources.to_tensor(PAD_ID)
+    tgt = targets.to_tensor(PAD_ID)
+    src_valid = tf.sequence_mask(sources.row_lengths(), tf.shape(src)[1])
+    tgt_valid = tf.sequence_mask(targets.row_lengths(), tf.shape(tgt)[1])
+    memory, mask = self._model.encode(src)
+    _, _, layers = self._model.decode(shift_right(tgt), memory, mask, return_attention=True)
+    weights = tf.stack([tf.reduce_mean(tf.cast(w, tf.float32), axis=1) for w in layers], 1)
+    valid = tf.logical_and(tgt_valid[:, None, :, None], src_valid[:, None, None, :])
+    return {"source_pieces": self._pieces(src, src_valid),
+            "target_pieces": self._pieces(tgt, tgt_valid),
+            "weights": tf.where(valid, weights, 0.0)}
 
 
 def _serving_postprocess(problem_name):
@@ -258,7 +297,9 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
                    "signatures": SIGNATURES}
     translator = Translator(model, info["vocab_path"], hp, max_input_length,
                             postprocess=_serving_postprocess(info.get("problem")),
-                            constraint=problem_constraint(info.get("problem"), vocab, hp))
+                            constraint=problem_constraint(info.get("problem"), vocab, hp),
+                            max_positions=(hparams.max_positions
+                                           if hparams.get("pos") == "emb" else None))
     _save(translator, export_info, tmp)
     _move_into_place(tmp, final, export_dir, version)
   except BaseException:
@@ -269,9 +310,13 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
 
 
 SIGNATURES = {
-    "serving_default": "inputs string [batch] -> outputs string [batch], scores float32 [batch]",
+    "serving_default": "inputs string [batch] -> outputs string [batch], "
+                       "scores float32 [batch], truncated bool [batch]",
     "nbest": "inputs string [batch] -> outputs string [batch, beam], "
-             "scores float32 [batch, beam]"}
+             "scores float32 [batch, beam], truncated bool [batch]",
+    "attention": "inputs string [batch], outputs string [batch] -> "
+                 "source_pieces string [batch, S], target_pieces string [batch, T], "
+                 "weights float32 [batch, layers, T, S]"}
 
 
 def _input_limit(hparams, max_input_length):
@@ -287,13 +332,14 @@ def _input_limit(hparams, max_input_length):
 
 
 def _save(translator, export_info, directory):
-  """tf.saved_model.save of the translator's two signatures, export_info.json in assets/."""
+  """tf.saved_model.save of the translator's signatures, export_info.json in assets/."""
   info_path = os.path.join(directory, "export_info.json")  # saved into assets/, then removed
   with open(info_path, "w") as f:
     json.dump(export_info, f, indent=2, default=str)
   translator.info_asset = tf.saved_model.Asset(info_path)
   signatures = {"serving_default": translator.translate.get_concrete_function(),
-                "nbest": translator.nbest.get_concrete_function()}
+                "nbest": translator.nbest.get_concrete_function(),
+                "attention": translator.attention.get_concrete_function()}
   tf.saved_model.save(translator, directory, signatures=signatures)
   os.remove(info_path)
   os.chmod(directory, 0o755)  # mkdtemp makes it 0700
