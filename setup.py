@@ -12,7 +12,7 @@ PACKAGE_DIR = {
 }
 
 SUBPACKAGES = ["layers", "models", "data", "training", "decoding", "metrics",
-               "serving", "tuning", "bin"]
+               "serving", "server", "tuning", "bin"]
 
 BINARIES = {
     "t2t-datagen": "datagen",
@@ -24,6 +24,7 @@ BINARIES = {
     "t2t-evalb": "evalb",
     "t2t-param-table": "param_table",
     "t2t-sweep": "sweep",
+    "t2t-serve": "serve",
 }
 
 setuptools.setup(
@@ -46,8 +47,12 @@ setuptools.setup(
         "num2words>=0.5.13",
         "matplotlib>=3.8",
         "nltk>=3.9",  # Penn Treebank .mrg reading (parsing problem)
+        "starlette>=1.0",  # t2t-serve's HTTP routing (ASGI)
+        "uvicorn>=0.30",  # t2t-serve's HTTP server
     ],
-    extras_require={"test": ["pytest>=8", "pytest-xdist>=3"]},
+    package_data={"t2t_keras.server": ["page.html"]},
+    # selenium drives Debian's chromium in the web page's browser test
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "selenium>=4.20"]},
     entry_points={
         "console_scripts": [
             f"{name}=t2t_keras.bin.{module}:run" for name, module in BINARIES.items()

@@ -61,3 +61,27 @@ def load_benchmark(name, folder="benchmarks"):
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
+
+
+TINY_SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
+                  "nine", "eighty-eight thousand and one", "six hundred and twelve"]
+
+
+def make_tiny_run(out, max_length=12, step=7):
+  """A tiny 'training run' in `out`: vocab, hparams, run.json and a random-weight checkpoint
+  ckpt-<step> (transformer_tiny at hidden 16, filter 32, 2 heads); returns str(out)."""
+  from t2t_keras import registry, runs
+  from t2t_keras.data import vocabulary
+  from t2t_keras.models.transformer import Transformer
+  corpus = TINY_SENTENCES * 20 + ["einhundertfünf", "dreiundzwanzig", "neun"] * 20
+  vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 60, num_threads=1)
+  tf.keras.utils.set_random_seed(3)
+  hp = registry.hparams("transformer_tiny").replace(
+      hidden_size=16, filter_size=32, num_heads=2, max_length=max_length)
+  model = Transformer(vocab.vocab_size, hp)
+  model.build_for_ids()
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 2).save(
+      checkpoint_number=step)
+  runs.save_run_info(str(out), hp, "translate_ende_numbers", vocab.vocab_size,
+                     str(out / "spm.model"))
+  return str(out)

@@ -10,17 +10,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from absl import flags
+from conftest import TINY_SENTENCES, make_tiny_run
 
-from t2t_keras import registry
 from t2t_keras.bin import exporter as exporter_bin
-from t2t_keras.data import vocabulary
 from t2t_keras.decoding import decoder
-from t2t_keras.models.transformer import Transformer
 from t2t_keras.serving import export
 from t2t_keras import runs
 
-SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four hundred",
-             "nine", "eighty-eight thousand and one", "six hundred and twelve"]
+SENTENCES = TINY_SENTENCES
 MAX_LENGTH = 12  # training max_length of the tiny run: inputs keep 11 ids + EOS
 DECODE = "beam_size=2,extra_length=4,batch_size=4"
 STEP = 7
@@ -30,20 +27,8 @@ QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  """A tiny 'training run': vocab, hparams, run.json and a random-weight checkpoint."""
-  out = tmp_path_factory.mktemp("run")
-  corpus = SENTENCES * 20 + ["einhundertfünf", "dreiundzwanzig", "neun"] * 20
-  vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 60, num_threads=1)
-  tf.keras.utils.set_random_seed(3)
-  hp = registry.hparams("transformer_tiny").replace(
-      hidden_size=16, filter_size=32, num_heads=2, max_length=MAX_LENGTH)
-  model = Transformer(vocab.vocab_size, hp)
-  model.build_for_ids()
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 2).save(
-      checkpoint_number=STEP)
-  runs.save_run_info(str(out), hp, "translate_ende_numbers", vocab.vocab_size,
-                         str(out / "spm.model"))
-  return str(out)
+  """A tiny 'training run' with random weights (conftest.make_tiny_run)."""
+  return make_tiny_run(tmp_path_factory.mktemp("run"), MAX_LENGTH, STEP)
 
 
 @pytest.fixture(scope="module")

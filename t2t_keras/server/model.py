@@ -1,0 +1,131 @@
+"""The served SavedModel: which version, its signatures and metadata, and calls.
+
+    model = ServedModel.load("runs/tiny")    # a run dir, export/, or export/<version>
+    model.run("serving_default", {"inputs": ["one hundred"]})
+    # -> {"outputs": array([b"..."]), "scores": array([...]), "truncated": array([False])}
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the sentencepiece ops of the export)
+from google.protobuf import json_format
+from tensorflow.core.protobuf import saved_model_pb2
+
+
+class NotFound(Exception):
+  """An unknown model, version or signature (HTTP 404)."""
+
+
+def _versions(directory):
+  """Numbered subdirectories holding a saved_model.pb, highest first."""
+  names = [n.rstrip("/") for n in tf.io.gfile.listdir(directory)]
+  versions = sorted((int(n) for n in names if n.isdigit()), reverse=True)
+  return [v for v in versions
+          if tf.io.gfile.exists(os.path.join(directory, str(v), "saved_model.pb"))]
+
+
+def resolve(path):
+  """(SavedModel directory, version) from a version dir, its parent, or a run dir's export/.
+
+  FileNotFoundError naming the places looked at when none holds a SavedModel.
+  """
+  if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+    name = os.path.basename(os.path.normpath(path))
+    return path, int(name) if name.isdigit() else 1
+  for parent in (path, os.path.join(path, "export")):
+    if tf.io.gfile.isdir(parent):
+      versions = _versions(parent)
+      if versions:
+        return os.path.join(parent, str(versions[0])), versions[0]
+  raise FileNotFoundError(
+      f"no SavedModel in {path}, its numbered subdirectories or {path}/export/<version> "
+      f"(t2t-exporter writes one)")
+
+
+class ServedModel:
+  """One loaded SavedModel version and what TF Serving's REST API says about it."""
+
+  def __init__(self, path, version, loaded, signature_defs, export_info):
+    self.path = path
+    self.version = version
+    self._loaded = loaded
+    self.signature_defs = signature_defs  # name -> SignatureDef as TF Serving's JSON
+    self.export_info = export_info  # assets/export_info.json, {} when absent
+
+  @classmethod
+  def load(cls, path):
+    """Loads the newest version under `path` (see `resolve`)."""
+    path, version = resolve(path)
+    proto = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
+      proto.ParseFromString(f.read())
+    defs = {name: json_format.MessageToDict(sig, preserving_proto_field_name=True)
+            for name, sig in proto.meta_graphs[0].signature_def.items()
+            if not name.startswith("__")}
+    info_path = os.path.join(path, "assets", "export_info.json")
+    info = {}
+    if tf.io.gfile.exists(info_path):
+      with tf.io.gfile.GFile(info_path) as f:
+        info = json.load(f)
+    return cls(path, version, tf.saved_model.load(path), defs, info)
+
+  def signature(self, name):
+    """The concrete function of signature `name`; NotFound listing the known ones."""
+    if name not in self.signature_defs:
+      raise NotFound(f"Serving signature name: \"{name}\" not found in signature def; "
+                     f"known: {', '.join(sorted(self.signature_defs))}")
+    return self._loaded.signatures[name]
+
+  def input_names(self, name):
+    """The signature's input names, sorted."""
+    return sorted(self.signature_defs[name].get("inputs", {}))
+
+  def output_names(self, name):
+    """The signature's output names, sorted (TF Serving's order in row responses)."""
+    return sorted(self.signature_defs[name].get("outputs", {}))
+
+  def mergeable(self, name):
+    """Whether calls of signature `name` may be merged: every output's rows have a fixed
+    shape ([batch] or [batch, beam]), so a request's rows do not depend on its neighbours."""
+    for output in self.signature_defs[name].get("outputs", {}).values():
+      shape = output.get("tensor_shape", {})
+      if shape.get("unknown_rank") or any(
+          int(d.get("size", -1)) < 0 for d in shape.get("dim", [])[1:]):
+        return False
+    return True
+
+  def run(self, name, inputs):
+    """Calls signature `name` with {input: list of bytes}; returns {output: np.ndarray}.
+
+    Every input is a 1-D string tensor (t2t-exporter's signatures take [batch] strings).
+    """
+    function = self.signature(name)
+    tensors = {k: tf.constant(v, tf.string, shape=[len(v)]) for k, v in inputs.items()}
+    return {k: v.numpy() for k, v in function(**tensors).items()}
+
+  def status(self):
+    """TF Serving's GetModelStatusResponse as JSON."""
+    return {"model_version_status": [{
+        "version": str(self.version), "state": "AVAILABLE",
+        "status": {"error_code": "OK", "error_message": ""}}]}
+
+  def metadata(self, model_name):
+    """TF Serving's GetModelMetadataResponse as JSON (the signature defs)."""
+    return {"model_spec": {"name": model_name, "signature_name": "",
+                           "version": str(self.version)},
+            "metadata": {"signature_def": {"signature_def": self.signature_defs}}}
+
+
+def as_json_value(value):
+  """A numpy scalar or array -> JSON-ready Python (bytes as UTF-8 text, invalid bytes
+  replaced by U+FFFD)."""
+  if isinstance(value, np.ndarray):
+    return [as_json_value(v) for v in value]
+  if isinstance(value, bytes):
+    return value.decode("utf-8", errors="replace")
+  if isinstance(value, np.generic):
+    return value.item()
+  return value

@@ -1,0 +1,174 @@
+"""TF Serving's REST predict format: parsing a request and building the response (no I/O).
+
+    Row format:      {"signature_name": s, "instances": ["a", "b"]}
+                     or "instances": [{"inputs": "a", "outputs": "x"}, ...] (several inputs)
+      -> {"predictions": [{"outputs": ..., "scores": ..., "truncated": ...}, ...]}
+    Columnar format: {"signature_name": s, "inputs": ["a", "b"]}
+                     or "inputs": {"inputs": [...], "outputs": [...]}
+      -> {"outputs": {"outputs": [...], "scores": [...], "truncated": [...]}}
+
+A signature with a single output gives its values directly ("predictions": [v, ...],
+"outputs": [...]), as TF Serving does. Strings may be sent as {"b64": "..."}.
+"""
+
+import base64
+import binascii
+import dataclasses
+import json
+
+from t2t_keras.server.model import as_json_value
+
+
+class BadRequest(Exception):
+  """A request the server refuses; `status` is 400, or 413 for a size limit."""
+
+  def __init__(self, message, status=400):
+    super().__init__(message)
+    self.status = status
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+  """Per-request limits: sentences (instances) and characters per sentence."""
+  max_instances: int = 256
+  max_sentence_chars: int = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictRequest:
+  """A parsed predict call: {input name: [bytes] * size}, and which format to answer in."""
+  signature_name: str
+  inputs: dict
+  row_format: bool
+
+  @property
+  def size(self):
+    return len(next(iter(self.inputs.values())))
+
+
+_FIELDS = ("signature_name", "instances", "inputs")
+
+
+def parse_body(body):
+  """Request bytes -> the JSON object; BadRequest for invalid JSON or a non-object."""
+  try:
+    request = json.loads(body)
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise BadRequest(f"request body is not valid JSON: {e}") from None
+  if not isinstance(request, dict):
+    raise BadRequest(f"request body must be a JSON object, got {type(request).__name__}")
+  unknown = sorted(set(request) - set(_FIELDS))
+  if unknown:
+    raise BadRequest(f"unknown field {unknown[0]!r}: a predict request has "
+                     f"'signature_name' and one of 'instances' or 'inputs'")
+  if ("instances" in request) == ("inputs" in request):
+    raise BadRequest("a predict request needs exactly one of 'instances' (row format) or "
+                     "'inputs' (columnar format)")
+  name = request.get("signature_name", "serving_default")
+  if not isinstance(name, str):
+    raise BadRequest(f"'signature_name' must be a string, got {type(name).__name__}")
+  return request
+
+
+def parse_predict(request, input_names, limits):
+  """A JSON object from `parse_body` -> PredictRequest; BadRequest naming what is wrong.
+
+  Args:
+    request: the parsed body.
+    input_names: the signature's input names (sorted).
+    limits: Limits.
+  """
+  name = request.get("signature_name", "serving_default")
+  if "instances" in request:
+    inputs = _rows(request["instances"], input_names)
+  else:
+    inputs = _columns(request["inputs"], input_names)
+  size = len(inputs[input_names[0]])
+  if size == 0:
+    raise BadRequest("no instances: send at least one sentence")
+  if size > limits.max_instances:
+    raise BadRequest(f"{size} instances, over the limit of {limits.max_instances} sentences "
+                     f"per request (--max_instances)", status=413)
+  encoded = {k: [_string(v, i, k, limits) for i, v in enumerate(values)]
+             for k, values in inputs.items()}
+  return PredictRequest(name, encoded, "instances" in request)
+
+
+def _rows(instances, input_names):
+  """Row format -> {input name: [values]}."""
+  if not isinstance(instances, list):
+    raise BadRequest(f"'instances' must be a list, got {type(instances).__name__}")
+  inputs = {k: [] for k in input_names}
+  for i, instance in enumerate(instances):
+    if isinstance(instance, dict) and "b64" not in instance:
+      missing = [k for k in input_names if k not in instance]
+      extra = sorted(set(instance) - set(input_names))
+      if missing or extra:
+        raise BadRequest(f"instance {i} has inputs {sorted(instance)}; the signature takes "
+                         f"{input_names}")
+      for k in input_names:
+        inputs[k].append(instance[k])
+    elif len(input_names) == 1:
+      inputs[input_names[0]].append(instance)
+    else:
+      raise BadRequest(f"instance {i} must be an object with the inputs {input_names}")
+  return inputs
+
+
+def _columns(columns, input_names):
+  """Columnar format -> {input name: [values]}."""
+  if isinstance(columns, dict) and "b64" not in columns:
+    if sorted(columns) != input_names:
+      raise BadRequest(f"'inputs' has {sorted(columns)}; the signature takes {input_names}")
+  elif len(input_names) == 1:
+    columns = {input_names[0]: columns}
+  else:
+    raise BadRequest(f"'inputs' must be an object with the inputs {input_names}")
+  for k, values in columns.items():
+    if not isinstance(values, list):
+      raise BadRequest(f"input {k!r} must be a list of strings (one per sentence), got "
+                       f"{type(values).__name__}")
+  sizes = {len(v) for v in columns.values()}
+  if len(sizes) > 1:
+    raise BadRequest(f"the inputs have different lengths: "
+                     f"{ {k: len(v) for k, v in columns.items()} }")
+  return columns
+
+
+def _string(value, index, input_name, limits):
+  """One instance's value -> UTF-8 bytes; BadRequest for a non-string, bad base64, a lone
+  surrogate or too many characters."""
+  where = f"instance {index}" + (f" input {input_name!r}" if input_name != "inputs" else "")
+  if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
+    try:
+      data = base64.b64decode(value["b64"], validate=True)
+    except binascii.Error as e:
+      raise BadRequest(f"{where}: invalid base64 ({e})") from None
+    chars = len(data.decode("utf-8", errors="replace"))
+  elif isinstance(value, str):
+    try:
+      data = value.encode("utf-8")
+    except UnicodeEncodeError as e:
+      raise BadRequest(f"{where} is not valid Unicode text: a lone surrogate at character "
+                       f"{e.start}") from None
+    chars = len(value)
+  else:
+    raise BadRequest(f"{where}: expected a string or {{\"b64\": ...}}, got "
+                     f"{type(value).__name__}")
+  if chars > limits.max_sentence_chars:
+    raise BadRequest(f"{where} has {chars} characters, over the limit of "
+                     f"{limits.max_sentence_chars} per sentence (--max_sentence_chars)")
+  return data
+
+
+def predict_response(outputs, output_names, row_format):
+  """{output name: np.ndarray [batch, ...]} -> TF Serving's JSON response object."""
+  if row_format:
+    rows = len(outputs[output_names[0]])
+    if len(output_names) == 1:
+      return {"predictions": as_json_value(outputs[output_names[0]])}
+    return {"predictions": [{k: as_json_value(outputs[k][i]) for k in output_names}
+                            for i in range(rows)]}
+  if len(output_names) == 1:
+    return {"outputs": as_json_value(outputs[output_names[0]])}
+  return {"outputs": {k: as_json_value(outputs[k]) for k in output_names}}

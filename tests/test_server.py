@@ -1,0 +1,358 @@
+"""t2t-serve: real servers on 127.0.0.1, real HTTP requests, TF Serving's REST format."""
+
+import base64
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import TINY_SENTENCES, make_tiny_run
+
+from t2t_keras import runs
+from t2t_keras.decoding import decoder
+from t2t_keras.serving import export
+
+MODEL = "translate_ende_numbers"  # the tiny run's problem: the default model name
+DECODE = "beam_size=2,extra_length=4,batch_size=4,jit=false"
+MAX_LENGTH = 12
+QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+  run = make_tiny_run(tmp_path_factory.mktemp("run"), MAX_LENGTH)
+  export.export_model(run, decode_hparams=DECODE, log=None)
+  return run
+
+
+@pytest.fixture(scope="module")
+def loaded(run_dir):
+  return tf.saved_model.load(os.path.join(run_dir, "export", "7"))
+
+
+class Server:
+  """A t2t-serve process on a free port (it binds port 0 and prints the one it got)."""
+
+  def __init__(self, export_dir, log_path, *flags):
+    self.log_path = log_path
+    self.log = open(log_path, "w")
+    self.proc = subprocess.Popen(
+        [sys.executable, "-m", "t2t_keras.bin.serve", f"--export_dir={export_dir}",
+         "--port=0", *flags], stdout=subprocess.PIPE, stderr=self.log, text=True, env=QUIET)
+    self.ready_line = self._read_line(300)
+    assert self.ready_line.startswith(f"t2t-serve: serving {MODEL} version 7 at http://"), (
+        self.ready_line, open(log_path).read()[-3000:])
+    self.url = self.ready_line.rsplit(" ", 1)[1].rstrip("/")
+    self.port = int(self.url.rsplit(":", 1)[1])
+
+  def _read_line(self, timeout):
+    ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+    return self.proc.stdout.readline().strip() if ready else ""
+
+  def stop(self, signalled=False):
+    """SIGTERM (unless already sent); returns (exit status, the rest of stdout)."""
+    if not signalled:
+      self.proc.send_signal(signal.SIGTERM)
+    out, _ = self.proc.communicate(timeout=120)
+    self.log.close()
+    return self.proc.returncode, out
+
+
+@pytest.fixture(scope="module")
+def server(run_dir, tmp_path_factory):
+  s = Server(run_dir, str(tmp_path_factory.mktemp("log") / "serve.log"),
+             "--max_request_bytes=65536", "--batch_timeout_ms=50")
+  yield s
+  status, out = s.stop()
+  assert status == 0 and "t2t-serve: stopped" in out
+
+
+def call(url, path, body=None, method=None, raw=None):
+  """(HTTP status, parsed JSON body) of one request."""
+  data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+  request = urllib.request.Request(url + path, data=data, method=method,
+                                   headers={"Content-Type": "application/json"})
+  try:
+    with urllib.request.urlopen(request, timeout=120) as response:
+      return response.status, json.load(response)
+  except urllib.error.HTTPError as e:
+    return e.code, json.load(e)
+
+
+def predict(url, body, version=""):
+  return call(url, f"/v1/models/{MODEL}{version}:predict", body)
+
+
+def tf_serving_client(url, model, instances, signature_name="serving_default"):
+  """A client as TF Serving's REST documentation writes one: POST, read 'predictions'."""
+  request = urllib.request.Request(
+      f"{url}/v1/models/{model}:predict",
+      data=json.dumps({"signature_name": signature_name, "instances": instances}).encode())
+  with urllib.request.urlopen(request, timeout=120) as response:
+    return json.load(response)["predictions"]
+
+
+def tf_serving_rows(outputs):
+  """What TF Serving answers in the row format for a signature's output tensors: one object
+  per row, keyed by output name, strings as UTF-8 text (written from its documentation)."""
+  def plain(x):
+    if isinstance(x, np.ndarray):
+      return [plain(v) for v in x]
+    return x.decode("utf-8") if isinstance(x, bytes) else x.item()
+  n = len(next(iter(outputs.values())))
+  return [{k: plain(v.numpy()[i]) for k, v in outputs.items()} for i in range(n)]
+
+
+def test_outputs_equal_decoder_and_savedmodel(server, run_dir, loaded):
+  run = runs.load(run_dir)
+  hp = decoder.decode_hparams(DECODE)
+  expected = decoder.translate_lines(run.model, run.vocab, TINY_SENTENCES, hp)
+  status, body = predict(server.url, {"instances": TINY_SENTENCES})
+  assert status == 200
+  rows = body["predictions"]
+  assert [r["outputs"] for r in rows] == [h[0].text for h in expected]
+  assert sum(bool(r["outputs"]) for r in rows) >= 3, "comparison would be trivial"
+  np.testing.assert_allclose([r["scores"] for r in rows], [h[0].score for h in expected],
+                             rtol=1e-4)
+  assert [r["truncated"] for r in rows] == [False] * len(TINY_SENTENCES)
+  # Columnar format, n-best, a version in the path: the same numbers.
+  status, body = predict(server.url, {"signature_name": "nbest", "inputs": TINY_SENTENCES},
+                         "/versions/7")
+  assert status == 200 and sorted(body["outputs"]) == ["outputs", "scores", "truncated"]
+  for row, hyps in enumerate(expected):
+    assert body["outputs"]["outputs"][row][:len(hyps)] == [h.text for h in hyps]
+    np.testing.assert_allclose(body["outputs"]["scores"][row][:len(hyps)],
+                               [h.score for h in hyps], rtol=1e-4)
+
+
+def test_tf_serving_client_gets_tf_serving_results(server, loaded):
+  """The answer is what TF Serving gives for the same export: its row format built from
+  the signature's tensors in this process."""
+  lines = TINY_SENTENCES[:3] + [""]
+  for signature in ("serving_default", "nbest"):
+    got = tf_serving_client(server.url, MODEL, lines, signature)
+    want = tf_serving_rows(loaded.signatures[signature](inputs=tf.constant(lines)))
+    assert got == want, signature
+  pair = {"inputs": "nine", "outputs": "neun"}
+  got = tf_serving_client(server.url, MODEL, [pair], "attention")
+  want = tf_serving_rows(loaded.signatures["attention"](
+      inputs=tf.constant(["nine"]), outputs=tf.constant(["neun"])))
+  assert got == want and got[0]["source_pieces"][-1] == "</s>"
+  b64 = {"b64": base64.b64encode("nine".encode()).decode()}
+  assert tf_serving_client(server.url, MODEL, [b64]) == tf_serving_client(
+      server.url, MODEL, ["nine"])
+
+
+def test_status_metadata_health_and_page(server):
+  status, body = call(server.url, f"/v1/models/{MODEL}")
+  assert status == 200 and body == {"model_version_status": [
+      {"version": "7", "state": "AVAILABLE", "status": {"error_code": "OK",
+                                                         "error_message": ""}}]}
+  assert call(server.url, f"/v1/models/{MODEL}/versions/7") == (status, body)
+  status, body = call(server.url, f"/v1/models/{MODEL}/metadata")
+  assert status == 200 and body["model_spec"] == {"name": MODEL, "signature_name": "",
+                                                  "version": "7"}
+  defs = body["metadata"]["signature_def"]["signature_def"]
+  assert sorted(defs) == ["attention", "nbest", "serving_default"]
+  default = defs["serving_default"]
+  assert default["method_name"] == "tensorflow/serving/predict"
+  assert default["inputs"]["inputs"]["dtype"] == "DT_STRING"
+  assert {k: v["dtype"] for k, v in default["outputs"].items()} == {
+      "outputs": "DT_STRING", "scores": "DT_FLOAT", "truncated": "DT_BOOL"}
+  assert defs["nbest"]["outputs"]["outputs"]["tensor_shape"]["dim"] == [
+      {"size": "-1"}, {"size": "2"}]
+  status, body = call(server.url, "/healthz")
+  assert status == 200 and body["status"] == "ok" and body["version"] == 7
+  with urllib.request.urlopen(server.url + "/", timeout=30) as response:
+    html = response.read().decode()
+  assert f'data-model="{MODEL}"' in html and 'id="translate"' in html
+
+
+@pytest.mark.parametrize("raw, status, message", [
+    (b"{not json", 400, "not valid JSON"),
+    (b'["nine"]', 400, "must be a JSON object"),
+    (b'{"instance": ["nine"]}', 400, "unknown field 'instance'"),
+    (b'{"signature_name": "serving_default"}', 400, "exactly one of 'instances'"),
+    (b'{"instances": ["a"], "inputs": ["b"]}', 400, "exactly one of 'instances'"),
+    (b'{"instances": "nine"}', 400, "'instances' must be a list"),
+    (b'{"instances": [7]}', 400, "instance 0: expected a string"),
+    (b'{"instances": [{"input": "nine"}]}', 400, "the signature takes ['inputs']"),
+    (b'{"instances": []}', 400, "no instances"),
+    (b'{"instances": ["ok", "\\ud800"]}', 400, "instance 1 is not valid Unicode text"),
+    (b'{"instances": [{"b64": "%%%"}]}', 400, "invalid base64"),
+    (b'{"inputs": {"inputs": ["a"], "x": ["b"]}}', 400, "the signature takes ['inputs']"),
+    (b'{"signature_name": "attention", "instances": ["nine"]}', 400,
+     "must be an object with the inputs ['inputs', 'outputs']"),
+    (b'{"signature_name": "nope", "instances": ["nine"]}', 404,
+     "known: attention, nbest, serving_default"),
+])
+def test_bad_requests_get_4xx_and_the_server_stays_up(server, raw, status, message):
+  got_status, body = predict(server.url, None) if raw is None else call(
+      server.url, f"/v1/models/{MODEL}:predict", raw=raw)
+  assert (got_status, list(body)) == (status, ["error"]) and message in body["error"], body
+  assert call(server.url, "/healthz")[0] == 200
+
+
+def test_limits_name_the_flag_and_lose_nothing_silently(server):
+  status, body = predict(server.url, {"instances": ["nine " * 2000]})  # 10,000 characters
+  assert status == 400 and "10000 characters" in body["error"]
+  assert "--max_sentence_chars" in body["error"]
+  status, body = predict(server.url, {"instances": ["nine"] * 1000})
+  assert status == 413 and "--max_instances" in body["error"] and "1000" in body["error"]
+  status, body = predict(server.url, {"instances": ["nine " * 390] * 40})  # ~78 KB
+  assert status == 413 and "--max_request_bytes" in body["error"]
+  # Over the model's input length but within the limits: translated, and flagged.
+  long_line = " ".join(TINY_SENTENCES * 3)
+  status, body = predict(server.url, {"instances": [long_line, "nine", ""]})
+  assert status == 200
+  assert [r["truncated"] for r in body["predictions"]] == [True, False, False]
+  assert body["predictions"][2] == {"outputs": "", "scores": 0.0, "truncated": False}
+  assert call(server.url, "/healthz")[0] == 200
+
+
+def test_unknown_model_version_verb_and_method(server):
+  cases = [(f"/v1/models/other:predict", "POST", 404, "Latest(other)"),
+           (f"/v1/models/{MODEL}/versions/8:predict", "POST", 404, f"Specific({MODEL}, 8)"),
+           (f"/v1/models/{MODEL}/labels/stable", "GET", 404, "label"),
+           (f"/v1/models/{MODEL}:classify", "POST", 400, "predict"),
+           (f"/v1/models/{MODEL}:predict", "GET", 405, "use POST"),
+           (f"/v1/models/{MODEL}/metadata", "POST", 405, "use GET"),
+           ("/v1/models/a/b/c", "GET", 404, "Malformed request")]
+  for path, method, status, message in cases:
+    body = b'{"instances": ["nine"]}' if method == "POST" else None
+    got, answer = call(server.url, path, raw=body, method=method)
+    assert got == status and message in answer["error"], (path, answer)
+
+
+def test_concurrent_requests_are_batched(server):
+  before = call(server.url, "/healthz")[1]["batches"]
+  alone = {s: predict(server.url, {"instances": [s]})[1]["predictions"][0]
+           for s in TINY_SENTENCES}
+  middle = call(server.url, "/healthz")[1]["batches"]
+  assert middle - before == len(TINY_SENTENCES)
+  results = [None] * 16
+
+  def client(i):
+    results[i] = predict(server.url, {"instances": [TINY_SENTENCES[i % 6]]})
+
+  threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  batches = call(server.url, "/healthz")[1]["batches"] - middle
+  assert 1 <= batches <= 8, f"16 concurrent requests took {batches} model calls"
+  for i, (status, body) in enumerate(results):
+    assert status == 200
+    got, want = body["predictions"][0], alone[TINY_SENTENCES[i % 6]]
+    assert got["outputs"] == want["outputs"]
+    np.testing.assert_allclose(got["scores"], want["scores"], rtol=1e-4)
+
+
+def test_access_log_has_one_line_per_request(server):
+  with open(server.log_path) as f:
+    before = f.read().count(":predict")
+  predict(server.url, {"instances": ["nine"]})
+  predict(server.url, {"instances": [7]})
+  time.sleep(0.5)
+  with open(server.log_path) as f:
+    lines = [l for l in f.read().splitlines() if ":predict" in l][before:]
+  assert len(lines) == 2
+  assert f'"POST /v1/models/{MODEL}:predict" 200 ' in lines[0] and lines[0].endswith(" ms")
+  assert f'"POST /v1/models/{MODEL}:predict" 400 ' in lines[1]
+
+
+def test_queue_full_then_sigterm_answers_every_accepted_request(run_dir, tmp_path, loaded):
+  """Six requests wait in the queue (a 4 s batch timeout); a seventh that would overflow it
+  gets 503; SIGTERM then stops accepting connections, answers the six and exits 0."""
+  s = Server(run_dir, str(tmp_path / "serve.log"), "--max_batch_size=8",
+             "--max_queued_sentences=8", "--batch_timeout_ms=4000")
+  results = [None] * 6
+
+  def client(i):
+    results[i] = predict(s.url, {"instances": [TINY_SENTENCES[i]]})
+
+  threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+  for t in threads:
+    t.start()
+  deadline = time.time() + 60
+  while call(s.url, "/healthz")[1]["queued"] < 6:
+    assert time.time() < deadline, "requests never queued"
+    time.sleep(0.05)
+  status, body = predict(s.url, {"instances": ["nine"] * 3})
+  assert status == 503 and "--max_queued_sentences" in body["error"]
+  s.proc.send_signal(signal.SIGTERM)
+  refused = False
+  deadline = time.time() + 3
+  while not refused and time.time() < deadline:  # the six still wait for their batch
+    try:
+      socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
+      time.sleep(0.05)
+    except ConnectionRefusedError:
+      refused = True
+  assert refused, "still accepting connections after SIGTERM"
+  for t in threads:
+    t.join(timeout=120)
+  want = tf_serving_rows(loaded.signatures["serving_default"](
+      inputs=tf.constant(TINY_SENTENCES)))
+  for i, (status, body) in enumerate(results):
+    assert status == 200 and body["predictions"][0]["outputs"] == want[i]["outputs"]
+  status, out = s.stop(signalled=True)
+  assert status == 0 and "t2t-serve: stopped" in out
+
+
+def _chromium():
+  """(chromium, chromedriver) paths, or a skip naming what to install."""
+  browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+  if not (browser and driver):
+    pytest.skip("the browser test needs Debian's chromium and chromium-driver "
+                "(apt-get install chromium chromium-driver; .ci/run installs them)")
+  return browser, driver
+
+
+def test_web_page_translates_in_a_real_browser(server, loaded):
+  browser, driver_path = _chromium()
+  from selenium import webdriver  # pylint: disable=import-outside-toplevel
+  from selenium.webdriver.chrome.service import Service  # pylint: disable=import-outside-toplevel
+  from selenium.webdriver.common.by import By  # pylint: disable=import-outside-toplevel
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=import-outside-toplevel
+  options = webdriver.ChromeOptions()
+  options.binary_location = browser
+  for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+              "--no-first-run", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"):
+    options.add_argument(arg)
+  driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+  try:
+    driver.get(server.url + "/")
+    sentence = TINY_SENTENCES[0]
+    driver.find_element(By.ID, "source").send_keys(sentence)
+    driver.find_element(By.ID, "translate").click()
+    WebDriverWait(driver, 60).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#attention tbody tr"))
+    want = tf_serving_rows(loaded.signatures["nbest"](inputs=tf.constant([sentence])))[0]
+    assert driver.find_element(By.ID, "error").text == ""
+    assert driver.find_element(By.ID, "translation").text == want["outputs"][0]
+    rows = driver.find_elements(By.CSS_SELECTOR, "#nbest tbody tr")
+    assert [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows] == want["outputs"]
+    assert [float(r.find_elements(By.TAG_NAME, "td")[1].text) for r in rows] == [
+        round(x, 3) for x in want["scores"]]
+    assert "1 line(s) in " in driver.find_element(By.ID, "latency").text
+    attention = tf_serving_rows(loaded.signatures["attention"](
+        inputs=tf.constant([sentence]), outputs=tf.constant([want["outputs"][0]])))[0]
+    pieces = [p for p in attention["target_pieces"] if p]
+    heads = driver.find_elements(By.CSS_SELECTOR, "#attention tbody th")
+    assert [h.text for h in heads] == [p.strip() for p in pieces]
+  finally:
+    driver.quit()
