@@ -9,8 +9,8 @@
 by default the problem the export was trained on. The process imports
 TensorFlow, TensorFlow Text and Starlette only, none of the training code.
 
-Startup loads the model and translates a sentence with each signature (so the
-first user waits for no compilation), then listens and prints one line,
+Startup loads the model and calls each signature (serving_default at every
+batch size the export compiles, so the first users wait for no compilation), then listens and prints one line,
 "t2t-serve: serving NAME version V at http://HOST:PORT/". SIGTERM or Ctrl-C
 stops accepting, answers the requests already accepted, and exits 0. Each
 request logs one line to stderr: client, method, path, status, latency.
@@ -47,9 +47,16 @@ def _model_name(model):
   return FLAGS.model_name or model.export_info.get("problem") or "model"
 
 
-def _warm_up(model):
-  """One call of each signature (traces and compiles before the first user)."""
-  model.run("serving_default", {"inputs": [b"warm up"]})
+def _warm_up(model, max_rows):
+  """Calls each signature before the first user does: serving_default at every batch size
+  the export compiles (powers of two up to its batch_size and max_rows), the others once."""
+  rows = 1
+  limit = min(max_rows, model.export_info.get("decode_hparams", {}).get("batch_size", 1))
+  while True:
+    model.run("serving_default", {"inputs": [b"warm up"] * rows})
+    if rows >= limit:
+      break
+    rows *= 2
   if "nbest" in model.signature_defs:
     outputs = model.run("nbest", {"inputs": [b"warm up"]})["outputs"]
     if "attention" in model.signature_defs:
@@ -65,7 +72,7 @@ def main(argv):
   from t2t_keras.server.model import ServedModel  # pylint: disable=import-outside-toplevel
   server_app.log_access_to(sys.stderr)
   model = ServedModel.load(FLAGS.export_dir)
-  _warm_up(model)
+  _warm_up(model, FLAGS.max_batch_size)
   name = _model_name(model)
   try:
     batcher = batching.Batcher(model.run, FLAGS.max_batch_size, FLAGS.batch_timeout_ms,
