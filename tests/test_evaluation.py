@@ -50,11 +50,11 @@ def _reference(problem, data_dir, model, pairs=None):
   return xent, correct, tokens, len(examples)
 
 
-def _check_against_reference(setup, strategy):
+def _check_against_reference(setup, strategy, hparams=HP):
   problem, data_dir, vocab, model = setup
   xent, correct, tokens, _ = _reference(problem, data_dir, model)
   with strategy.scope():
-    metrics = Evaluator(problem, data_dir, HP, strategy, model, vocab, eval_steps=10**6,
+    metrics = Evaluator(problem, data_dir, hparams, strategy, model, vocab, eval_steps=10**6,
                         bleu_sentences=0).evaluate()
   assert metrics["dev_tokens"] == tokens
   assert metrics["dev_loss"] == pytest.approx(xent / tokens, rel=1e-5)
@@ -66,13 +66,17 @@ def test_dev_metrics_equal_the_pair_by_pair_float64_reference(setup):
   _check_against_reference(setup, tf.distribute.get_strategy())
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a known bug: with several replicas fed by one pipeline, make_dataset drops every "
-    "cell's last partial batches also in one pass (evaluation), because the replicas' "
-    "batches must have one shape; on this 45-pair dev split nothing is left (0 tokens). "
-    "Keeping them needs the partial batches padded to full rows and a full group"))
 def test_dev_metrics_on_two_replicas_equal_the_reference(setup, two_cpu_strategy):
+  """Every dev pair counts on two replicas fed by one pipeline: each cell's last batches
+  are padded to full rows and a replica without a batch gets an all-padding one (before,
+  they were dropped: 0 tokens on this 45-pair split)."""
   _check_against_reference(setup, two_cpu_strategy)
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_packed_dev_metrics_equal_the_reference(setup, two_cpu_strategy, replicas):
+  strategy = two_cpu_strategy if replicas == 2 else tf.distribute.get_strategy()
+  _check_against_reference(setup, strategy, HP.replace(packed_length=128))
 
 
 def test_eval_steps_counts_only_the_first_batches(setup):

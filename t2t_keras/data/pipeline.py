@@ -27,16 +27,18 @@ How batches are made:
     GLOBAL token budget: with an input_context each replica gets
     batch_size // num_replicas_in_sync.
   * with several replicas per input pipeline, batches come in runs of
-    `replicas per pipeline` with identical shapes (incomplete runs dropped), so
-    every replica of a step gets the same shape.
+    `replicas per pipeline` with identical shapes, so every replica of a step
+    gets the same shape: a repeated stream drops incomplete runs; one pass
+    (evaluation) keeps every pair, padding a cell's last batches to full rows
+    and completing the run with all-PAD batches, which count 0 tokens.
   * order is deterministic given `seed`.
 
 Packed batches (`packed_length` > 0, tensor2tensor's packed datasets; see
 `t2t_keras.data.packing`): after the shuffle, repeat and max_length filter,
 pairs are packed first-fit into rows of `packed_length` tokens per side and
 R = max(1, per-replica budget // packed_length) rows make a batch, so every
-batch has the one shape [R, packed_length] (the last, smaller batch of a single
-pass is kept only when repeat=False and one replica per pipeline). Pair k of a
+batch has the one shape [R, packed_length] (a single pass keeps its last,
+smaller batch; with several replicas per pipeline padded to R rows, as above). Pair k of a
 row has segment id k on both sides; padding has segment 0. packed_length must
 be >= the length limit (max_length, or the budget when max_length <= 0).
 """
@@ -152,10 +154,31 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
         .unbatch())
   if b.packed_length > 0:
     ds = pack_dataset(ds, b.packed_length)
-    ds = ds.batch(max(1, b.budget // b.packed_length), drop_remainder=repeat or b.group > 1)
+    rows = max(1, b.budget // b.packed_length)
+    if b.group > 1 and not repeat:
+      ds = _full_groups(ds.batch(rows).map(lambda x: _pad_rows(x, rows)), b.group)
+    else:
+      ds = ds.batch(rows, drop_remainder=repeat)
   else:
-    ds = _bucketed(ds, b)
+    ds = _bucketed(ds, b, repeat)
   return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _pad_rows(batch, rows):
+  """{k: [n, L]} -> {k: [rows, L]}, padded with all-PAD rows (0 tokens, segment 0)."""
+  return {k: tf.pad(v, [[0, rows - tf.shape(v)[0]], [0, 0]], constant_values=PAD)
+          for k, v in batch.items()}
+
+
+def _full_groups(batches, group):
+  """Batches (all of one shape within each run of `group`) -> the same, the last run
+  completed with all-PAD batches, so every replica of every step gets a batch of the
+  step's shape. Only for one pass (evaluation) with several replicas per pipeline: a
+  repeated stream drops incomplete runs instead."""
+  def complete(x):
+    return {k: tf.pad(v, [[0, group - tf.shape(v)[0]], [0, 0], [0, 0]],
+                      constant_values=PAD) for k, v in x.items()}
+  return batches.batch(group).map(complete).unbatch()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,23 +250,29 @@ def _parse_fn(problem, b):
   return parse
 
 
-def _bucketed(ds, b):
+def _bucketed(ds, b, repeat):
   """Pairs -> dense batches of one bucket cell each ({"inputs" [n, S], "targets" [n, T]},
   padded to the cell's boundaries); with several replicas per pipeline, `group`
-  consecutive batches of one cell, one per replica."""
+  consecutive batches of one cell, one per replica. There a repeated stream drops a
+  cell's incomplete runs; one pass keeps every pair, its last batches padded to full
+  rows and completed with all-PAD batches (`_full_groups`)."""
   bounds_t, nb = tf.constant(b.bounds, tf.int32), len(b.bounds)
   sizes_t = tf.constant(b.sizes, tf.int64)
+  keep_all = b.group > 1 and not repeat
 
   def reduce(key, window):
-    shapes = {"inputs": [-1, tf.gather(bounds_t, key // nb)],
-              "targets": [-1, tf.gather(bounds_t, key % nb)]}
+    rows = tf.cast(sizes_t[key], tf.int32) if keep_all else -1
+    shapes = {"inputs": [rows, tf.gather(bounds_t, key // nb)],
+              "targets": [rows, tf.gather(bounds_t, key % nb)]}
 
     def dense(batch):
       return {k: batch[k].to_tensor(PAD, shape=tf.cast(tf.stack(shape), tf.int64))
               for k, shape in shapes.items()}
 
-    batches = (window.ragged_batch(sizes_t[key], drop_remainder=b.group > 1)
+    batches = (window.ragged_batch(sizes_t[key], drop_remainder=b.group > 1 and repeat)
                .map(dense))
+    if keep_all:
+      return _full_groups(batches, b.group)
     if b.group > 1:
       batches = batches.batch(b.group, drop_remainder=True).unbatch()
     return batches
