@@ -7,7 +7,8 @@
     GET  /                                       the web page (page.html)
 
 Errors are TF Serving's body, {"error": "..."}: 400 bad request, 404 unknown model,
-version or signature, 405 wrong method, 413 over a size limit, 503 queue full.
+version or signature, 405 wrong method, 413 over a size limit, 503 queue full, 500 a
+bug (logged with its traceback).
 """
 
 import contextlib
@@ -68,6 +69,9 @@ def create_app(model, batcher, model_name, limits, max_request_bytes=1 << 20):
       return _error(503, str(e))
     except tf.errors.InvalidArgumentError as e:
       return _error(400, e.message)
+    except Exception as e:  # pylint: disable=broad-except
+      logging.getLogger("t2t_serve").exception("internal error")
+      return _error(500, f"internal error: {type(e).__name__}: {e}")
 
   async def healthz(_):
     return JSONResponse({"status": "ok", "model": model_name, "version": model.version,
