@@ -190,11 +190,8 @@ def test_make_dataset_packed_length_below_max_length(problem, data_dir):
                           repeat=True, packed_length=16)
 
 
-def test_make_dataset_packed_two_replicas_equal_shapes(problem, data_dir):
-  devices = tf.config.list_logical_devices("CPU")
-  if len(devices) < 2:
-    pytest.skip("needs 2 logical CPU devices (tests/conftest.py configures them)")
-  strategy = tf.distribute.MirroredStrategy([d.name for d in devices[:2]])
+def test_make_dataset_packed_two_replicas_equal_shapes(problem, data_dir, two_cpu_strategy):
+  strategy = two_cpu_strategy  # one per session (conftest): strategies made in turn can abort
   dist = strategy.distribute_datasets_from_function(
       lambda ctx: pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=2,
                                         repeat=True, input_context=ctx, packed_length=32))

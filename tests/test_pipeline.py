@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -117,11 +118,9 @@ def test_missing_data_says_run_datagen(problem, tmp_path):
     pipeline.make_dataset(problem, str(tmp_path), "train", HP, shuffle=False, seed=0, repeat=False)
 
 
-def test_mirrored_strategy_two_replicas_equal_shapes_and_split_budget(problem, data_dir):
-  devices = tf.config.list_logical_devices("CPU")
-  if len(devices) < 2:
-    pytest.skip("needs 2 logical CPU devices (tests/conftest.py configures them)")
-  strategy = tf.distribute.MirroredStrategy([d.name for d in devices[:2]])
+def test_mirrored_strategy_two_replicas_equal_shapes_and_split_budget(problem, data_dir,
+                                                                   two_cpu_strategy):
+  strategy = two_cpu_strategy  # one per session (conftest): strategies made in turn can abort
   contexts = []
 
   def dataset_fn(ctx):
@@ -160,3 +159,22 @@ def test_auto_bucket_mode_is_max_outside_the_trainer(problem, data_dir):
   with pytest.raises(ValueError, match="'pair', 'max' or 'auto', got 'best'"):
     pipeline.make_dataset(problem, data_dir, "train", hp, shuffle=False, seed=0,
                           repeat=False, bucket_mode="best")
+
+
+@pytest.mark.parametrize("packed_length", [0, 32])
+def test_one_pass_on_two_replicas_keeps_every_pair(problem, data_dir, packed_length):
+  """Evaluation's stream for 2 replicas of one pipeline: every dev pair appears once (its
+  target tokens add up to the split's), each step's two batches share one shape, and the
+  padding added to complete a step holds no tokens."""
+  ctx = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                   num_replicas_in_sync=2)
+  batches = list(pipeline.make_dataset(problem, data_dir, "dev", HP, shuffle=False, seed=0,
+                                       repeat=False, input_context=ctx,
+                                       packed_length=packed_length))
+  assert len(batches) % 2 == 0
+  for first, second in zip(batches[::2], batches[1::2]):
+    assert {k: v.shape for k, v in first.items()} == {k: v.shape for k, v in second.items()}
+  tokens = sum(int(np.count_nonzero(b["targets"])) for b in batches)
+  expected = sum(len(ex["targets"]) for ex in problem.dataset(data_dir, "dev").as_numpy_iterator()
+                 if max(len(ex["inputs"]), len(ex["targets"])) <= HP.max_length)
+  assert tokens == expected > 0
