@@ -153,8 +153,12 @@ def test_mixed_precision_trains_close_to_float32(copy_data, tmp_path):
     t = make_trainer(copy_data, tmp_path / precision, hp, use_xla=False)
     assert t.model.compute_dtype == precision.replace("mixed_", "")
     losses[precision] = [t.train_step()[0] for _ in range(5)]
-  for mixed in ("mixed_bfloat16", "mixed_float16"):
+  # Step 1 has the same weights and batch on all three: its loss differs only by the
+  # forward's rounding, bf16 (2^-8 relative per op) and fp16 (2^-11) summed over a few
+  # layers; later steps add diverging updates, hence 5%.
+  for mixed, first_rtol in (("mixed_bfloat16", 2e-2), ("mixed_float16", 3e-3)):
     assert all(np.isfinite(losses[mixed]))
+    np.testing.assert_allclose(losses[mixed][0], losses["float32"][0], rtol=first_rtol)
     np.testing.assert_allclose(losses[mixed], losses["float32"], rtol=0.05)
   assert losses["float32"][-1] < losses["float32"][0]
   # Keras's dtype policy is global: a float32 run built after a mixed one is float32.
