@@ -311,3 +311,52 @@ def test_beam_history_mask():
   # mask[beam, slot, step]: step 2 is after the index, so masked everywhere.
   assert mask[0].tolist() == [[False, True, False], [True, False, False]]
   assert mask[1].tolist() == [[False, False, False], [True, True, False]]
+
+
+def test_attention_dropout_drops_weights_not_the_returned_map():
+  """Attention dropout at a nonzero rate: the values are mixed with the dropped, rescaled
+  weights (each 0 or w / (1 - rate)), the returned map is the undropped softmax, the drop
+  fraction is the rate within 4 binomial standard deviations, and without training
+  nothing is dropped."""
+  from t2t_keras.layers.attention import scaled_dot_product_attention
+  from t2t_keras.layers.dropout import Dropout
+  rate = 0.3
+  rng = np.random.RandomState(0)
+  q, k, v = (tf.constant(rng.randn(2, 4, 16, 8).astype("float32")) for _ in range(3))
+  layer = Dropout(rate, seed=7)
+  seen = []
+
+  def recording(x, training=False):
+    seen.append(layer(x, training=training))
+    return seen[-1]
+
+  out, weights = scaled_dot_product_attention(q, k, v, dropout=recording, training=True)
+  dropped, w = seen[-1].numpy().astype(np.float64), weights.numpy().astype(np.float64)
+  kept = dropped != 0
+  np.testing.assert_allclose(dropped[kept], w[kept] / (1 - rate), rtol=1e-6)
+  np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-6)  # the map itself is not dropped
+  n = w.size
+  assert abs((~kept).sum() - rate * n) <= 4 * math.sqrt(n * rate * (1 - rate))
+  np.testing.assert_allclose(out.numpy(), dropped @ v.numpy().astype(np.float64), atol=1e-5)
+  out_eval, weights_eval = scaled_dot_product_attention(q, k, v, dropout=recording,
+                                                        training=False)
+  np.testing.assert_array_equal(seen[-1].numpy(), weights_eval.numpy())
+  np.testing.assert_allclose(out_eval.numpy(), w @ v.numpy().astype(np.float64), atol=1e-5)
+  again, _ = scaled_dot_product_attention(q, k, v, dropout=recording, training=True)
+  assert not np.allclose(again.numpy(), out.numpy())  # a new mask each call
+
+
+def test_attention_dropout_is_live_in_the_model_and_alone_when_others_are_zero():
+  """With every other dropout at 0, the model's training output differs from its
+  inference output exactly when attention_dropout > 0 (the rate reaches every attention)."""
+  from t2t_keras import registry
+  from t2t_keras.models.transformer import Transformer
+  batch = {"inputs": tf.constant([[5, 6, 7, 1]]), "targets": tf.constant([[8, 9, 1]])}
+  for rate in (0.0, 0.5):
+    hp = registry.hparams("transformer_tiny").replace(
+        hidden_size=16, filter_size=32, num_heads=2, attention_dropout=rate,
+        relu_dropout=0.0, layer_prepostprocess_dropout=0.0)
+    tf.keras.utils.set_random_seed(1)
+    model = Transformer(20, hp)
+    train, infer = model(batch, training=True).numpy(), model(batch, training=False).numpy()
+    assert np.allclose(train, infer, atol=1e-6) == (rate == 0.0), rate
