@@ -405,3 +405,18 @@ def test_trainer_help_as_a_process():
   assert "--hparams_set: Registered hparams set.\n    (default: 'transformer_tiny')" in proc.stdout
   assert "--seed: Seed for model init, dropout and data order." in proc.stdout
   assert "--use_tpu" not in proc.stdout
+
+
+def test_bleu_binary_scores_a_hand_worked_pair(capsys, tmp_path):
+  """t2t-bleu's success path: one 7-word translation of a 6-word reference that it contains
+  matches 6/7 unigrams, 5/6 bigrams, 4/5 trigrams and 3/4 4-grams, brevity penalty 1, so
+  sacreBLEU = 100 * (6/7 * 5/6 * 4/5 * 3/4) ** (1/4) = 100 * (3/7) ** (1/4) = 80.91."""
+  hyp, ref = tmp_path / "hyp.de", tmp_path / "ref.de"
+  hyp.write_text("the cat sat on the mat today\n", encoding="utf-8")
+  ref.write_text("the cat sat on the mat\n", encoding="utf-8")
+  code, out, err = run_binary(capsys, "bleu", f"--translation={hyp}", f"--reference={ref}")
+  assert code == 0, err
+  sacre = [line for line in out.splitlines() if "sacreBLEU" in line]
+  assert sacre and f"{100 * (3 / 7) ** 0.25:.2f}" in sacre[0], out
+  code, out, _ = run_binary(capsys, "bleu", f"--translation={ref}", f"--reference={ref}")
+  assert code == 0 and "100.00" in [l for l in out.splitlines() if "sacreBLEU" in l][0], out
