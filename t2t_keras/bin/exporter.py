@@ -8,8 +8,12 @@
 
 The export is a TF Serving versioned directory (export_dir/<checkpoint step>),
 written to a temporary directory and renamed into place. Its signatures:
-  serving_default  inputs string [batch] -> outputs string [batch], scores float32 [batch]
-  nbest            inputs string [batch] -> outputs string [batch, beam], scores [batch, beam]
+  serving_default  inputs string [batch] -> outputs string [batch], scores float32 [batch],
+                   truncated bool [batch] (the input was longer than max_input_length)
+  nbest            inputs string [batch] -> outputs [batch, beam], scores [batch, beam], truncated
+  attention        inputs, outputs string [batch] -> source_pieces, target_pieces, weights
+                   [batch, layers, T, S] (teacher-forced encoder-decoder attention)
+Serve it over HTTP with t2t-serve --export_dir=OUTPUT_DIR (TF Serving's REST API).
 Loading it needs tensorflow and tensorflow-text (import tensorflow_text first), not t2t_keras.
 t2t's --problem, --model, --hparams_set, --hparams and --data_dir are accepted
 as t2t scripts pass them; each given one must agree with the run.

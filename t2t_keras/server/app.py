@@ -37,12 +37,15 @@ def log_access_to(stream):
   ACCESS_LOG.setLevel(logging.INFO)
   ACCESS_LOG.propagate = False
 
+
 _MODEL_PATH = re.compile(
     r"(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
     r"(?P<verb>/metadata|:[a-z]+)?")
 
 
 class HttpError(Exception):
+  """An answer other than 200, with TF Serving's error body."""
+
   def __init__(self, status, message):
     super().__init__(message)
     self.status = status
