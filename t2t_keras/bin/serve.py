@@ -7,10 +7,11 @@
 --export_dir is a SavedModel from t2t-exporter: a version directory, its parent
 (the highest version), or a run directory (its export/). NAME is --model_name,
 by default the problem the export was trained on. The process imports
-TensorFlow, TensorFlow Text and Starlette only, none of the training code.
+TensorFlow, TensorFlow Text, Starlette and uvicorn only, none of the training code.
 
 Startup loads the model and calls each signature (serving_default at every
-batch size the export compiles, so the first users wait for no compilation), then listens and prints one line,
+batch size the export compiles, so the first users wait for no compilation of
+those shapes), then listens and prints one line,
 "t2t-serve: serving NAME version V at http://HOST:PORT/". SIGTERM or Ctrl-C
 stops accepting, answers the requests already accepted, and exits 0. Each
 request logs one line to stderr: client, method, path, status, latency.
