@@ -52,7 +52,9 @@ setuptools.setup(
     ],
     package_data={"t2t_keras.server": ["page.html"]},
     # selenium drives Debian's chromium in the web page's browser test
-    extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "selenium>=4.20"]},
+    # ctranslate2: t2t-exporter --format=ctranslate2 and t2t-decoder --engine=ctranslate2
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "selenium>=4.20"],
+                    "ctranslate2": ["ctranslate2>=4.5,<5"]},
     entry_points={
         "console_scripts": [
             f"{name}=t2t_keras.bin.{module}:run" for name, module in BINARIES.items()

@@ -133,7 +133,9 @@ def define_flag(kind, name, default, help_text, **kwargs):
   from absl import flags
   module = sys._getframe(1).f_globals.get("__name__", "")  # pylint: disable=protected-access
   _OWN_DEFAULTS.setdefault(module, {})[name] = default
-  if name not in flags.FLAGS:
+  if name not in flags.FLAGS and kind == "enum":  # DEFINE_enum(name, default, values, help)
+    flags.DEFINE_enum(name, default, kwargs.pop("enum_values"), help_text, **kwargs)
+  elif name not in flags.FLAGS:
     getattr(flags, f"DEFINE_{kind}")(name, default, help_text, **kwargs)
 
 

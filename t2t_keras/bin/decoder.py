@@ -11,6 +11,8 @@
     t2t-decoder --output_dir=runs/tiny --score_file=pairs.tsv --decode_to_file=scores.txt
     # options: --decode_hparams="beam_size=4,alpha=0.6,extra_length=50,batch_size=32"
     #          --checkpoint_path=runs/tiny/averaged/ckpt-2000 --attention_plot_dir=plots
+    # the same decoding on CTranslate2 (t2t-exporter --format=ctranslate2 first)
+    t2t-decoder --output_dir=runs/tiny --engine=ctranslate2 --decode_from_file=in.en
 
 Problems that post-process outputs (parsing_english_ptb8k: linearized trees
 to well-formed trees over the input words) have it applied to every output.
@@ -21,6 +23,12 @@ another checkpoint. t2t's --problem, --model, --hparams_set, --hparams and
 --data_dir are accepted as t2t scripts pass them: each given one must agree
 with the run. Without --checkpoint_path the newest readable checkpoint is used
 (a truncated newer one is skipped with a warning).
+
+--engine=ctranslate2 translates with the CTranslate2 model in --ct2_model_dir
+(default output_dir/ctranslate2) instead of TensorFlow: the same decode hparams,
+files, BLEU and output format, t2t's beam search ranked over CTranslate2's
+hypotheses (`serving/ct2_translate.py`); not for --score_file, attention plots
+or problems with an output constraint.
 """
 
 import os
@@ -53,6 +61,11 @@ _define("string", "score_file", None,
 _define("string", "attention_plot_dir", None, "Write an encoder-decoder attention PNG per sentence.")
 _define("string", "tmp_dir", None, "Raw data of downloaded problems (for raw references).")
 _define("string", "decode_split", None, "Translate this split (test/dev) of the problem, with BLEU.")
+_define("enum", "engine", "tensorflow",
+        "Who runs the search: tensorflow (the checkpoint) or ctranslate2 (--ct2_model_dir).",
+        enum_values=["tensorflow", "ctranslate2"])
+_define("string", "ct2_model_dir", None,
+        "With --engine=ctranslate2: the converted model (default output_dir/ctranslate2).")
 
 
 def main(argv):
@@ -84,7 +97,9 @@ def main(argv):
   constraint = None if FLAGS.score_file else decoder.problem_constraint(
       info["problem"], vocab, hparams)
   search_fn = None
-  if constraint is not None:
+  if FLAGS.engine == "ctranslate2":
+    search_fn = _ct2_search_fn(hparams, constraint)
+  elif constraint is not None:
     print(f"decoding with {info['problem']}'s output constraint {type(constraint).__name__} "
           "(constrain=false turns it off)")
     search_fn = decoder.make_search_fn(model, hparams, constraint)
@@ -105,6 +120,28 @@ def main(argv):
                          FLAGS.decode_split, hparams, tmp_dir=FLAGS.tmp_dir,
                          output_path=FLAGS.decode_to_file,
                          attention_plot_dir=FLAGS.attention_plot_dir, search_fn=search_fn)
+
+
+def _ct2_search_fn(hparams, constraint):
+  """`Ct2Translator.search_ids` over --ct2_model_dir with these decode hparams."""
+  if FLAGS.score_file or FLAGS.attention_plot_dir:
+    raise InputError("--engine=ctranslate2 translates; --score_file and "
+                     "--attention_plot_dir need --engine=tensorflow")
+  if constraint is not None:
+    raise InputError(f"--engine=ctranslate2 cannot apply the problem's output constraint "
+                     f"({type(constraint).__name__}); decode with --engine=tensorflow, or "
+                     "with --decode_hparams=constrain=false")
+  from t2t_keras.serving import ct2_convert, ct2_translate  # pylint: disable=import-outside-toplevel
+  ct2_convert.import_ctranslate2()
+  model_dir = FLAGS.ct2_model_dir or os.path.join(FLAGS.output_dir, "ctranslate2")
+  if not os.path.isfile(os.path.join(model_dir, "model.bin")):
+    raise InputError(f"no CTranslate2 model in {model_dir}: convert the run first "
+                     f"(t2t-exporter --output_dir={FLAGS.output_dir} --format=ctranslate2)")
+  translator = ct2_translate.Ct2Translator(
+      model_dir, beam_size=hparams.beam_size, alpha=hparams.alpha,
+      extra_length=hparams.extra_length, max_decode_length=hparams.max_decode_length)
+  print(f"decoding with CTranslate2 ({model_dir}, {translator.compute_type})")
+  return translator.search_ids
 
 
 def run():

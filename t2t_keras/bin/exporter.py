@@ -15,6 +15,14 @@ written to a temporary directory and renamed into place. Its signatures:
                    [batch, layers, T, S] (teacher-forced encoder-decoder attention)
 Serve it over HTTP with t2t-serve --export_dir=OUTPUT_DIR (TF Serving's REST API).
 Loading it needs tensorflow and tensorflow-text (import tensorflow_text first), not t2t_keras.
+
+    t2t-exporter --output_dir=runs/tiny --format=ctranslate2 [--quantization=int8]
+    python t2t_keras/serving/ct2_translate.py runs/tiny/ctranslate2 < in.en > out.de
+
+--format=ctranslate2 writes a CTranslate2 model directory instead (default
+output_dir/ctranslate2, or ctranslate2_<quantization>): model.bin, the vocabulary,
+the sentencepiece model, t2t_decoding.json and a README naming the decoding
+(`serving/ct2_convert.py`; needs pip install 't2t-keras[ctranslate2]').
 t2t's --problem, --model, --hparams_set, --hparams and --data_dir are accepted
 as t2t scripts pass them; each given one must agree with the run.
 """
@@ -32,7 +40,9 @@ FLAGS = flags.FLAGS
 _define = t2t_keras.bin.define_flag
 _define("string", "checkpoint_path", None,
         "A checkpoint prefix, e.g. an averaged one (default: output_dir's latest).")
-_define("string", "export_dir", None, "Parent of the versioned exports (default output_dir/export).")
+_define("string", "export_dir", None,
+        "Parent of the versioned exports (default output_dir/export); with "
+        "--format=ctranslate2 the model directory (default output_dir/ctranslate2[_QUANT]).")
 _define("string", "decode_hparams", "",
         'Decoding overrides baked into the export, e.g. "beam_size=4,alpha=0.6,extra_length=50".')
 _define("integer", "max_input_length", None,
@@ -40,7 +50,15 @@ _define("integer", "max_input_length", None,
         "(default: the training hparams' max_length).")
 _define("integer", "export_version", None,
         "Version directory number (default: the checkpoint's step, else the Unix time).")
-_define("bool", "overwrite", False, "Replace an existing export_dir/<version>.")
+_define("bool", "overwrite", False,
+        "Replace an existing export_dir/<version> (a CTranslate2 directory with --format).")
+_define("enum", "format", "savedmodel",
+        "savedmodel (TF Serving's layout) or ctranslate2 (a CTranslate2 model directory).",
+        enum_values=["savedmodel", "ctranslate2"])
+_define("enum", "quantization", "none",
+        "With --format=ctranslate2: CTranslate2's weight type (none keeps float32).",
+        enum_values=["none", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
+                     "int16", "float16", "bfloat16"])
 
 
 def main(argv):
@@ -51,6 +69,20 @@ def main(argv):
   run_flags.check(FLAGS.output_dir)
   from absl import logging  # pylint: disable=import-outside-toplevel
   logging.set_verbosity(logging.WARNING)  # SavedModel writing logs INFO lines per function
+  if FLAGS.format == "ctranslate2":
+    if FLAGS.export_version is not None:
+      raise app.UsageError("--export_version is for SavedModels; a CTranslate2 model is one "
+                           "directory (--export_dir)")
+    from t2t_keras.serving import ct2_convert  # pylint: disable=import-outside-toplevel
+    print(ct2_convert.convert_run(FLAGS.output_dir, ct2_dir=FLAGS.export_dir,
+                                  checkpoint_path=FLAGS.checkpoint_path,
+                                  quantization=FLAGS.quantization,
+                                  decode_hparams=FLAGS.decode_hparams,
+                                  max_input_length=FLAGS.max_input_length,
+                                  overwrite=FLAGS.overwrite))
+    return
+  if FLAGS.quantization != "none":
+    raise app.UsageError("--quantization is for --format=ctranslate2")
   from t2t_keras.serving import export  # pylint: disable=import-outside-toplevel
   path = export.export_model(FLAGS.output_dir, export_dir=FLAGS.export_dir,
                              checkpoint_path=FLAGS.checkpoint_path,

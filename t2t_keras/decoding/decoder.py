@@ -112,6 +112,10 @@ def _progress(total, enabled):
 def translate_ids(model, sources, hparams, search_fn=None, progress=False):
   """n-best lists for source id lists (EOS-terminated), in the input order.
 
+  `search_fn` maps int32 [batch, width] ids to (ids [batch, beam, length], scores
+  [batch, beam]), tensors or arrays (default `make_search_fn`'s; the CTranslate2
+  engine's is `Ct2Translator.search_ids`).
+
   Returns a list (one per source) of lists of (ids without EOS, score), best first.
   """
   sources = [list(s) for s in sources]
@@ -130,7 +134,7 @@ def translate_ids(model, sources, hparams, search_fn=None, progress=False):
       src = sources[index[min(row, len(index) - 1)]]
       batch[row, :len(src)] = src
     ids, scores = search_fn(tf.constant(batch))
-    ids, scores = ids.numpy(), scores.numpy()
+    ids, scores = np.asarray(ids), np.asarray(scores)
     for row, i in enumerate(index):
       results[i] = [(_strip(ids[row, k]), float(scores[row, k]))
                     for k in range(ids.shape[1]) if scores[row, k] > -1e6]

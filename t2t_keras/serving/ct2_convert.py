@@ -1,0 +1,288 @@
+"""A run's checkpoint -> a CTranslate2 model directory (t2t-exporter --format=ctranslate2).
+
+    path = convert_run("runs/tiny")                              # runs/tiny/ctranslate2
+    path = convert_run("runs/base/selected", quantization="int8",
+                       decode_hparams="beam_size=4,alpha=0.6")
+
+    # anywhere with ctranslate2 and sentencepiece (no TensorFlow, no t2t_keras):
+    python t2t_keras/serving/ct2_translate.py runs/tiny/ctranslate2 < in.en > out.de
+
+The output directory:
+
+    model.bin, config.json          CTranslate2's TransformerSpec (its own format)
+    shared_vocabulary.json          the sentencepiece pieces, id order (source = target)
+    sentencepiece.model             the run's sentencepiece model, to tokenize
+    t2t_decoding.json               the decoding the run chose (beam, alpha, lengths)
+    README.md                       how to call it with the same settings
+
+The mapping (every weight copied, none approximated): one embedding matrix for
+encoder, decoder and the bias-free softmax, scaled by sqrt(d_model); position
+tables written out (the paper's interleaved sinusoids, or the learned table), so
+CTranslate2's own sinusoids (halves, positions from 1) are never used; attention
+without biases, d_k = d_v per head as `head_dim`; ReLU FFN with biases; post- or
+pre-norm with the run's epsilon; the decoder starts from piece 0 (PAD, t2t's start
+symbol) and sources end with EOS (`add_source_eos`). The softmax is the model's own,
+PAD included: our searches rule PAD out after the softmax, which no CTranslate2
+option does (its suppression renormalizes), so `ct2_translate` drops hypotheses
+holding PAD instead, and every log probability stays the model's.
+
+What CTranslate2 cannot express is refused with one line (`UnsupportedError`):
+d_k != d_v, a model other than the Transformer.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from t2t_keras import registry, runs
+from t2t_keras.errors import InputError
+from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
+
+QUANTIZATIONS = ("none", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
+                 "int16", "float16", "bfloat16")
+DECODING_FILE = "t2t_decoding.json"
+SPM_FILE = "sentencepiece.model"
+
+
+class UnsupportedError(InputError):
+  """The run has a feature CTranslate2's TransformerSpec cannot express."""
+
+
+def import_ctranslate2():
+  """The ctranslate2 module, or InputError saying how to install it."""
+  try:
+    import ctranslate2  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise InputError("CTranslate2 is not installed: pip install 't2t-keras[ctranslate2]' "
+                     f"(or pip install ctranslate2) ({e})") from e
+  return ctranslate2
+
+
+def check_supported(hparams, model_name="transformer"):
+  """UnsupportedError (one line) for a run CTranslate2 cannot run exactly."""
+  if model_name != "transformer":
+    raise UnsupportedError(f"CTranslate2 export supports the 'transformer' model, not "
+                           f"{model_name!r}")
+  from t2t_keras.models.transformer import head_sizes  # pylint: disable=import-outside-toplevel
+  d_k, d_v = head_sizes(hparams)
+  if d_k != d_v:
+    raise UnsupportedError(
+        f"CTranslate2 cannot express d_k != d_v (attention_key_channels={d_k}, "
+        f"attention_value_channels={d_v}): its attention has one head_dim for queries, "
+        "keys and values")
+
+
+def _np(variable):
+  return np.asarray(variable.numpy(), dtype=np.float32)
+
+
+def position_table(model):
+  """float32 [positions, d_model]: the learned table, or the sinusoids the model adds
+  (hparams.max_positions rows either way)."""
+  hp = model.hparams
+  if hp.pos == "emb":
+    return _np(model.encoder_positions.position_embeddings)
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from t2t_keras.layers.embedding import sinusoid_encoding  # pylint: disable=import-outside-toplevel
+  return np.asarray(sinusoid_encoding(tf.range(max_positions(hp)), hp.hidden_size), np.float32)
+
+
+def max_positions(hparams):
+  """Rows of the position table (hparams.max_positions; 1024 in runs older than it)."""
+  return int(hparams.get("max_positions") or 1024)
+
+
+def _linear_t(kernel):
+  """A Keras kernel [in, ...] -> CTranslate2's [out, in]."""
+  k = _np(kernel)
+  return np.ascontiguousarray(k.reshape(k.shape[0], -1).T)
+
+
+def _output_t(kernel):
+  """An attention output kernel [h, d_v, d_model] -> [d_model, h * d_v]."""
+  k = _np(kernel)
+  return np.ascontiguousarray(k.reshape(-1, k.shape[-1]).T)
+
+
+def _norm(spec, layer_norm):
+  spec.gamma = _np(layer_norm.gamma)
+  spec.beta = _np(layer_norm.beta)
+
+
+def _attention(spec, attention, residual, self_attention):
+  """Our MultiHeadAttention and its Residual's LayerNorm -> a MultiHeadAttentionSpec.
+
+  Self-attention: linear[0] = fused Q, K, V; linear[1] = output. Encoder-decoder:
+  linear[0] = Q, linear[1] = fused K, V (over the encoder output); linear[2] = output.
+  """
+  _norm(spec.layer_norm, residual.layer_norm)
+  q, k, v = (_linear_t(d.kernel) for d in (attention.query_dense, attention.key_dense,
+                                            attention.value_dense))
+  if self_attention:
+    spec.linear[0].weight = np.concatenate([q, k, v], axis=0)
+    spec.linear[1].weight = _output_t(attention.output_dense.kernel)
+  else:
+    spec.linear[0].weight = q
+    spec.linear[1].weight = np.concatenate([k, v], axis=0)
+    spec.linear[2].weight = _output_t(attention.output_dense.kernel)
+  spec.queries_scale = np.float32(attention.key_size ** -0.5)
+
+
+def _ffn(spec, ffn, residual):
+  _norm(spec.layer_norm, residual.layer_norm)
+  spec.linear_0.weight = _linear_t(ffn.filter_dense.kernel)
+  spec.linear_0.bias = _np(ffn.filter_dense.bias)
+  spec.linear_1.weight = _linear_t(ffn.output_dense.kernel)
+  spec.linear_1.bias = _np(ffn.output_dense.bias)
+
+
+def build_spec(model, pieces):
+  """A ctranslate2 TransformerSpec holding `model`'s weights (a built Transformer) and
+  `pieces` (the vocabulary's pieces in id order) as source and target vocabulary."""
+  ctranslate2 = import_ctranslate2()
+  from ctranslate2.specs import common_spec, transformer_spec  # pylint: disable=import-outside-toplevel
+  hp = model.hparams
+  check_supported(hp)
+  pre_norm = hp.norm_type == "pre"
+  d_k = model.encoder_layers[0].self_attention.key_size if model.encoder_layers else (
+      model.decoder_layers[0].self_attention.key_size)
+  head_dim = None if d_k * hp.num_heads == hp.hidden_size else d_k
+  common = dict(pre_norm=pre_norm, activation=common_spec.Activation.RELU, head_dim=head_dim)
+  spec = transformer_spec.TransformerSpec(
+      transformer_spec.TransformerEncoderSpec(hp.num_encoder_layers, hp.num_heads, **common),
+      transformer_spec.TransformerDecoderSpec(hp.num_decoder_layers, hp.num_heads, **common))
+  embeddings = _np(model.embedding.embeddings)
+  positions = position_table(model)
+  spec.encoder.embeddings[0].weight = embeddings
+  spec.decoder.embeddings.weight = embeddings
+  spec.decoder.projection.weight = embeddings
+  spec.encoder.position_encodings.encodings = positions
+  spec.decoder.position_encodings.encodings = (
+      _np(model.decoder_positions.position_embeddings) if hp.pos == "emb" else positions)
+  for ours, theirs in zip(model.encoder_layers, spec.encoder.layer):
+    _attention(theirs.self_attention, ours.self_attention, ours.self_attention_residual, True)
+    _ffn(theirs.ffn, ours.ffn, ours.ffn_residual)
+  for ours, theirs in zip(model.decoder_layers, spec.decoder.layer):
+    _attention(theirs.self_attention, ours.self_attention, ours.self_attention_residual, True)
+    _attention(theirs.attention, ours.encdec_attention, ours.encdec_attention_residual, False)
+    _ffn(theirs.ffn, ours.ffn, ours.ffn_residual)
+  if pre_norm:
+    _norm(spec.encoder.layer_norm, model.encoder_norm)
+    _norm(spec.decoder.layer_norm, model.decoder_norm)
+  spec.config.layer_norm_epsilon = float(hp.norm_epsilon)
+  spec.config.decoder_start_token = pieces[PAD_ID]
+  spec.config.bos_token = pieces[PAD_ID]
+  spec.config.eos_token = pieces[EOS_ID]
+  spec.config.unk_token = pieces[UNK_ID]
+  spec.config.add_source_eos = True
+  spec.register_source_vocabulary(pieces)
+  spec.register_target_vocabulary(pieces)
+  del ctranslate2
+  return spec
+
+
+def decoding_settings(decode_hp, max_input_length, hparams, problem):
+  """The t2t_decoding.json dict: what ct2_translate needs to decode as the run does."""
+  return {"problem": problem, "beam_size": int(decode_hp.beam_size),
+          "alpha": float(decode_hp.alpha), "extra_length": int(decode_hp.extra_length),
+          "max_decode_length": int(decode_hp.max_decode_length),
+          "max_input_length": int(max_input_length),
+          "max_positions": max_positions(hparams)}
+
+
+README = """# {problem}: a CTranslate2 model converted by t2t-exporter
+
+Checkpoint: `{checkpoint}`; quantization: {quantization}.
+Decoding chosen for this run: beam {beam_size}, alpha {alpha} (t2t's length penalty
+((5 + length) / 6) ** alpha), at most input length + {extra_length} output pieces{cap},
+inputs truncated to {max_input_length} pieces (EOS included).
+
+Translate with the same settings (ctranslate2 and sentencepiece only):
+
+    python ct2_translate.py THIS_DIR < input.txt > output.txt   # t2t_keras/serving/ct2_translate.py
+
+or from Python:
+
+    import ctranslate2, sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file="THIS_DIR/{spm_file}")
+    translator = ctranslate2.Translator("THIS_DIR", device="cpu")
+    pieces = sp.encode(["A sentence."], out_type=str)     # EOS is added by the model
+    best = translator.translate_batch(pieces, beam_size={beam_size}, length_penalty={alpha})
+    sp.decode(best[0].hypotheses[0])
+
+CTranslate2's own length penalty is length ** alpha (not t2t's), and its beam search
+stops differently: `ct2_translate.py` asks for an n-best list without a penalty and
+ranks it with t2t's, which reproduces t2t-decoder's outputs (docs/ctranslate2.md).
+"""
+
+
+def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="none",
+                decode_hparams="", max_input_length=None, overwrite=False, log=print):
+  """Converts a run's checkpoint into a CTranslate2 model directory.
+
+  Args:
+    output_dir: a run directory (the trainer's, or t2t-avg-all's output).
+    ct2_dir: where to write (default output_dir/ctranslate2, with a "_<quantization>"
+      suffix when quantized).
+    checkpoint_path: a checkpoint prefix (default the run's newest readable).
+    quantization: one of QUANTIZATIONS ("none" keeps float32 weights).
+    decode_hparams: overrides (string) recorded in t2t_decoding.json and README.md.
+    max_input_length: the input limit in pieces, EOS included (default: the
+      SavedModel export's, the training max_length).
+    overwrite: replace an existing ct2_dir (else FileExistsError).
+  Returns:
+    ct2_dir.
+  """
+  log = log or (lambda *_: None)
+  if quantization not in QUANTIZATIONS:
+    raise InputError(f"--quantization={quantization!r}: expected one of "
+                     f"{', '.join(QUANTIZATIONS)}")
+  import_ctranslate2()
+  hparams, info = runs.load_run_info(output_dir)
+  check_supported(hparams, info.get("model", "transformer"))
+  if ct2_dir is None:
+    suffix = "" if quantization in ("none", "float32") else f"_{quantization}"
+    ct2_dir = os.path.join(output_dir, "ctranslate2" + suffix)
+  if os.path.exists(ct2_dir) and not overwrite:
+    raise FileExistsError(f"{ct2_dir} exists: pass --overwrite or another --export_dir")
+  from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams  # pylint: disable=import-outside-toplevel
+  from t2t_keras.serving.export import _input_limit  # pylint: disable=import-outside-toplevel
+  decode_hp = make_decode_hparams(decode_hparams, registry.problem_hook(
+      info.get("problem"), "decode_defaults", ""))
+  max_input_length = _input_limit(hparams, max_input_length)
+  model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
+  pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]
+  spec = build_spec(model, pieces)
+  settings = decoding_settings(decode_hp, max_input_length, hparams, info.get("problem"))
+  parent = os.path.dirname(os.path.abspath(ct2_dir))
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=".ct2-", dir=parent)
+  try:
+    _write(tmp, spec, quantization, info["vocab_path"],
+           dict(settings, checkpoint_path=os.path.basename(ckpt), quantization=quantization))
+    if os.path.exists(ct2_dir):
+      shutil.rmtree(ct2_dir)
+    os.replace(tmp, ct2_dir)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  log(f"converted {ckpt} to {ct2_dir} (CTranslate2, quantization {quantization})")
+  return ct2_dir
+
+
+def _write(directory, spec, quantization, vocab_path, settings):
+  """The model directory's files (module docstring) into an empty `directory`."""
+  spec.validate()
+  spec.optimize(quantization=None if quantization == "none" else quantization)
+  spec.save(directory)
+  shutil.copyfile(vocab_path, os.path.join(directory, SPM_FILE))
+  with open(os.path.join(directory, DECODING_FILE), "w") as f:
+    json.dump(settings, f, indent=2)
+  cap = (f" (never more than {settings['max_decode_length']})"
+         if settings["max_decode_length"] else "")
+  with open(os.path.join(directory, "README.md"), "w") as f:
+    f.write(README.format(checkpoint=settings["checkpoint_path"], cap=cap, spm_file=SPM_FILE,
+                          **{k: v for k, v in settings.items() if k != "checkpoint_path"}))

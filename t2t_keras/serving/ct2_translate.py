@@ -1,0 +1,196 @@
+"""Translate with a CTranslate2 model written by t2t-exporter --format=ctranslate2.
+
+    python ct2_translate.py MODEL_DIR "a sentence" ["another" ...]
+    python ct2_translate.py MODEL_DIR < input.txt          # one line per input line
+    python ct2_translate.py --compute_type=int8 --beam_size=4 --alpha=0.6 MODEL_DIR < in
+
+    translator = Ct2Translator("runs/tiny/ctranslate2")
+    translator.translate(["a sentence"])        # -> [(translation, score)]
+
+Prints one "score<TAB>translation" line per input, as translate_saved_model.py
+does. The decoding defaults are the run's (MODEL_DIR/t2t_decoding.json).
+
+This file imports nothing from t2t_keras or TensorFlow on purpose: a converted
+model needs ctranslate2 and sentencepiece only.
+
+**t2t's beam search on CTranslate2's.** CTranslate2 divides scores by length **
+alpha; t2t by GNMT's ((5 + length) / 6) ** alpha, EOS counted. So CTranslate2 is
+asked for beam_size * patience hypotheses of plain log probability (no length
+penalty, no minimum length) and they are ranked here with t2t's penalty: those that
+ended, or, where none ended within the length limit, the live ones; hypotheses
+holding PAD are dropped (t2t's searches never emit it). Each sentence's length limit
+is t2t's: its pieces + EOS + extra_length, capped at max_decode_length and at the
+position table; a sentence whose hypotheses ran past its own limit in a batch with a
+longer one is searched again alone. Both searches keep the same live beams (unless
+PAD ranks among the best candidates, which t2t rules out and CTranslate2 keeps), so
+outputs and scores are t2t-decoder's but for one difference: CTranslate2 takes an
+ended hypothesis only from the best beam_size of a step's 2 * beam_size candidates,
+t2t from all of them, so now and then t2t finds a short translation that
+CTranslate2 never sees (then ours scores higher; docs/ctranslate2.md has the rates).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+PAD_PIECE_ID, EOS_PIECE_ID = 0, 1  # t2t_keras.ids' (not imported: this file stands alone)
+DECODING_FILE = "t2t_decoding.json"
+SPM_FILE = "sentencepiece.model"
+DEFAULT_PATIENCE = 1.0
+
+
+def length_penalty(length, alpha):
+  """GNMT's ((5 + length) / 6) ** alpha (t2t_keras.decoding.search_common's)."""
+  return ((5.0 + length) / 6.0) ** alpha
+
+
+class Ct2Translator:
+  """A converted model, its sentencepiece model and the run's decoding.
+
+  Args:
+    model_dir: the directory t2t-exporter --format=ctranslate2 wrote.
+    device, compute_type: ctranslate2.Translator's ("cpu"/"cuda"; "default" is the
+      quantization the model was converted with; "int8", "float32", ...).
+    intra_threads: threads per translation (0: every CPU core).
+    beam_size, alpha, extra_length, max_decode_length: override t2t_decoding.json.
+    patience: hypotheses collected = beam_size * patience, ranked with t2t's penalty.
+  """
+
+  def __init__(self, model_dir, device="cpu", compute_type="default", intra_threads=0,
+               beam_size=None, alpha=None, extra_length=None, max_decode_length=None,
+               patience=DEFAULT_PATIENCE):
+    import ctranslate2  # pylint: disable=import-outside-toplevel
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(model_dir, DECODING_FILE)) as f:
+      self.settings = json.load(f)
+    for key, value in (("beam_size", beam_size), ("alpha", alpha),
+                       ("extra_length", extra_length),
+                       ("max_decode_length", max_decode_length)):
+      if value is not None:
+        self.settings[key] = value
+    self.patience = float(patience)
+    self.translator = ctranslate2.Translator(
+        model_dir, device=device, compute_type=compute_type,
+        intra_threads=intra_threads or os.cpu_count() or 1, inter_threads=1)
+    self.sp = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, SPM_FILE))
+    self.eos = self.sp.id_to_piece(EOS_PIECE_ID)
+    self.pad = self.sp.id_to_piece(PAD_PIECE_ID)
+
+  @property
+  def compute_type(self):
+    return self.translator.compute_type
+
+  def limit(self, num_pieces):
+    """t2t's maximum output length (EOS included) for a source of num_pieces pieces + EOS."""
+    s = self.settings
+    limit = num_pieces + 1 + s["extra_length"]
+    if s.get("max_decode_length"):
+      limit = min(limit, s["max_decode_length"])
+    return max(1, min(limit, s["max_positions"]))
+
+  def _search(self, sources, max_length):
+    """CTranslate2's beam search: for each source (pieces, EOS added by the model), its
+    hypotheses as (pieces with the final EOS where one ended, log probability)."""
+    beam = int(self.settings["beam_size"])
+    wanted = beam if beam == 1 else max(beam, round(beam * self.patience))
+    results = self.translator.translate_batch(
+        sources, beam_size=beam, patience=wanted / beam, num_hypotheses=wanted,
+        length_penalty=0.0, return_scores=True, return_end_token=True,
+        max_input_length=0, max_decoding_length=max_length, min_decoding_length=0,
+        max_batch_size=0)
+    return [list(zip(r.hypotheses, r.scores)) for r in results]
+
+  def _rank(self, hypotheses, limit):
+    """t2t's n-best of CTranslate2's hypotheses: [(pieces without EOS, score)], best first."""
+    alpha, beam = float(self.settings["alpha"]), int(self.settings["beam_size"])
+    hypotheses = [h for h in hypotheses if self.pad not in h[0]] or hypotheses
+    finished = [(p, s) for p, s in hypotheses if p and p[-1] == self.eos]
+    if finished:
+      ranked = [(p[:-1], s / length_penalty(len(p), alpha)) for p, s in finished]
+    else:
+      ranked = [(p, s / length_penalty(limit, alpha)) for p, s in hypotheses]
+    ranked.sort(key=lambda h: -h[1])
+    return ranked[:beam]
+
+  def translate_pieces(self, sources):
+    """n-best lists [(pieces, score)] for lists of source pieces (no EOS), in input order.
+
+    Sources longer than max_input_length - 1 pieces are cut there (the EOS makes the
+    limit), as the SavedModel export does.
+    """
+    keep = int(self.settings["max_input_length"]) - 1
+    sources = [list(s)[:keep] for s in sources]
+    if not sources:
+      return []
+    limits = [self.limit(len(s)) for s in sources]
+    found = self._search(sources, max(limits))
+    out = []
+    for source, hyps, limit in zip(sources, found, limits):
+      if any(len(p) > limit for p, _ in hyps):
+        hyps = self._search([source], limit)[0]
+      out.append(self._rank(hyps, limit))
+    return out
+
+  def search_ids(self, batch):
+    """t2t-decoder's search function on this model (`decoding.decoder.translate_ids`).
+
+    batch: int [rows, width] source ids, EOS-terminated and 0-padded (rows may
+    repeat: each distinct one is translated once). Returns (ids int32 [rows, beam,
+    length], each hypothesis's ids then EOS, 0-padded; scores float32 [rows, beam],
+    -1e7 in empty slots).
+    """
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    rows = []
+    for row in np.asarray(batch).tolist():
+      end = row.index(EOS_PIECE_ID) if EOS_PIECE_ID in row else len(row)
+      rows.append(tuple(i for i in row[:end] if i != PAD_PIECE_ID))
+    distinct = list(dict.fromkeys(rows))
+    found = dict(zip(distinct, self.translate_pieces(
+        [[self.sp.id_to_piece(i) for i in r] for r in distinct])))
+    beam = int(self.settings["beam_size"])
+    nbest = [[[self.sp.piece_to_id(p) for p in pieces] + [EOS_PIECE_ID]
+              for pieces, _ in found[r]] for r in rows]
+    length = max(len(h) for hyps in nbest for h in hyps)
+    ids = np.zeros([len(rows), beam, length], np.int32)
+    scores = np.full([len(rows), beam], -1e7, np.float32)
+    for i, (r, hyps) in enumerate(zip(rows, nbest)):
+      for k, (h, (_, score)) in enumerate(zip(hyps, found[r])):
+        ids[i, k, :len(h)] = h
+        scores[i, k] = score
+    return ids, scores
+
+  def translate(self, sentences, nbest=False):
+    """[(translation, score)] per sentence, or with nbest [[(translation, score), ...]]."""
+    pieces = self.sp.encode(list(sentences), out_type=str)
+    results = [[(self.sp.decode(p), s) for p, s in hyps]
+               for hyps in self.translate_pieces(pieces)]
+    return results if nbest else [hyps[0] for hyps in results]
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("model_dir")
+  parser.add_argument("sentences", nargs="*", help="default: the lines of stdin")
+  parser.add_argument("--device", default="cpu")
+  parser.add_argument("--compute_type", default="default")
+  parser.add_argument("--intra_threads", type=int, default=0)
+  parser.add_argument("--beam_size", type=int)
+  parser.add_argument("--alpha", type=float)
+  parser.add_argument("--extra_length", type=int)
+  parser.add_argument("--batch_size", type=int, default=32)
+  parser.add_argument("--nbest", action="store_true", help="every beam, a blank line between inputs")
+  args = parser.parse_args(argv)
+  translator = Ct2Translator(args.model_dir, args.device, args.compute_type, args.intra_threads,
+                             args.beam_size, args.alpha, args.extra_length)
+  sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+  for start in range(0, len(sentences), args.batch_size):
+    for hyps in translator.translate(sentences[start:start + args.batch_size], nbest=True):
+      for text, score in (hyps if args.nbest else hyps[:1]):
+        print(f"{score:.4f}\t{text}")
+      if args.nbest:
+        print()
+
+
+if __name__ == "__main__":
+  main()
