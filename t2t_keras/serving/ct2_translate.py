@@ -55,11 +55,15 @@ class Ct2Translator:
     intra_threads: threads per translation (0: every CPU core).
     beam_size, alpha, extra_length, max_decode_length: override t2t_decoding.json.
     patience: hypotheses collected = beam_size * patience, ranked with t2t's penalty.
+    batch_size: sentences per CTranslate2 batch (it sorts a call's inputs by length
+      and cuts them into batches of this many, as t2t-decoder does).
+
+  `researched` counts the sentences searched again alone (module docstring).
   """
 
   def __init__(self, model_dir, device="cpu", compute_type="default", intra_threads=0,
                beam_size=None, alpha=None, extra_length=None, max_decode_length=None,
-               patience=DEFAULT_PATIENCE):
+               patience=DEFAULT_PATIENCE, batch_size=32):
     import ctranslate2  # pylint: disable=import-outside-toplevel
     import sentencepiece as spm  # pylint: disable=import-outside-toplevel
     with open(os.path.join(model_dir, DECODING_FILE)) as f:
@@ -70,6 +74,8 @@ class Ct2Translator:
       if value is not None:
         self.settings[key] = value
     self.patience = float(patience)
+    self.batch_size = int(batch_size)
+    self.researched = 0
     self.translator = ctranslate2.Translator(
         model_dir, device=device, compute_type=compute_type,
         intra_threads=intra_threads or os.cpu_count() or 1, inter_threads=1)
@@ -98,7 +104,7 @@ class Ct2Translator:
         sources, beam_size=beam, patience=wanted / beam, num_hypotheses=wanted,
         length_penalty=0.0, return_scores=True, return_end_token=True,
         max_input_length=0, max_decoding_length=max_length, min_decoding_length=0,
-        max_batch_size=0)
+        max_batch_size=self.batch_size)
     return [list(zip(r.hypotheses, r.scores)) for r in results]
 
   def _rank(self, hypotheses, limit):
@@ -129,6 +135,7 @@ class Ct2Translator:
     for source, hyps, limit in zip(sources, found, limits):
       if any(len(p) > limit for p, _ in hyps):
         hyps = self._search([source], limit)[0]
+        self.researched += 1
       out.append(self._rank(hyps, limit))
     return out
 
@@ -182,14 +189,14 @@ def main(argv=None):
   parser.add_argument("--nbest", action="store_true", help="every beam, a blank line between inputs")
   args = parser.parse_args(argv)
   translator = Ct2Translator(args.model_dir, args.device, args.compute_type, args.intra_threads,
-                             args.beam_size, args.alpha, args.extra_length)
+                             args.beam_size, args.alpha, args.extra_length,
+                             batch_size=args.batch_size)
   sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
-  for start in range(0, len(sentences), args.batch_size):
-    for hyps in translator.translate(sentences[start:start + args.batch_size], nbest=True):
-      for text, score in (hyps if args.nbest else hyps[:1]):
-        print(f"{score:.4f}\t{text}")
-      if args.nbest:
-        print()
+  for hyps in translator.translate(sentences, nbest=True):
+    for text, score in (hyps if args.nbest else hyps[:1]):
+      print(f"{score:.4f}\t{text}")
+    if args.nbest:
+      print()
 
 
 if __name__ == "__main__":

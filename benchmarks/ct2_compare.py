@@ -1,0 +1,134 @@
+"""Our XLA beam search against CTranslate2 float32 and int8, on a trained run's real weights.
+
+    python benchmarks/ct2_compare.py --run t2t_train/numbers_tiny            # the main job's
+    python benchmarks/ct2_compare.py --run t2t_train/multi30k/selected \\
+        --source ../shared/data/multi30k/val.en.gz --reference ../shared/data/multi30k/val.de.gz
+
+One run, the same inputs and decoding for every engine (--decode_hparams, default the
+paper's beam 4, alpha 0.6, input + 50): the run is converted (float32 and int8) into
+--work_dir; then, --repeats times in turn, ours (t2t-decoder's search with XLA, after a
+pass that compiles it), CTranslate2 float32 and CTranslate2 int8 translate every input.
+Printed per engine: sentences/s (median over repeats), cased sacreBLEU against
+--reference, the share of inputs whose best output equals ours, and where equal the
+largest score difference (also exact match, the main job's measure). Without --source the problem's dev split is used (its raw
+text for generated problems such as the main job's numbers). Both engines get every
+core of this CPU (--threads); nothing else should run meanwhile.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from t2t_keras import runs  # noqa: E402
+from t2t_keras.decoding import decoder, files  # noqa: E402
+from t2t_keras.metrics import bleu  # noqa: E402
+from t2t_keras.serving import ct2_convert, ct2_translate  # noqa: E402
+
+
+def cpu_name():
+  """/proc/cpuinfo's model name with family/model (a VM's "AMD EPYC" spans generations)."""
+  fields = {}
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+  except OSError:
+    return platform.processor() or "unknown"
+  return (f"{fields.get('model name', 'unknown')} (family {fields.get('cpu family')}, "
+          f"model {fields.get('model')})")
+
+
+def timed(fn, repeats):
+  """(the last result, median seconds) of `repeats` calls of fn()."""
+  seconds, result = [], None
+  for _ in range(repeats):
+    start = time.perf_counter()
+    result = fn()
+    seconds.append(time.perf_counter() - start)
+  return result, statistics.median(seconds)
+
+
+def compare(ours, theirs):
+  """(share of inputs with equal best outputs, max |score difference| where equal)."""
+  equal = [abs(o[1] - t[1]) for o, t in zip(ours, theirs) if o[0] == t[0]]
+  return len(equal) / max(len(ours), 1), max(equal, default=0.0)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--run", required=True, help="a run directory (trainer's or t2t-avg-all's)")
+  parser.add_argument("--checkpoint_path")
+  parser.add_argument("--source", help="one sentence per line (default: the problem's dev)")
+  parser.add_argument("--reference")
+  parser.add_argument("--decode_hparams", default="beam_size=4,alpha=0.6")
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--threads", type=int, default=0, help="CTranslate2's (0: every core)")
+  parser.add_argument("--work_dir", help="where the conversions go (default: a temp dir)")
+  parser.add_argument("--json")
+  args = parser.parse_args()
+
+  run = runs.load(args.run, args.checkpoint_path)
+  if args.source:
+    sources = files.read_lines(args.source)
+    references = files.read_lines(args.reference) if args.reference else None
+  else:
+    sources, references = files.split_pairs(run.info["problem"], split="dev")
+  hp = decoder.decode_hparams(args.decode_hparams)
+  work = args.work_dir or tempfile.mkdtemp(prefix="ct2_compare_")
+  dirs = {q: ct2_convert.convert_run(args.run, os.path.join(work, q), args.checkpoint_path,
+                                     quantization=q, overwrite=True, log=None)
+          for q in ("float32", "int8")}
+  print(f"{args.run} ({run.checkpoint_path}); {len(sources)} inputs; decode {hp.beam_size=} "
+        f"{hp.alpha=} {hp.extra_length=}; CPU {cpu_name()}, {os.cpu_count()} cores", flush=True)
+
+  search_fn = decoder.make_search_fn(run.model, hp)
+  decoder.translate_lines(run.model, run.vocab, sources, hp, search_fn)  # compiles each shape
+  engines = {"ours (TF, XLA)": lambda: [
+      (h[0].text, h[0].score) for h in decoder.translate_lines(run.model, run.vocab, sources,
+                                                                 hp, search_fn)]}
+  translators = {}
+  for q, path in dirs.items():
+    translator = ct2_translate.Ct2Translator(
+        path, compute_type=q, intra_threads=args.threads, beam_size=hp.beam_size,
+        alpha=hp.alpha, extra_length=hp.extra_length, batch_size=hp.batch_size)
+    engines[f"ct2 {q} ({translator.compute_type})"] = (
+        lambda t=translator: t.translate(sources))
+    translator.translate(sources[:hp.batch_size])  # warm-up
+    translators[q] = translator
+
+  results, outputs = {}, {}
+  for _ in range(args.repeats):  # engines in turn, repeated: drifts in machine speed are shared
+    for name, fn in engines.items():
+      outputs[name], seconds = timed(fn, 1)
+      results.setdefault(name, {"seconds": []})["seconds"].append(seconds)
+  ours = outputs["ours (TF, XLA)"]
+  print(f"{'engine':<28} {'sentences/s':>11} {'x ours':>7} {'BLEU':>6} {'exact':>6} "
+        f"{'= ours':>7} {'max |score diff|':>16}")
+  base = len(sources) / statistics.median(results["ours (TF, XLA)"]["seconds"])
+  for name, r in results.items():
+    r["sentences_per_s"] = len(sources) / statistics.median(r["seconds"])
+    report = bleu.bleu_report([t for t, _ in outputs[name]], references) if references else {}
+    r["bleu"], r["exact_match"] = report.get("bleu"), report.get("exact_match")
+    r["equal_to_ours"], r["max_score_diff"] = compare(ours, outputs[name])
+    print(f"{name:<28} {r['sentences_per_s']:>11.1f} {r['sentences_per_s'] / base:>6.2f}x "
+          f"{r['bleu'] if references else float('nan'):>6.2f} "
+          f"{r['exact_match'] if references else float('nan'):>5.1f}% "
+          f"{100 * r['equal_to_ours']:>6.1f}% {r['max_score_diff']:>16.2e}", flush=True)
+  for q, translator in translators.items():
+    print(f"ct2 {q}: {translator.researched} searches again alone (hypotheses past a "
+          f"sentence's own length limit) over {args.repeats} passes")
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump({"run": args.run, "cpu": cpu_name(), "inputs": len(sources),
+                 "decode_hparams": hp.values(), "results": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+  main()
