@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import numpy_transformer
 from t2t_keras import registry
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import decoder, files
@@ -81,11 +82,15 @@ def test_decode_file_with_reference_and_plots(model, vocab, tmp_path):
   assert sorted(os.listdir(tmp_path / "p")) == ["attention_00000.png", "attention_00001.png"]
 
 
-def test_attention_weights_shape(model, vocab):
+def test_attention_weights_equal_a_float64_numpy_transformer(model, vocab):
+  """Each layer's and head's weights of the output row by row (EOS appended) against the
+  paper's formulas in float64 NumPy (`numpy_transformer`); weights lie in [0, 1], so
+  float32 rounding stays far below 1e-5."""
   from t2t_keras.decoding.attention import attention_weights
   w = attention_weights(model, [5, 6, 7, 1], [8, 9])
   assert w.shape == (2, 2, 3, 4)  # layers, heads, output + EOS, source
-  np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
+  _, reference = numpy_transformer.forward(model, [5, 6, 7, 1], [8, 9, 1])
+  np.testing.assert_allclose(w, reference, atol=1e-5, rtol=0)
 
 
 def test_decode_split_of_generated_problem(model, vocab):
