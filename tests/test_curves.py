@@ -21,14 +21,32 @@ def _history(tmp_path, with_bleu):
   return history
 
 
-def test_plot_adds_a_bleu_panel_when_bleu_was_evaluated(tmp_path):
+def test_panels_hold_the_history_and_a_bleu_panel_when_bleu_was_evaluated(tmp_path):
   (tmp_path / "a").mkdir()
   (tmp_path / "b").mkdir()
-  without = curves.plot(_history(tmp_path / "a", False).path, str(tmp_path / "a"))
-  with_bleu = curves.plot(_history(tmp_path / "b", True).path, str(tmp_path / "b"))
-  # 13 x 3.6 inches (3 panels) and 17 x 3.6 inches (4 panels) at 90 dpi.
-  assert _png_size(without) == (1170, 324)
-  assert _png_size(with_bleu) == (1530, 324)
+  without = curves.panels(curves.read(_history(tmp_path / "a", False).path))
+  with_bleu = curves.panels(curves.read(_history(tmp_path / "b", True).path))
+  assert [y for y, _ in without] == ["cross-entropy / token", "dev token accuracy",
+                                     "learning rate"]
+  assert [y for y, _ in with_bleu] == ["cross-entropy / token", "dev token accuracy",
+                                       "dev BLEU (greedy)", "learning rate"]
+  # _history's records, line by line: loss 5 - step / 100, dev 4.0, BLEU step / 10 ...
+  assert with_bleu[0][1] == [("train loss (label-smoothed)", [100, 200], [4.0, 3.0]),
+                             ("dev loss", [100, 200], [4.0, 4.0])]
+  assert with_bleu[1][1] == [("dev token accuracy", [100, 200], [0.5, 0.5])]
+  assert with_bleu[2][1] == [("sacreBLEU", [100, 200], [10.0, 20.0]),
+                             ("character sacreBLEU", [100, 200], [20.0, 40.0])]
+  assert with_bleu[3][1] == [("learning rate", [100, 200], [1e-3, 1e-3])]
+
+
+def test_plot_writes_one_panel_per_entry(tmp_path):
+  """4 inches a panel plus 1, 3.6 high, at 90 dpi."""
+  (tmp_path / "a").mkdir()
+  (tmp_path / "b").mkdir()
+  assert _png_size(curves.plot(_history(tmp_path / "a", False).path, str(tmp_path / "a"))) == (
+      1170, 324)
+  assert _png_size(curves.plot(_history(tmp_path / "b", True).path, str(tmp_path / "b"))) == (
+      1530, 324)
 
 
 def test_history_drops_records_after_the_resumed_step(tmp_path):

@@ -29,33 +29,37 @@ def read(path):
     return [json.loads(line) for line in f if line.strip()]
 
 
+def panels(records):
+  """What `plot` draws, one panel per entry: [(y label, [(line label, steps, values)])]:
+  losses, dev accuracy, dev BLEU (when evaluated), learning rate."""
+  def line(key, label):
+    return label, [r["step"] for r in records if key in r], [r[key] for r in records if key in r]
+
+  out = [("cross-entropy / token", [l for l in (line("loss", "train loss (label-smoothed)"),
+                                                line("dev_loss", "dev loss")) if l[1]]),
+         ("dev token accuracy", [line("dev_accuracy", "dev token accuracy")])]
+  if any("dev_bleu" in r for r in records):
+    out.append(("dev BLEU (greedy)", [line("dev_bleu", "sacreBLEU"),
+                                      line("dev_char_bleu", "character sacreBLEU")]))
+  return out + [("learning rate", [line("lr", "learning rate")])]
+
+
 def plot(history_path, output_dir):
-  """Writes learning_curves.png (losses, dev accuracy, dev BLEU if evaluated, lr); returns its path."""
+  """Writes learning_curves.png (`panels` of the history, side by side); returns its path."""
   if not os.path.exists(history_path):
     return None
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  records = read(history_path)
-  series = lambda key: ([r["step"] for r in records if key in r], [r[key] for r in records if key in r])
-  with_bleu = any("dev_bleu" in r for r in records)
-  fig, axes = plt.subplots(1, 4 if with_bleu else 3, figsize=(17 if with_bleu else 13, 3.6))
-  for key, label in (("loss", "train loss (label-smoothed)"), ("dev_loss", "dev loss")):
-    xs, ys = series(key)
-    if xs:
-      axes[0].plot(xs, ys, label=label)
-  axes[0].set_xlabel("step"); axes[0].set_ylabel("cross-entropy / token"); axes[0].legend()
-  xs, ys = series("dev_accuracy")
-  axes[1].plot(xs, ys, color="tab:green")
-  axes[1].set_xlabel("step"); axes[1].set_ylabel("dev token accuracy")
-  if with_bleu:
-    for key, label in (("dev_bleu", "sacreBLEU"), ("dev_char_bleu", "character sacreBLEU")):
-      xs, ys = series(key)
-      axes[2].plot(xs, ys, marker=".", label=label)
-    axes[2].set_xlabel("step"); axes[2].set_ylabel("dev BLEU (greedy)"); axes[2].legend()
-  xs, ys = series("lr")
-  axes[-1].plot(xs, ys, color="tab:orange")
-  axes[-1].set_xlabel("step"); axes[-1].set_ylabel("learning rate")
+  drawn = panels(read(history_path))
+  fig, axes = plt.subplots(1, len(drawn), figsize=(4 * len(drawn) + 1, 3.6))
+  for ax, (ylabel, lines) in zip(axes, drawn):
+    for label, xs, ys in lines:
+      ax.plot(xs, ys, label=label, marker="." if "BLEU" in ylabel else None)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    if len(lines) > 1:
+      ax.legend()
   fig.tight_layout()
   path = os.path.join(output_dir, PNG_FILE)
   fig.savefig(path + ".tmp.png", dpi=90)
