@@ -94,10 +94,15 @@ def test_attention_weights_equal_a_float64_numpy_transformer(model, vocab):
 
 
 def test_decode_split_of_generated_problem(model, vocab):
+  """The split's first num_samples sources, translated as decode_lines translates them,
+  with BLEU against those sources' own references (was: counts only)."""
+  from t2t_keras.metrics import bleu
   summary = files.decode_split(model, vocab, "translate_ende_numbers", split="test",
                                  hparams=_hp(num_samples=3), progress=False,
                                  log=lambda msg: None)
-  assert len(summary["translations"]) == 3 and summary["bleu"]["sentences"] == 3
+  sources, references = files.split_pairs("translate_ende_numbers", split="test")
+  assert summary["translations"] == decoder.decode_lines(model, vocab, sources[:3], _hp())
+  assert summary["bleu"] == bleu.bleu_report(summary["translations"], references[:3])
 
 
 def test_t2t_decoder_binary(model, vocab, tmp_path, capsys):
