@@ -124,3 +124,21 @@ def test_t2t_decoder_binary(model, vocab, tmp_path, capsys):
   assert "sacreBLEU" in stdout and "tokenized BLEU" in stdout
   expected = decoder.decode_lines(model, vocab, SENTENCES[:2], _hp(extra_length=3))
   assert out.read_text().split("\n")[:-1] == expected
+
+
+@pytest.mark.parametrize("return_beams", [False, True])
+def test_decode_interactive_prints_each_lines_nbest(model, vocab, return_beams):
+  """Lines of a stream (blank ones skipped) -> "k<TAB>score<TAB>text" per hypothesis, the
+  best only unless return_beams, as translate_lines ranks them one sentence at a time."""
+  import io
+  printed = []
+  files.decode_interactive(model, vocab, _hp(return_beams=return_beams),
+                           stream=io.StringIO(f"{SENTENCES[0]}\n\n  {SENTENCES[1]}  \n"),
+                           log=printed.append)
+  expected = []
+  for line in SENTENCES[:2]:
+    hyps = decoder.translate_lines(model, vocab, [line], _hp(batch_size=1))[0]
+    expected += [f"{k}\t{h.score:.4f}\t{h.text}" for k, h in enumerate(hyps)][
+        :None if return_beams else 1]
+  assert printed == expected
+  assert len(printed) == (4 if return_beams else 2)  # beam_size 2
