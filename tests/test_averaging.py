@@ -91,3 +91,37 @@ def test_average_up_to_max_step(tmp_path):
                              rtol=1e-6, atol=1e-6)
   with pytest.raises(ValueError, match=r"no checkpoint at or before step 50 .*kept: ckpt-100, "):
     averaging.average_checkpoints(str(tmp_path), max_step=50)
+
+
+def test_average_all_waits_for_new_checkpoints(tmp_path):
+  """t2t's --wait_minutes: a checkpoint saved while average_all waits is averaged as it
+  comes (its window of n=2: the mean of ckpt-300 and the new ckpt-400), and the call
+  returns once wait_minutes pass with nothing new."""
+  import threading
+  import time
+  model_dir, out = tmp_path / "run", str(tmp_path / "avg")
+  model, optimizer, step, iterator, values = _train_like_run(model_dir, 3, keep=5)
+  floats = [v for v in model.variables if tf.as_dtype(v.dtype).is_floating]
+  manager = tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, iterator=iterator),
+      str(model_dir), max_to_keep=5, checkpoint_name="ckpt")
+
+  def save_later():
+    time.sleep(1.0)
+    for v in floats:
+      v.assign(tf.random.normal(v.shape, seed=3))
+    manager.save(checkpoint_number=400)
+
+  saver = threading.Thread(target=save_later)
+  start = time.time()
+  saver.start()
+  written = averaging.average_all(str(model_dir), out, n=2, wait_minutes=0.05,
+                                 log=lambda *_: None)
+  saver.join()
+  assert [os.path.basename(p) for p in written] == ["ckpt-200", "ckpt-300", "ckpt-400"]
+  assert 3.0 <= time.time() - start < 30  # waited 3 s past the last new checkpoint
+  newest = [v.numpy() for v in floats]
+  loaded, _, _, _ = runs.load_model(out, checkpoint_path=written[-1])
+  for v, a, b in zip([v for v in loaded.variables if tf.as_dtype(v.dtype).is_floating],
+                     values[2], newest):
+    np.testing.assert_allclose(v.numpy(), (a + b) / 2, rtol=1e-6, atol=1e-6)
