@@ -420,3 +420,22 @@ def test_bleu_binary_scores_a_hand_worked_pair(capsys, tmp_path):
   assert sacre and f"{100 * (3 / 7) ** 0.25:.2f}" in sacre[0], out
   code, out, _ = run_binary(capsys, "bleu", f"--translation={ref}", f"--reference={ref}")
   assert code == 0 and "100.00" in [l for l in out.splitlines() if "sacreBLEU" in l][0], out
+
+
+def test_trainer_generate_data_then_trains_and_skips_it_on_resume(capsys, tmp_path):
+  """t2t's --generate_data: datagen into an empty --data_dir, then training; a second
+  run (resuming) finds the files finished and leaves them as they are."""
+  data, out = tmp_path / "data", tmp_path / "run"
+  args = ["--generate_data", f"--problem={PROBLEM}", f"--data_dir={data}",
+          f"--output_dir={out}", "--hparams_set=transformer_tiny", f"--hparams={TINY}",
+          "--eval_every=0", "--use_xla=false", "--save_every=2"]
+  code, out_text, err = run_binary(capsys, "trainer", *args, "--train_steps=2")
+  assert code == 0, err
+  written = {p.name: p.stat().st_mtime_ns for p in data.iterdir()}
+  assert {f"{PROBLEM}-{split}-00000-of-00001.tfrecord" for split in ("train", "dev", "test")} \
+      <= set(written)
+  assert (out / "ckpt-2.index").exists()
+  code, _, err = run_binary(capsys, "trainer", *args, "--train_steps=4")
+  assert code == 0, err
+  assert {p.name: p.stat().st_mtime_ns for p in data.iterdir()} == written
+  assert (out / "ckpt-4.index").exists()
