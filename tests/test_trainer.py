@@ -390,3 +390,33 @@ def test_non_finite_weights_are_never_saved(copy_data, tmp_path):
   with pytest.raises(trainer_lib.NonFiniteLossError, match=r"after step 3"):
     t.save()
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")
+
+
+def test_ctrl_c_saves_and_returns_interrupted(copy_data, tmp_path):
+  """SIGINT (Ctrl-C) during training is recorded, not fatal: the step finishes, a checkpoint
+  is saved and train returns interrupted; Python's own handler is back afterwards."""
+  import signal
+  lines = []
+
+  def log(line):
+    lines.append(line)
+    if line.startswith("step ") and len(lines) < 100:
+      os.kill(os.getpid(), signal.SIGINT)  # from inside the loop, as a terminal would
+
+  before = signal.getsignal(signal.SIGINT)
+  t = make_trainer(copy_data, tmp_path / "run", save_every=1000, log_every=2, log=log)
+  s = t.train(50)
+  assert s["interrupted"] and s["step"] == 2
+  assert f"signal {int(signal.SIGINT)} received at step 2: saving and exiting" in lines
+  assert t.manager.latest_checkpoint.endswith("ckpt-2")
+  assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_time_based_saves_follow_the_clock(copy_data, tmp_path, monkeypatch):
+  """save_every_minutes=1 with a clock at 25 s a step: a save once more than 60 s passed
+  since the last, at steps 3, 6 and 9, and the final one at 10 (save_every far away)."""
+  t = make_trainer(copy_data, tmp_path / "run", save_every=1000, save_every_minutes=1.0,
+                   keep_checkpoints=10)
+  monkeypatch.setattr(trainer_lib.time, "time", lambda: 25.0 * int(t.step.numpy()))
+  t.train(10)
+  assert [int(p.rsplit("-", 1)[1]) for p in t.manager.checkpoints] == [3, 6, 9, 10]
