@@ -5,6 +5,8 @@ import json
 import math
 import os
 import re
+import signal
+import sys
 
 import pytest
 
@@ -217,3 +219,29 @@ def test_cpu_rows_scale_the_paper_rows_in_proportion():
     ("transformer_table3_cpu_e", "e"), ("transformer_tiny", None)])
 def test_paper_row(name, row):
   assert table3_cpu.paper_row(name) == row
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signals_to_the_sweep_reach_its_running_trial(signum):
+  """A trial runs in its own session (a terminal's Ctrl-C does not reach it), so the sweep
+  passes SIGTERM / SIGINT on: the child gets the signal, the sweep records it, and the
+  sweep's own handlers are back afterwards."""
+  child = ("import signal, sys, time\n"
+           "def handler(s, f):\n"
+           "  print('child got', s, flush=True)\n"
+           "  sys.exit(3)\n"
+           "signal.signal(signal.SIGTERM, handler)\n"
+           "signal.signal(signal.SIGINT, handler)\n"
+           "print('ready', flush=True)\n"
+           "time.sleep(60)\n")
+  before = signal.getsignal(signum)
+
+  def log(line):
+    if line.strip() == "ready":
+      os.kill(os.getpid(), signum)
+
+  with sweep._Forward() as forward:  # pylint: disable=protected-access
+    rc, output = forward.run([sys.executable, "-c", child], log)
+  assert forward.received == signum
+  assert (rc, output.splitlines()) == (3, ["ready", f"child got {int(signum)}"])
+  assert signal.getsignal(signum) is before
