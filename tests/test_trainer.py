@@ -420,3 +420,28 @@ def test_time_based_saves_follow_the_clock(copy_data, tmp_path, monkeypatch):
   monkeypatch.setattr(trainer_lib.time, "time", lambda: 25.0 * int(t.step.numpy()))
   t.train(10)
   assert [int(p.rsplit("-", 1)[1]) for p in t.manager.checkpoints] == [3, 6, 9, 10]
+
+
+@pytest.mark.parametrize("setup", ["xla", "two_replicas", "accumulation"])
+def test_resume_is_exact_under_xla_two_replicas_and_accumulation(copy_data, tmp_path, setup,
+                                                                 two_cpu_strategy):
+  """2 steps, then 2 more in the same Trainer, or in a new one resuming from a copy of the
+  run at ckpt-2: the same weights and the same last loss, with dropout on (its generators'
+  states, Adam's slots, the schedule's step and the input iterator all come back). One
+  device under XLA, 2 replicas, and 2 accumulated micro-batches per update."""
+  hp = tiny_hparams(layer_prepostprocess_dropout=0.1, relu_dropout=0.1, attention_dropout=0.1)
+  kwargs = {"xla": dict(use_xla=True), "two_replicas": dict(strategy=two_cpu_strategy),
+            "accumulation": {}}[setup]
+  if setup == "accumulation":
+    hp = hp.replace(gradient_accumulation_steps=2)
+  import shutil
+  straight = make_trainer(copy_data, tmp_path / "straight", hp, save_every=2, **kwargs)
+  straight.train(2)
+  shutil.copytree(tmp_path / "straight", tmp_path / "resumed")
+  end = straight.train(4)
+  resumed = make_trainer(copy_data, tmp_path / "resumed", hp, save_every=2, **kwargs)
+  again = resumed.train(4)
+  assert (again["start_step"], again["step"]) == (2, 4)
+  assert again["loss"] == pytest.approx(end["loss"], rel=1e-6, abs=1e-7)
+  for x, y in zip(_weights(straight), _weights(resumed)):
+    np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
