@@ -201,6 +201,9 @@ def test_exporter_and_decoder_binaries(trained, dev_inputs, tmp_path, capsys):
      "no CTranslate2 model in TMP: convert the run first"),
     ("decoder", ["--engine=ctranslate2", "--score_file=IN", "--decode_to_file=TMP/x"],
      "--score_file and --attention_plot_dir need --engine=tensorflow"),
+    ("decoder", ["--engine=ctranslate2", "--decode_from_file=IN",
+                 "--decode_hparams=stop_early=false"],
+     "--engine=ctranslate2 cannot run stop_early=false"),
 ])
 def test_binaries_refuse_what_they_cannot_do(trained, tmp_path, capsys, binary, args, message):
   run_dir, _ = trained["post_norm_sinusoids"]

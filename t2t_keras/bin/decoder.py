@@ -131,6 +131,9 @@ def _ct2_search_fn(hparams, constraint):
     raise InputError(f"--engine=ctranslate2 cannot apply the problem's output constraint "
                      f"({type(constraint).__name__}); decode with --engine=tensorflow, or "
                      "with --decode_hparams=constrain=false")
+  if not hparams.stop_early:
+    raise InputError("--engine=ctranslate2 cannot run stop_early=false (CTranslate2 stops "
+                     "once its hypotheses ended); use --engine=tensorflow")
   from t2t_keras.serving import ct2_convert, ct2_translate  # pylint: disable=import-outside-toplevel
   ct2_convert.import_ctranslate2()
   model_dir = FLAGS.ct2_model_dir or os.path.join(FLAGS.output_dir, "ctranslate2")

@@ -186,11 +186,13 @@ def main(argv=None):
   parser.add_argument("--alpha", type=float)
   parser.add_argument("--extra_length", type=int)
   parser.add_argument("--batch_size", type=int, default=32)
+  parser.add_argument("--patience", type=float, default=DEFAULT_PATIENCE,
+                      help="beam_size * patience hypotheses are ranked (docs/ctranslate2.md)")
   parser.add_argument("--nbest", action="store_true", help="every beam, a blank line between inputs")
   args = parser.parse_args(argv)
   translator = Ct2Translator(args.model_dir, args.device, args.compute_type, args.intra_threads,
                              args.beam_size, args.alpha, args.extra_length,
-                             batch_size=args.batch_size)
+                             patience=args.patience, batch_size=args.batch_size)
   sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
   for hyps in translator.translate(sentences, nbest=True):
     for text, score in (hyps if args.nbest else hyps[:1]):
