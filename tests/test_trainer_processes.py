@@ -112,6 +112,44 @@ def _free_ports(n):
   return ports
 
 
+BIND_FAILURE = "Could not start gRPC server"
+
+
+def start_workers(data_dir, tmp_path, args, hparams=HPARAMS, first_ports=None, attempts=3):
+  """Two MultiWorkerMirrored trainer processes (worker i logs to tmp_path/worker<i>.log),
+  once they have connected and the chief started training.
+
+  Free ports cannot be held until the workers bind them (TF's gRPC server turns
+  SO_REUSEPORT off), so another process may take one in between: the worker then exits
+  with BIND_FAILURE and both start again on new ports, up to `attempts` times.
+  `first_ports` forces the first attempt's ports (a test of that retry).
+  """
+  for attempt in range(attempts):
+    ports = first_ports if attempt == 0 and first_ports else _free_ports(2)
+    workers = [f"127.0.0.1:{p}" for p in ports]
+    logs = [tmp_path / f"worker{i}.log" for i in range(2)]
+    procs = [subprocess.Popen(
+        trainer_cmd(data_dir, tmp_path / "run", *args, hparams=hparams),
+        env=env(TF_CONFIG=json.dumps({"cluster": {"worker": workers},
+                                      "task": {"type": "worker", "index": i}})),
+        stdout=open(logs[i], "w"), stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    deadline = time.time() + 240
+    while "training algorithmic_copy" not in logs[0].read_text():  # (only the chief logs)
+      if any(BIND_FAILURE in log.read_text() for log in logs):
+        break
+      if time.time() > deadline or any(p.poll() not in (None, 0) for p in procs):
+        for p in procs:
+          p.kill()
+        raise AssertionError("\n".join(log.read_text()[-3000:] for log in logs))
+      time.sleep(0.2)
+    else:
+      return procs, logs, attempt
+    for p in procs:
+      p.kill()
+      p.wait()
+  raise AssertionError(f"{attempts} attempts at free ports: {BIND_FAILURE}")
+
+
 def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_path,
                                                                two_cpu_strategy):
   """Two MultiWorkerMirrored workers end at the same weights; from their step-2 state, one
@@ -126,21 +164,16 @@ def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_p
   """
   out = tmp_path / "run"
   hparams = HPARAMS + ",layer_prepostprocess_dropout=0.1,relu_dropout=0.1,attention_dropout=0.1"
-  workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
-  procs = []
-  for i in range(2):
-    tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})
-    procs.append(subprocess.Popen(
-        trainer_cmd(copy_data, out, "--train_steps=4", "--save_every=2", hparams=hparams),
-        env=env(TF_CONFIG=tf_config), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True))
+  procs, logs, _ = start_workers(copy_data, tmp_path, ["--train_steps=4", "--save_every=2"],
+                                 hparams)
   try:
-    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    codes = [p.wait(timeout=300) for p in procs]
   finally:
     for p in procs:
       if p.poll() is None:
         p.kill()
-  assert [p.returncode for p in procs] == [0, 0], outputs
+  outputs = [log.read_text() for log in logs]
+  assert codes == [0, 0], outputs
   assert "on 2 replica(s)" in outputs[0]
   chief = model_weights(str(out / "ckpt-4"), out)  # the workers agree with each other
   other = model_weights(str(out / "worker_tmp_1" / "ckpt-4"), out)
@@ -175,16 +208,22 @@ def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_p
 
 
 def test_sigterm_on_one_worker_stops_both_at_the_same_step(copy_data, tmp_path):
-  """A signal on the non-chief worker: both save at the same step and exit 0, none hangs."""
+  """A signal on the non-chief worker: both save at the same step and exit 0, none hangs.
+  Saves every 0.3 s on the chief's clock (--save_every_minutes=0.005): both workers save
+  at the same steps (the chief decides; an all-reduce tells the other). The first start
+  is on a port another socket holds: start_workers' retry starts the pair again."""
   out = tmp_path / "run"
-  workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
-  procs, logs = [], []
-  for i in range(2):
-    tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})
-    logs.append(open(tmp_path / f"worker{i}.log", "w+"))
-    procs.append(subprocess.Popen(
-        trainer_cmd(copy_data, out, "--train_steps=100000", "--save_every=100000"),
-        env=env(TF_CONFIG=tf_config), stdout=logs[i], stderr=subprocess.STDOUT, text=True))
+  holder = socket.socket()
+  holder.bind(("127.0.0.1", 0))
+  holder.listen()
+  try:
+    procs, _, attempt = start_workers(
+        copy_data, tmp_path, ["--train_steps=100000", "--save_every=100000",
+                              "--save_every_minutes=0.005", "--keep_checkpoints=1000"],
+        first_ports=[holder.getsockname()[1], _free_ports(1)[0]])
+  finally:
+    holder.close()
+  assert attempt == 1
   try:
     deadline = time.time() + 240
     while "step       3" not in (tmp_path / "worker0.log").read_text():
@@ -203,6 +242,9 @@ def test_sigterm_on_one_worker_stops_both_at_the_same_step(copy_data, tmp_path):
   chief = tf.train.latest_checkpoint(str(out))
   other = tf.train.latest_checkpoint(str(out / "worker_tmp_1"))
   assert chief.rsplit("-", 1)[1] == other.rsplit("-", 1)[1]  # the same step
+  saved = [[int(p.rsplit("-", 1)[1]) for p in tf.train.get_checkpoint_state(
+      str(d)).all_model_checkpoint_paths] for d in (out, out / "worker_tmp_1")]
+  assert saved[0] == saved[1] and len(saved[0]) >= 3, saved  # time-based saves, together
   weights = model_weights(chief, out), model_weights(other, out)
   for name in weights[0]:
     np.testing.assert_allclose(weights[0][name], weights[1][name], atol=1e-6, err_msg=name)
