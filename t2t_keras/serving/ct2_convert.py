@@ -142,13 +142,13 @@ def _ffn(spec, ffn, residual):
 def build_spec(model, pieces):
   """A ctranslate2 TransformerSpec holding `model`'s weights (a built Transformer) and
   `pieces` (the vocabulary's pieces in id order) as source and target vocabulary."""
-  ctranslate2 = import_ctranslate2()
+  import_ctranslate2()
   from ctranslate2.specs import common_spec, transformer_spec  # pylint: disable=import-outside-toplevel
+  from t2t_keras.models.transformer import head_sizes  # pylint: disable=import-outside-toplevel
   hp = model.hparams
   check_supported(hp)
   pre_norm = hp.norm_type == "pre"
-  d_k = model.encoder_layers[0].self_attention.key_size if model.encoder_layers else (
-      model.decoder_layers[0].self_attention.key_size)
+  d_k, _ = head_sizes(hp)
   head_dim = None if d_k * hp.num_heads == hp.hidden_size else d_k
   common = dict(pre_norm=pre_norm, activation=common_spec.Activation.RELU, head_dim=head_dim)
   spec = transformer_spec.TransformerSpec(
@@ -180,7 +180,6 @@ def build_spec(model, pieces):
   spec.config.add_source_eos = True
   spec.register_source_vocabulary(pieces)
   spec.register_target_vocabulary(pieces)
-  del ctranslate2
   return spec
 
 
