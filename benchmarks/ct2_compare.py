@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 
@@ -30,19 +31,14 @@ from t2t_keras.decoding import decoder, files  # noqa: E402
 from t2t_keras.metrics import bleu  # noqa: E402
 from t2t_keras.serving import ct2_convert, ct2_translate  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_compare import cpu_model  # noqa: E402  (imports no TensorFlow)
+
 
 def cpu_name():
-  """/proc/cpuinfo's model name with family/model (a VM's "AMD EPYC" spans generations)."""
-  fields = {}
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-  except OSError:
-    return platform.processor() or "unknown"
-  return (f"{fields.get('model name', 'unknown')} (family {fields.get('cpu family')}, "
-          f"model {fields.get('model')})")
+  """This CPU as peer_compare.py names it (model name with family / model)."""
+  with open("/proc/cpuinfo") as f:
+    return cpu_model(f.read()) or platform.processor() or "unknown"
 
 
 def timed(fn, repeats):

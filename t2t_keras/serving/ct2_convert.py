@@ -87,12 +87,7 @@ def position_table(model):
     return _np(model.encoder_positions.position_embeddings)
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from t2t_keras.layers.embedding import sinusoid_encoding  # pylint: disable=import-outside-toplevel
-  return np.asarray(sinusoid_encoding(tf.range(max_positions(hp)), hp.hidden_size), np.float32)
-
-
-def max_positions(hparams):
-  """Rows of the position table (hparams.max_positions; 1024 in runs older than it)."""
-  return int(hparams.get("max_positions") or 1024)
+  return np.asarray(sinusoid_encoding(tf.range(hp.max_positions), hp.hidden_size), np.float32)
 
 
 def _linear_t(kernel):
@@ -189,7 +184,7 @@ def decoding_settings(decode_hp, max_input_length, hparams, problem):
           "alpha": float(decode_hp.alpha), "extra_length": int(decode_hp.extra_length),
           "max_decode_length": int(decode_hp.max_decode_length),
           "max_input_length": int(max_input_length),
-          "max_positions": max_positions(hparams)}
+          "max_positions": int(hparams.max_positions)}
 
 
 README = """# {problem}: a CTranslate2 model converted by t2t-exporter
