@@ -10,7 +10,8 @@ run.json and the vocabulary beside its averaged checkpoints).
 
 output_dir/
   hparams.json     the training HParams (later steps reuse them)
-  run.json         {"problem", "model", "hparams_set", "vocab_size", "vocab_file"}
+  run.json         {"problem", "model", "hparams_set", "vocab_size", "vocab_file",
+                    and where they apply "bucket_mode", "warm_start"}
   vocab.model      a copy of the problem's sentencepiece model (self-contained runs)
   ckpt-<step>.*    tf.train checkpoints: model, optimizer, step, input iterator
   checkpoint       the CheckpointManager's index of kept checkpoints
@@ -34,11 +35,14 @@ VOCAB_FILE = "vocab.model"
 
 
 def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None,
-                  model_name="transformer", hparams_set=None, bucket_mode=None):
+                  model_name="transformer", hparams_set=None, bucket_mode=None,
+                  warm_start=None):
   """Writes hparams.json, run.json and a copy of the vocabulary (atomically).
 
   bucket_mode: the training stream's bucketing ("auto" resolved), kept so that
   a resumed run reads the same batches whatever its XLA or replica settings.
+  warm_start: {"from": checkpoint, "optimizer": bool} when the run started from
+  another run's weights (t2t-trainer --warm_start_from).
   """
   tf.io.gfile.makedirs(output_dir)
   hparams.save(os.path.join(output_dir, HPARAMS_FILE))
@@ -46,6 +50,8 @@ def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None
           "vocab_size": int(vocab_size), "vocab_file": VOCAB_FILE if vocab_path else None}
   if bucket_mode:
     info["bucket_mode"] = bucket_mode
+  if warm_start:
+    info["warm_start"] = dict(warm_start)
   if vocab_path:
     tmp = os.path.join(output_dir, VOCAB_FILE + ".tmp")
     shutil.copyfile(vocab_path, tmp)

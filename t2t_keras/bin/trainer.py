@@ -15,7 +15,9 @@ from t2t_keras.usr_dir import import_usr_dir
 
 t2t_keras.bin.define_flag("string", "problem", "translate_ende_numbers", "Registered problem (`_rev` reverses).")
 t2t_keras.bin.define_flag("string", "model", "transformer", "Registered model.")
-t2t_keras.bin.define_flag("string", "hparams_set", "transformer_tiny", "Registered hparams set.")
+t2t_keras.bin.define_flag("string", "hparams_set", "transformer_tiny",
+                          "Registered hparams set (with --warm_start_from a run and no "
+                          "--hparams_set: that run's hparams).")
 t2t_keras.bin.define_flag("string", "hparams", "", 'Overrides, e.g. "hidden_size=256,norm_type=pre".')
 t2t_keras.bin.define_flag("string", "data_dir", "t2t_data", "Where t2t-datagen wrote the problem's data.")
 t2t_keras.bin.define_flag("string", "tmp_dir", "t2t_tmp", "Downloads and raw files (with --generate_data).")
@@ -48,6 +50,13 @@ t2t_keras.bin.define_flag("boolean", "use_xla", None,
 t2t_keras.bin.define_flag("string", "t2t_usr_dir", None, "A directory of modules registering problems/hparams.")
 t2t_keras.bin.define_flag("boolean", "generate_data", False, "Run datagen first (finished files are skipped).")
 t2t_keras.bin.define_flag("boolean", "registry_help", False, "List registered problems, hparams sets, models.")
+t2t_keras.bin.define_flag("string", "warm_start_from", None,
+                          "Start a new run from the weights of a run directory, an averaged run "
+                          "or a checkpoint prefix (same vocabulary file); fresh optimizer and "
+                          "schedule unless --warm_start_optimizer.")
+t2t_keras.bin.define_flag("boolean", "warm_start_optimizer", False,
+                          "With --warm_start_from: also take its optimizer state (Adam's moments "
+                          "and step count: the learning-rate schedule continues).")
 t2t_keras.bin.define_flag("integer", "seed", 1, "Seed for model init, dropout and data order.")
 t2t_keras.bin.define_flag("boolean", "deterministic", False, "Enable TensorFlow op determinism (slower).")
 for _alias, _name in (("keep_checkpoint_max", "keep_checkpoints"), ("random_seed", "seed")):
@@ -76,15 +85,21 @@ def main(argv):
   save_every_minutes = FLAGS.save_every_minutes
   if FLAGS["save_checkpoints_secs"].present:
     save_every_minutes = FLAGS.save_checkpoints_secs / 60.0
+  if FLAGS.warm_start_optimizer and not FLAGS.warm_start_from:
+    raise app.UsageError("--warm_start_optimizer needs --warm_start_from")
+  hparams_set = FLAGS.hparams_set
+  if FLAGS.warm_start_from and not FLAGS["hparams_set"].present:
+    hparams_set = None  # the source run's hparams
   trainer.train(
-      FLAGS.problem, FLAGS.hparams_set, FLAGS.data_dir, FLAGS.output_dir,
+      FLAGS.problem, hparams_set, FLAGS.data_dir, FLAGS.output_dir,
       hparams=FLAGS.hparams or "", train_steps=FLAGS.train_steps,
       generate_data=FLAGS.generate_data, tmp_dir=FLAGS.tmp_dir,
       model_name=FLAGS.model, use_xla=FLAGS.use_xla, seed=FLAGS.seed,
       save_every=save_every, save_every_minutes=save_every_minutes,
       keep_checkpoints=FLAGS.keep_checkpoints, eval_every=eval_every,
       eval_steps=FLAGS.eval_steps, eval_bleu_sentences=FLAGS.eval_bleu_sentences,
-      log_every=FLAGS.log_every,
+      log_every=FLAGS.log_every, warm_start_from=FLAGS.warm_start_from,
+      warm_start_optimizer=FLAGS.warm_start_optimizer,
       strategy=_strategy())
   return 0
 

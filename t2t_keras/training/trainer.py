@@ -27,7 +27,7 @@ from t2t_keras.data import pipeline
 from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams, HParamsError
-from t2t_keras.training import checkpoints, reporting, signals
+from t2t_keras.training import checkpoints, reporting, signals, warm_start
 from t2t_keras.training.evaluation import Evaluator
 from t2t_keras.training.loss_guard import LossClimbGuard
 from t2t_keras.training.schedule import make_optimizer
@@ -80,6 +80,11 @@ class Trainer:
     eval_bleu_sentences: also greedy-decode the first N dev sentences and score
       them with sacreBLEU (word and character level); 0: off.
     log_every: progress line every N steps.
+    warm_start_from: a run directory, an averaged run directory or a checkpoint
+      prefix whose weights a fresh run starts from (`warm_start.py`; a resumed run
+      restores its own checkpoint instead); the vocabulary must be the same file.
+    warm_start_optimizer: also take the source's optimizer state (Adam's moments
+      and iteration count: the learning-rate schedule continues from there).
     log: a print-like function.
   """
 
@@ -87,7 +92,8 @@ class Trainer:
                hparams_set=None, strategy=None,
                use_xla=None, seed=1, save_every=500, save_every_minutes=10.0,
                keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
-               log_every=50, log=functools.partial(print, flush=True)):
+               log_every=50, warm_start_from=None, warm_start_optimizer=False,
+               log=functools.partial(print, flush=True)):
     self.problem, self.hparams, self.hparams_set = problem, hparams, hparams_set
     self.model_name, self.data_dir, self.output_dir = model_name, data_dir, output_dir
     self.strategy = strategy or make_strategy()
@@ -102,6 +108,8 @@ class Trainer:
     recorded = self._check_output_dir()
     keras.utils.set_random_seed(seed)
     self.vocab = problem.get_vocabulary(data_dir)
+    self.warm_start = self._warm_start_source(warm_start_from, warm_start_optimizer,
+                                              recorded.get("warm_start"))
     self._build_model_and_optimizer()
     self.input_context = _input_context(self.strategy)
     self.local_replicas = max(1, self.input_context.num_replicas_in_sync
@@ -130,6 +138,15 @@ class Trainer:
       recorded = runs.load_run_info(self.output_dir)[1]
     check_hparams_match(self.output_dir, self.hparams)
     return recorded
+
+  def _warm_start_source(self, path, with_optimizer, recorded):
+    """{"from": checkpoint, "optimizer": bool} of --warm_start_from (checked now: the
+    path resolves, the vocabulary is the same file), or what the run recorded, or None."""
+    if not path:
+      return recorded
+    source = warm_start.resolve(path)
+    warm_start.check_vocabulary(source, self.problem.vocab_path(self.data_dir))
+    return {"from": source.checkpoint, "optimizer": bool(with_optimizer)}
 
   def _build_model_and_optimizer(self):
     """model, optimizer (built) and the step counter, in the strategy's scope and the
@@ -203,10 +220,16 @@ class Trainer:
   # The loop.
 
   def restore(self):
-    """Restores the newest readable checkpoint of output_dir, if any; returns the step."""
+    """Restores the newest readable checkpoint of output_dir; without one, the warm start's
+    weights (if any). Returns the step."""
     path = checkpoints.restore_newest_readable(self._restore_target, self.manager, self.log)
     if path:
       self.log(f"resumed from {path} at step {int(self.step.numpy())}")
+    elif self.warm_start:
+      source, with_optimizer = self.warm_start["from"], self.warm_start["optimizer"]
+      count = warm_start.load(source, self.model, self.optimizer if with_optimizer else None)
+      state = "with its optimizer state" if with_optimizer else "fresh optimizer and schedule"
+      self.log(f"warm start: {count} variables from {source} ({state})")
     return int(self.step.numpy())
 
   def _restore_target(self, path):
@@ -280,7 +303,8 @@ class Trainer:
       runs.save_run_info(self.output_dir, self.hparams.replace(train_steps=train_steps),
                          self.problem.name, self.vocab.vocab_size,
                          self.problem.vocab_path(self.data_dir), self.model_name,
-                         self.hparams_set, bucket_mode=self.bucket_mode)
+                         self.hparams_set, bucket_mode=self.bucket_mode,
+                         warm_start=self.warm_start)
     start_step = self.restore()
     if start_step == 0 and self.chief:  # one pass over the train split, on a fresh run only
       counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
@@ -378,14 +402,19 @@ def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="",
 
   Args:
     problem_name: a registered problem (`_rev` allowed).
-    hparams_set: a registered hparams set; `hparams`: overrides "a=1,b=2".
+    hparams_set: a registered hparams set; `hparams`: overrides "a=1,b=2". None
+      with `warm_start_from` a run: that run's hparams (hparams.json) and set name.
     data_dir, output_dir: data and run directories.
     train_steps: default hparams.train_steps.
     generate_data: run datagen first (skips finished files).
     trainer_kwargs: see `Trainer`.
   """
   from t2t_keras.data import datagen
-  hp = registry.hparams(hparams_set).override(hparams)
+  if hparams_set is None:
+    base, hparams_set = _source_hparams(trainer_kwargs.get("warm_start_from"))
+  else:
+    base = registry.hparams(hparams_set)
+  hp = base.override(hparams)
   if train_steps:
     hp = hp.replace(train_steps=train_steps)
   if generate_data:
@@ -393,3 +422,14 @@ def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="",
   problem = registry.problem(problem_name)
   trainer = Trainer(problem, hp, data_dir, output_dir, hparams_set=hparams_set, **trainer_kwargs)
   return trainer.train(hp.train_steps)
+
+
+def _source_hparams(warm_start_from):
+  """(HParams, hparams set name) of the run --warm_start_from names, for a run started
+  without --hparams_set."""
+  source = warm_start.resolve(warm_start_from) if warm_start_from else None
+  if source is None or source.run_dir is None:
+    raise InputError("no --hparams_set given, and --warm_start_from names no run directory "
+                     "whose hparams.json could stand in for it")
+  saved, info = runs.load_run_info(source.run_dir)
+  return saved, info.get("hparams_set")

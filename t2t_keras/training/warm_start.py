@@ -1,0 +1,184 @@
+"""Warm start: a new run begins from another run's weights (t2t's --warm_start_from).
+
+    source = warm_start.resolve("t2t_train/base")      # a run dir, an averaged run dir
+    warm_start.check_vocabulary(source, "t2t_data/vocab.translate_ende_multi30k.model")
+    warm_start.load(source.checkpoint, model)           # or (model, optimizer) with its state
+
+Only trainable weights are copied by default: the new run keeps its own dropout
+RNG states (from its --seed), its own step counter, and a fresh optimizer, so
+the learning-rate schedule warms up again. With `optimizer=...`, Adam's moments
+and iteration count come too (the schedule continues where the source stopped).
+
+Variables are matched as TensorFlow's checkpoint restore matches them: by the
+names on the path from the checkpoint's root (model/encoder_layer_0/...), read
+from the checkpoint's object graph. Before anything is assigned every variable
+is checked: one missing from the checkpoint, one of another shape, or a model
+weight in the checkpoint the new model has no place for, stops with one line
+naming the first such variable.
+"""
+
+import collections
+import filecmp
+import os
+
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from t2t_keras import runs
+from t2t_keras.errors import InputError
+
+Source = collections.namedtuple("Source", ["checkpoint", "run_dir"])
+Source.__doc__ = """What --warm_start_from named: a checkpoint prefix, and the run directory
+holding it (its hparams.json, run.json and vocabulary), or None for a bare checkpoint."""
+
+_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def resolve(path):
+  """A `Source` for a run directory (its newest readable checkpoint), a directory of
+  checkpoints, or a checkpoint prefix; InputError when it is none of them."""
+  flag = f"--warm_start_from={path}"
+  if os.path.isdir(path):
+    if os.path.exists(os.path.join(path, runs.RUN_FILE)):
+      try:
+        return Source(runs.latest_checkpoint(path), path)
+      except FileNotFoundError as e:
+        raise InputError(f"{flag}: {e}") from None
+    prefix = tf.train.latest_checkpoint(path)
+    if prefix and runs.checkpoint_is_readable(prefix):
+      return Source(prefix, None)
+    raise InputError(f"{flag}: the directory holds no run ({runs.RUN_FILE}) and no "
+                     "readable checkpoint")
+  if runs.checkpoint_is_readable(path):
+    run_dir = os.path.dirname(path)
+    return Source(path, run_dir if os.path.exists(os.path.join(run_dir, runs.RUN_FILE))
+                  else None)
+  raise InputError(f"{flag}: not a run directory, a checkpoint directory or a readable "
+                   "checkpoint prefix (give DIR or DIR/ckpt-1000, not a file)")
+
+
+def check_vocabulary(source, vocab_path):
+  """InputError unless the source run's vocabulary copy has `vocab_path`'s exact content.
+
+  Returns False (nothing to compare) for a bare checkpoint outside a run directory.
+  """
+  if source.run_dir is None:
+    return False
+  _, info = runs.load_run_info(source.run_dir)
+  theirs = info.get("vocab_path")
+  if not theirs or not os.path.exists(theirs):
+    raise InputError(f"--warm_start_from={source.run_dir}: the run has no vocabulary copy "
+                     f"({runs.VOCAB_FILE}) to compare with {vocab_path}")
+  if not filecmp.cmp(theirs, vocab_path, shallow=False):
+    raise InputError(f"--warm_start_from={source.run_dir}: its vocabulary ({theirs}) differs "
+                     f"from this problem's ({vocab_path}); a warm start needs the same "
+                     "vocabulary file")
+  return True
+
+
+def _object_graph(reader):
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH))
+  return graph
+
+
+def _child(graph, node_id, name):
+  """The node id of `name` under node `node_id` in the checkpoint's graph, or None."""
+  if node_id is None:
+    return None
+  return next((c.node_id for c in graph.nodes[node_id].children if c.local_name == name), None)
+
+
+def _variable_key(graph, node_id):
+  if node_id is None:
+    return None
+  return next((a.checkpoint_key for a in graph.nodes[node_id].attributes
+               if a.name == "VARIABLE_VALUE"), None)
+
+
+def matched_variables(graph, root_name, obj, variables):
+  """[(path, variable, checkpoint key or None)] for each of `variables` reachable from `obj`,
+  matched by name through the checkpoint's object graph from its root's child `root_name`.
+
+  Breadth first, the first path to a variable wins (as in TensorFlow's own saver).
+  """
+  wanted = {id(v): v for v in variables}
+  found, seen = [], set()
+  queue = collections.deque([(obj, _child(graph, 0, root_name), root_name)])
+  while queue:
+    node, node_id, path = queue.popleft()
+    for name, child in tf.train.TrackableView.children(node).items():
+      if id(child) in seen:
+        continue
+      seen.add(id(child))
+      child_id = _child(graph, node_id, name)
+      if id(child) in wanted:
+        found.append((f"{path}/{name}", child, _variable_key(graph, child_id)))
+      else:
+        queue.append((child, child_id, f"{path}/{name}"))
+  return found
+
+
+def _model_keys(graph):
+  """{checkpoint key: path from "model"} of every variable under the root's "model" child."""
+  keys, seen = {}, set()
+  queue = collections.deque([(_child(graph, 0, "model"), "model")])
+  while queue:
+    node_id, path = queue.popleft()
+    if node_id is None or node_id in seen:
+      continue
+    seen.add(node_id)
+    key = _variable_key(graph, node_id)
+    if key:
+      keys.setdefault(key, path)
+    queue.extend((c.node_id, f"{path}/{c.local_name}") for c in graph.nodes[node_id].children)
+  return keys
+
+
+def plan(checkpoint, model, optimizer=None):
+  """[(variable, checkpoint key)] to assign; InputError naming the first mismatch.
+
+  Model: its trainable variables, each present with its shape, and no model
+  weight of the checkpoint left without a place (the RNG states, non-trainable,
+  are neither copied nor required). Optimizer (when given): its own variables
+  (moments, iterations), not the model's it also tracks.
+  """
+  reader = tf.train.load_checkpoint(checkpoint)
+  shapes = reader.get_variable_to_shape_map()
+  if _OBJECT_GRAPH not in shapes:
+    raise InputError(f"--warm_start_from: {checkpoint} is not an object-based (TF2) checkpoint")
+  graph = _object_graph(reader)
+  trainable = {id(v) for v in model.trainable_variables}
+  everything = matched_variables(graph, "model", model, model.variables)
+  pairs = [p for p in everything if id(p[1]) in trainable]
+  if optimizer is not None:
+    model_ids = {id(v) for v in model.variables}
+    pairs += matched_variables(graph, "optimizer", optimizer,
+                               [v for v in optimizer.variables if id(v) not in model_ids])
+  for path, variable, key in pairs:
+    if key is None or key not in shapes:
+      raise InputError(f"--warm_start_from: {checkpoint} has no {path} "
+                       f"(shape {list(variable.shape)}): the model differs from the source run's")
+    if list(shapes[key]) != list(variable.shape):
+      raise InputError(f"--warm_start_from: {path} has shape {list(shapes[key])} in "
+                       f"{checkpoint} and {list(variable.shape)} in this model")
+  # A model weight of the checkpoint that nothing here matched (a layer this model lacks).
+  in_checkpoint = _model_keys(graph)
+  matched = {key for _, _, key in everything}
+  unused = sorted((path, key) for key, path in in_checkpoint.items() if key not in matched)
+  if unused:
+    path, key = min(unused, key=lambda u: ("seed_generator" in u[0], u))
+    raise InputError(f"--warm_start_from: {checkpoint} holds {path} (shape "
+                     f"{list(shapes[key])}), which this model has no place for: the "
+                     "model differs from the source run's")
+  return [(variable, key) for _, variable, key in pairs]
+
+
+def load(checkpoint, model, optimizer=None):
+  """Assigns the checkpoint's values to `model`'s trainable variables (and `optimizer`'s
+  own, when given), after `plan`'s checks; returns how many variables were assigned."""
+  pairs = plan(checkpoint, model, optimizer)
+  reader = tf.train.load_checkpoint(checkpoint)
+  for variable, key in pairs:
+    variable.assign(reader.get_tensor(key))
+  return len(pairs)
