@@ -47,6 +47,13 @@ def decode_hparams(overrides="", defaults=""):
                      (`problem_constraint`; parsing with words as leaves: the
                      leaves copy the input).
     stop_early       t2t's early termination of beam search.
+    sampling_method  "argmax" (beam or greedy search) or "random": sample each token
+                     (`decoding/sampling.py`); beam_size samples per sentence, best first.
+    sampling_temp    temperature of the samples (0: argmax).
+    sampling_keep_top_k  sample among the k most probable tokens (-1 or 0: all).
+    sampling_keep_top_p  nucleus sampling: among the most probable tokens whose
+                     probabilities sum to p (1.0: all).
+    sampling_seed    the samples are a function of this seed and the source sentence.
     return_beams     files get every beam: "hyp1<TAB>score1<TAB>hyp2<TAB>score2..."
     num_samples      decode only the first N inputs (-1: all).
     max_attention_plots  with an attention plot dir, plot at most N sentences (0: all).
@@ -54,18 +61,27 @@ def decode_hparams(overrides="", defaults=""):
   """
   hp = HParams(beam_size=4, alpha=0.6, extra_length=50, max_decode_length=0,
                batch_size=32, length_bucket=8, jit=True, search_shards=0, constrain=True,
-               stop_early=True,
+               stop_early=True, sampling_method="argmax", sampling_temp=1.0,
+               sampling_keep_top_k=-1, sampling_keep_top_p=1.0, sampling_seed=1,
                return_beams=False, num_samples=-1, max_attention_plots=0,
                bleu_lang="de").override(defaults).override(overrides)
   for key, low in _LOWER_BOUNDS.items():
     if hp.get(key) < low:
       raise HParamsError(f"decode hparam {key}={hp.get(key)!r}: must be >= {low}")
+  if hp.sampling_method not in SAMPLING_METHODS:
+    raise HParamsError(f"decode hparam sampling_method={hp.sampling_method!r}: must be one of "
+                       f"{', '.join(SAMPLING_METHODS)}")
+  if not 0.0 < hp.sampling_keep_top_p <= 1.0:
+    raise HParamsError(f"decode hparam sampling_keep_top_p={hp.sampling_keep_top_p!r}: must be "
+                       "in (0, 1]")
   return hp
 
 
+SAMPLING_METHODS = ("argmax", "random")
 _LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_length": 0,
                  "batch_size": 1, "length_bucket": 1, "num_samples": -1,
-                 "max_attention_plots": 0, "search_shards": 0}
+                 "max_attention_plots": 0, "search_shards": 0, "sampling_temp": 0.0,
+                 "sampling_keep_top_k": -1}
 
 
 def problem_constraint(problem_name, vocab, hparams):

@@ -1,4 +1,5 @@
-"""The search a decoding hparams set asks for: beam search, or greedy search for beam size 1.
+"""The search a decoding hparams set asks for: beam search, greedy search for beam size 1,
+or sampling (sampling_method=random: beam_size independent samples per sentence).
 
     search_fn = search.from_hparams(model, decoder.decode_hparams("beam_size=4"))
     ids, scores = search_fn(inputs)   # int32 [batch, src_len] ->
@@ -9,23 +10,38 @@ scored as beam search scores (log prob / length penalty): the 2k-candidate
 search with k = 1 would keep the better of the two best extensions when it ends
 in EOS, which argmax decoding never picks. `decoding.decoder` (files, text) and
 `serving.export` (the SavedModel) both build their search here.
+
+Sampling runs greedy search's loop with `sampling.sampler` choosing each
+token; with beam_size k it draws k samples of each sentence (the rows repeated,
+each copy with its own noise), returned best score first, scored as greedy
+outputs are (the model's log prob / length penalty, whatever the temperature).
 """
 
+import collections
 import functools
 
 import tensorflow as tf
 
+from t2t_keras.decoding import sampling as sampling_lib
 from t2t_keras.decoding.beam_search import beam_search_with_steps
 from t2t_keras.decoding.greedy import greedy_loop
 from t2t_keras.decoding.search_common import length_penalty, prepare
 from t2t_keras.ids import EOS_ID
 
+Sampling = collections.namedtuple("Sampling", ["temperature", "top_k", "top_p", "seed"])
+Sampling.__doc__ = """sampling_method=random's settings: temperature (0: argmax), top_k
+(0: all tokens), top_p (1.0: off), seed."""
+
 
 def search_with_steps(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
                       max_decode_length=None, eos_id=EOS_ID, stop_early=True, cached=True,
-                      prefix_only=False, constraint=None):
+                      prefix_only=False, constraint=None, sampling=None):
   """(ids [batch, beam, max_len], scores [batch, beam], steps int32): `beam_search`'s
-  arguments and outputs, for every beam size."""
+  arguments and outputs, for every beam size; with `sampling` (a `Sampling`),
+  beam_size samples per sentence."""
+  if sampling is not None:
+    return sample_with_steps(model, inputs, beam_size, alpha, extra_length, max_decode_length,
+                             eos_id, cached, prefix_only, constraint, sampling)
   if beam_size > 1:
     return beam_search_with_steps(model, inputs, beam_size, alpha, extra_length,
                                   max_decode_length, eos_id, stop_early, cached,
@@ -36,6 +52,27 @@ def search_with_steps(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
                                       eos_id)
   lengths = output_lengths(ids, p.decode_lengths, eos_id)
   return ids[:, None], (log_probs / length_penalty(lengths, alpha))[:, None], steps
+
+
+def sample_with_steps(model, inputs, num_samples, alpha, extra_length, max_decode_length,
+                      eos_id, cached, prefix_only, constraint, sampling):
+  """`num_samples` sampled outputs per sentence: (ids [batch, num_samples, max_len],
+  scores [batch, num_samples] best first, steps)."""
+  inputs = tf.convert_to_tensor(inputs, tf.int32)
+  batch = tf.shape(inputs)[0]
+  rows = tf.repeat(inputs, num_samples, axis=0)  # sentence-major: s0 s0 s1 s1 ...
+  p = prepare(model, rows, 1, extra_length, max_decode_length, cached,
+              prefix_only=prefix_only, constraint=constraint)
+  pick = sampling_lib.sampler(sampling.temperature, sampling.top_k, sampling.top_p,
+                              sampling.seed, rows, copies=num_samples)
+  ids, log_probs, steps = greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths,
+                                      eos_id, pick=pick)
+  scores = log_probs / length_penalty(output_lengths(ids, p.decode_lengths, eos_id), alpha)
+  scores = tf.reshape(scores, [batch, num_samples])
+  ids = tf.reshape(ids, [batch, num_samples, -1])
+  order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
+  return (tf.gather(ids, order, axis=1, batch_dims=1),
+          tf.gather(scores, order, axis=1, batch_dims=1), steps)
 
 
 def output_lengths(ids, max_lengths, eos_id=EOS_ID):
@@ -53,10 +90,19 @@ def search(model, inputs, **kwargs):
   return ids, scores
 
 
+def sampling_from_hparams(hparams):
+  """A `Sampling` for sampling_method=random, None for argmax (beam or greedy search)."""
+  if hparams.get("sampling_method", "argmax") != "random":
+    return None
+  return Sampling(float(hparams.sampling_temp), int(max(hparams.sampling_keep_top_k, 0)),
+                  float(hparams.sampling_keep_top_p), int(hparams.sampling_seed))
+
+
 def from_hparams(model, hparams, constraint=None):
   """The search decoding `hparams` ask for (beam_size, alpha, extra_length,
-  max_decode_length, stop_early), as a function of int32 [batch, src_len] ids."""
+  max_decode_length, stop_early, sampling_*), as a function of int32 [batch, src_len] ids."""
   return functools.partial(search, model, beam_size=hparams.beam_size, alpha=hparams.alpha,
                            extra_length=hparams.extra_length,
                            max_decode_length=hparams.max_decode_length or None,
-                           stop_early=hparams.stop_early, constraint=constraint)
+                           stop_early=hparams.stop_early, constraint=constraint,
+                           sampling=sampling_from_hparams(hparams))
