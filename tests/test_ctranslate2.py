@@ -211,6 +211,9 @@ def test_exporter_and_decoder_binaries(trained, dev_inputs, tmp_path, capsys):
     ("decoder", ["--engine=ctranslate2", "--decode_from_file=IN",
                  "--decode_hparams=stop_early=false"],
      "--engine=ctranslate2 cannot run stop_early=false"),
+    ("decoder", ["--engine=ctranslate2", "--decode_from_file=IN",
+                 "--decode_hparams=sampling_method=random"],
+     "--engine=ctranslate2 runs beam and greedy search only; sample with --engine=tensorflow"),
 ])
 def test_binaries_refuse_what_they_cannot_do(trained, tmp_path, capsys, binary, args, message):
   run_dir, _ = trained["post_norm_sinusoids"]

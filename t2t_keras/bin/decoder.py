@@ -131,6 +131,9 @@ def _ct2_search_fn(hparams, constraint):
     raise InputError(f"--engine=ctranslate2 cannot apply the problem's output constraint "
                      f"({type(constraint).__name__}); decode with --engine=tensorflow, or "
                      "with --decode_hparams=constrain=false")
+  if hparams.sampling_method != "argmax":
+    raise InputError("--engine=ctranslate2 runs beam and greedy search only; sample with "
+                     "--engine=tensorflow")
   if not hparams.stop_early:
     raise InputError("--engine=ctranslate2 cannot run stop_early=false (CTranslate2 stops "
                      "once its hypotheses ended); use --engine=tensorflow")

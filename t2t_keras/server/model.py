@@ -62,9 +62,13 @@ class ServedModel:
     proto = saved_model_pb2.SavedModel()
     with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
       proto.ParseFromString(f.read())
+    # The signatures whose inputs are all strings: what TF Serving's predict formats carry
+    # here (`rest.py`). The exporter's "sample" (a scalar int32 seed) is left to the
+    # SavedModel's own callers and to TF Serving.
     defs = {name: json_format.MessageToDict(sig, preserving_proto_field_name=True)
             for name, sig in proto.meta_graphs[0].signature_def.items()
-            if not name.startswith("__")}
+            if not name.startswith("__") and all(
+                t.dtype == tf.string.as_datatype_enum for t in sig.inputs.values())}
     info_path = os.path.join(path, "assets", "export_info.json")
     info = {}
     if tf.io.gfile.exists(info_path):

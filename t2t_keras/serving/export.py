@@ -13,6 +13,9 @@
                                         #    truncated [batch]
     m.signatures["attention"](inputs=..., outputs=...)  # the encoder-decoder attention of a
                                         # given translation (t2t-serve's web page draws it)
+    m.signatures["sample"](inputs=..., seed=tf.constant(7))  # one sampled translation each
+                                        # (sampling_temp / _keep_top_k / _keep_top_p of the
+                                        # decode hparams), as serving_default's outputs
 
 Everything happens in the graph: UTF-8 repair (invalid bytes become U+FFFD),
 sentencepiece tokenization (tensorflow_text), truncation to the training
@@ -101,6 +104,20 @@ class Translator(tf.Module):
     self._search = shard_search_fn(
         tf.function(search, jit_compile=bool(hp.jit), autograph=False,
                     input_signature=signature), hp.search_shards, signature)
+    settings = (float(hp.sampling_temp), int(max(hp.sampling_keep_top_k, 0)),
+                float(hp.sampling_keep_top_p))
+
+    def sample(ids, seed):
+      return search_lib.search(model, ids, beam_size=1, alpha=hp.alpha,
+                               extra_length=hp.extra_length,
+                               max_decode_length=hp.max_decode_length or None,
+                               constraint=constraint,
+                               sampling=search_lib.Sampling(*settings, seed=seed))
+
+    # One search over the whole batch (the seed is a second input, which sharding lacks).
+    self._sample_search = tf.function(
+        sample, jit_compile=bool(hp.jit), autograph=False,
+        input_signature=signature + [tf.TensorSpec([], tf.int32)])
 
   # --- pieces of the graph -------------------------------------------------
 
@@ -119,7 +136,7 @@ class Translator(tf.Module):
     sources, truncated = self._with_eos(inputs, self.max_input_length)
     return sources, sources.row_lengths() > 1, truncated
 
-  def _detokenize(self, ids):
+  def _detokenize(self, ids, beam):
     """ids int32 [n, beam, len] (beam_search output) -> strings [n, beam].
 
     As `SubwordVocabulary.decode`: stop at the first EOS, drop PAD.
@@ -128,10 +145,11 @@ class Translator(tf.Module):
     keep = tf.logical_and(before_eos, tf.not_equal(ids, PAD_ID))
     length = tf.shape(ids)[-1]
     flat = tf.ragged.boolean_mask(tf.reshape(ids, [-1, length]), tf.reshape(keep, [-1, length]))
-    return tf.reshape(self.tokenizer.detokenize(flat), [-1, self.beam_size])
+    return tf.reshape(self.tokenizer.detokenize(flat), [-1, beam])
 
-  def _translate_sources(self, sources):
-    """Ragged ids [n, (len)] (n > 0) -> (strings [n, beam], scores [n, beam]).
+  def _translate_sources(self, sources, search, beam):
+    """Ragged ids [n, (len)] (n > 0) -> (strings [n, beam], scores [n, beam]) of
+    `search` (int32 [rows, width] -> ids [rows, beam, len], scores [rows, beam]).
 
     Longest first, in chunks of at most batch_size rows (rounded up to a power
     of two, padded by repeating the last row), each padded to a multiple of
@@ -144,7 +162,6 @@ class Translator(tf.Module):
     lengths = tf.gather(lengths, order)
     rows = tf.minimum(_next_power_of_two(n), self.batch_size)
     chunks = (n + rows - 1) // rows
-    beam = self.beam_size
 
     def body(c, texts, scores):
       index = tf.minimum(c * rows + tf.range(rows), n - 1)  # spare rows repeat the last
@@ -152,8 +169,8 @@ class Translator(tf.Module):
       width = (width + self.length_bucket - 1) // self.length_bucket * self.length_bucket
       batch = tf.gather(sources, index).to_tensor(default_value=PAD_ID,
                                                   shape=tf.stack([rows, width]))
-      ids, chunk_scores = self._search(batch)
-      return (c + 1, texts.write(c, self._detokenize(ids)), scores.write(c, chunk_scores))
+      ids, chunk_scores = search(batch)
+      return (c + 1, texts.write(c, self._detokenize(ids, beam)), scores.write(c, chunk_scores))
 
     _, texts, scores = tf.while_loop(
         lambda c, *_: c < chunks, body,
@@ -165,16 +182,17 @@ class Translator(tf.Module):
     unsort = tf.math.invert_permutation(order)
     return tf.gather(texts, unsort), tf.gather(scores, unsort)
 
-  def _nbest(self, inputs):
-    """strings [batch] -> (strings [batch, beam], scores [batch, beam], truncated [batch])."""
+  def _nbest(self, inputs, search=None, beam=None):
+    """strings [batch] -> (strings [batch, beam], scores [batch, beam], truncated [batch]),
+    by beam search (default) or another `search` giving `beam` outputs a sentence."""
     inputs = tf.reshape(inputs, [-1])
     sources, nonempty, truncated = self._source_ids(inputs)
     kept = tf.cast(tf.where(nonempty)[:, 0], tf.int32)
     n = tf.size(kept)
-    beam = self.beam_size
+    search, beam = search or self._search, beam or self.beam_size
 
     def translate():
-      return self._translate_sources(tf.gather(sources, kept))
+      return self._translate_sources(tf.gather(sources, kept), search, beam)
 
     def nothing():
       return tf.zeros([0, beam], tf.string), tf.zeros([0, beam], tf.float32)
@@ -210,6 +228,19 @@ class Translator(tf.Module):
     """
     texts, scores, truncated = self._nbest(inputs)
     return {"outputs": texts, "scores": scores, "truncated": truncated}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
+                                tf.TensorSpec([], tf.int32, name="seed")])
+  def sample(self, inputs, seed):
+    """strings [batch], int32 seed -> {"outputs": one sampled translation [batch],
+    "scores": its log prob / length penalty [batch], "truncated": [batch]}.
+
+    The decode hparams' sampling_temp, sampling_keep_top_k and sampling_keep_top_p;
+    a sentence's sample is a function of the seed and the sentence (decoding/sampling.py).
+    """
+    texts, scores, truncated = self._nbest(
+        inputs, lambda batch: self._sample_search(batch, seed), 1)
+    return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
                                 tf.TensorSpec([None], tf.string, name="outputs")])
@@ -316,7 +347,9 @@ SIGNATURES = {
              "scores float32 [batch, beam], truncated bool [batch]",
     "attention": "inputs string [batch], outputs string [batch] -> "
                  "source_pieces string [batch, S], target_pieces string [batch, T], "
-                 "weights float32 [batch, layers, T, S]"}
+                 "weights float32 [batch, layers, T, S]",
+    "sample": "inputs string [batch], seed int32 [] -> outputs string [batch], "
+              "scores float32 [batch], truncated bool [batch]"}
 
 
 def _input_limit(hparams, max_input_length):
@@ -339,7 +372,8 @@ def _save(translator, export_info, directory):
   translator.info_asset = tf.saved_model.Asset(info_path)
   signatures = {"serving_default": translator.translate.get_concrete_function(),
                 "nbest": translator.nbest.get_concrete_function(),
-                "attention": translator.attention.get_concrete_function()}
+                "attention": translator.attention.get_concrete_function(),
+                "sample": translator.sample.get_concrete_function()}
   tf.saved_model.save(translator, directory, signatures=signatures)
   os.remove(info_path)
   os.chmod(directory, 0o755)  # mkdtemp makes it 0700
