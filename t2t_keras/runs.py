@@ -17,6 +17,7 @@ output_dir/
   checkpoint       the CheckpointManager's index of kept checkpoints
 """
 
+import filecmp
 import json
 import os
 import shutil
@@ -189,16 +190,56 @@ class Run(NamedTuple):
 def load(output_dir, checkpoint_path=None):
   """The run in output_dir, restored from `checkpoint_path` (default: its newest readable).
 
-  Raises FileNotFoundError naming what is missing (hparams.json, run.json, a
-  checkpoint, the vocabulary copy) and InputError for an unreadable checkpoint.
+  Several runs, comma-separated ("runs/a,runs/b"), load as one ensemble
+  (`load_ensemble`). Raises FileNotFoundError naming what is missing
+  (hparams.json, run.json, a checkpoint, the vocabulary copy) and InputError for
+  an unreadable checkpoint.
   """
   from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
+  if is_ensemble(output_dir):
+    return load_ensemble(split_runs(output_dir), checkpoint_path)
   model, hparams, info, path = load_model(output_dir, checkpoint_path)
   vocab_path = info.get("vocab_path")
   if not vocab_path or not os.path.exists(vocab_path):
     raise FileNotFoundError(f"{output_dir} has no vocabulary copy ({VOCAB_FILE}, "
                             f"named by {RUN_FILE}'s vocab_file)")
   return Run(model, SubwordVocabulary(vocab_path), hparams, info, path)
+
+
+def split_runs(output_dir):
+  """"runs/a,runs/b" -> ["runs/a", "runs/b"] (one run: a list of one)."""
+  return [d.strip() for d in str(output_dir).split(",") if d.strip()]
+
+
+def is_ensemble(output_dir):
+  return len(split_runs(output_dir)) > 1
+
+
+def load_ensemble(output_dirs, checkpoint_paths=None):
+  """The runs in output_dirs as one `models.ensemble.Ensemble` (mean probabilities).
+
+  checkpoint_paths: None (each run's newest readable) or one prefix per run,
+  comma-separated. The runs must share the vocabulary (the same file content);
+  the first run gives the hparams and run.json (its problem's post-processing
+  and decode defaults apply), with info["ensemble"] listing every member.
+  Returns a `Run` whose checkpoint_path joins the members' with commas.
+  """
+  from t2t_keras.models.ensemble import Ensemble  # pylint: disable=import-outside-toplevel
+  paths = split_runs(checkpoint_paths) if checkpoint_paths else [None] * len(output_dirs)
+  if len(paths) != len(output_dirs):
+    raise InputError(f"--checkpoint_path gives {len(paths)} checkpoints for "
+                     f"{len(output_dirs)} runs in --output_dir: give one per run, in order")
+  members = [load(d, p) for d, p in zip(output_dirs, paths)]
+  first = members[0]
+  for directory, run in zip(output_dirs[1:], members[1:]):
+    if not filecmp.cmp(first.info["vocab_path"], run.info["vocab_path"], shallow=False):
+      raise InputError(f"{directory}'s vocabulary ({run.info['vocab_path']}) differs from "
+                       f"{output_dirs[0]}'s ({first.info['vocab_path']}): the runs of an "
+                       "ensemble must share one vocabulary")
+  info = dict(first.info, ensemble=[{"output_dir": d, "checkpoint_path": r.checkpoint_path}
+                                    for d, r in zip(output_dirs, members)])
+  return Run(Ensemble([r.model for r in members]), first.vocab, first.hparams, info,
+             ",".join(r.checkpoint_path for r in members))
 
 
 def _warn(message):

@@ -67,17 +67,18 @@ TINY_SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four 
                   "nine", "eighty-eight thousand and one", "six hundred and twelve"]
 
 
-def make_tiny_run(out, max_length=12, step=7):
+def make_tiny_run(out, max_length=12, step=7, seed=3, **hparams):
   """A tiny 'training run' in `out`: vocab, hparams, run.json and a random-weight checkpoint
-  ckpt-<step> (transformer_tiny at hidden 16, filter 32, 2 heads); returns str(out)."""
+  ckpt-<step> (transformer_tiny at hidden 16, filter 32, 2 heads, then `hparams`; weights
+  from `seed`); returns str(out)."""
   from t2t_keras import registry, runs
   from t2t_keras.data import vocabulary
   from t2t_keras.models.transformer import Transformer
   corpus = TINY_SENTENCES * 20 + ["einhundertfünf", "dreiundzwanzig", "neun"] * 20
   vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 60, num_threads=1)
-  tf.keras.utils.set_random_seed(3)
+  tf.keras.utils.set_random_seed(seed)
   hp = registry.hparams("transformer_tiny").replace(
-      hidden_size=16, filter_size=32, num_heads=2, max_length=max_length)
+      hidden_size=16, filter_size=32, num_heads=2, max_length=max_length).replace(**hparams)
   model = Transformer(vocab.vocab_size, hp)
   model.build_for_ids()
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 2).save(

@@ -19,7 +19,9 @@ to well-formed trees over the input words) have it applied to every output.
 
 The model, its hparams, problem and vocabulary come from output_dir (what the
 trainer wrote there, or a t2t-avg-all output_dir); --checkpoint_path picks
-another checkpoint. t2t's --problem, --model, --hparams_set, --hparams and
+another checkpoint. Several runs, --output_dir=runs/a,runs/b (and optionally
+--checkpoint_path=a/ckpt-1,b/ckpt-2), decode as one ensemble: the mean of
+their probabilities at each step (`models/ensemble.py`), one shared vocabulary. t2t's --problem, --model, --hparams_set, --hparams and
 --data_dir are accepted as t2t scripts pass them: each given one must agree
 with the run. Without --checkpoint_path the newest readable checkpoint is used
 (a truncated newer one is skipped with a warning).
@@ -124,6 +126,10 @@ def main(argv):
 
 def _ct2_search_fn(hparams, constraint):
   """`Ct2Translator.search_ids` over --ct2_model_dir with these decode hparams."""
+  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
+  if runs.is_ensemble(FLAGS.output_dir):
+    raise InputError("--engine=ctranslate2 decodes one converted model; decode an ensemble "
+                     "with --engine=tensorflow")
   if FLAGS.score_file or FLAGS.attention_plot_dir:
     raise InputError("--engine=ctranslate2 translates; --score_file and "
                      "--attention_plot_dir need --engine=tensorflow")

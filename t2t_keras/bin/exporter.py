@@ -13,6 +13,10 @@ written to a temporary directory and renamed into place. Its signatures:
   nbest            inputs string [batch] -> outputs [batch, beam], scores [batch, beam], truncated
   attention        inputs, outputs string [batch] -> source_pieces, target_pieces, weights
                    [batch, layers, T, S] (teacher-forced encoder-decoder attention)
+  sample           inputs string [batch], seed int32 [] -> one sampled translation each
+                   (the decode hparams' sampling_temp / _keep_top_k / _keep_top_p)
+Several runs, --output_dir=runs/a,runs/b --export_dir=DIR, export one ensemble (the mean
+of their probabilities at each step) with the same signatures.
 Serve it over HTTP with t2t-serve --export_dir=OUTPUT_DIR (TF Serving's REST API).
 Loading it needs tensorflow and tensorflow-text (import tensorflow_text first), not t2t_keras.
 
@@ -73,6 +77,10 @@ def main(argv):
     if FLAGS.export_version is not None:
       raise app.UsageError("--export_version is for SavedModels; a CTranslate2 model is one "
                            "directory (--export_dir)")
+    from t2t_keras import runs  # pylint: disable=import-outside-toplevel
+    if runs.is_ensemble(FLAGS.output_dir):
+      raise app.UsageError("--format=ctranslate2 converts one run; export an ensemble as a "
+                           "SavedModel")
     from t2t_keras.serving import ct2_convert  # pylint: disable=import-outside-toplevel
     print(ct2_convert.convert_run(FLAGS.output_dir, ct2_dir=FLAGS.export_dir,
                                   checkpoint_path=FLAGS.checkpoint_path,

@@ -13,7 +13,8 @@ import t2t_keras.bin
 FLAGS = flags.FLAGS
 
 _define = t2t_keras.bin.define_flag
-_define("string", "output_dir", None, "The trainer's output_dir (hparams, vocab, checkpoints).")
+_define("string", "output_dir", None, "The trainer's output_dir (hparams, vocab, checkpoints); "
+        "several, comma-separated, decode as one ensemble.")
 _define("string", "problem", None, "The run's problem (optional: must match run.json).")
 _define("string", "model", None, "The run's model (optional: must match run.json).")
 _define("string", "hparams_set", None, "The run's hparams set (optional: must match run.json).")
@@ -27,10 +28,12 @@ def _given(name):
 
 
 def check(output_dir):
-  """InputError if --problem, --model, --hparams_set or --hparams contradict the run."""
+  """InputError if --problem, --model, --hparams_set or --hparams contradict the run (each
+  run of an ensemble's comma-separated list)."""
   from t2t_keras import runs  # pylint: disable=import-outside-toplevel
-  runs.check_run_matches(output_dir, problem=_given("problem"), model=_given("model"),
-                             hparams_set=_given("hparams_set"), hparams=_given("hparams"))
+  for directory in runs.split_runs(output_dir):
+    runs.check_run_matches(directory, problem=_given("problem"), model=_given("model"),
+                           hparams_set=_given("hparams_set"), hparams=_given("hparams"))
 
 
 def import_usr_dir():

@@ -130,7 +130,8 @@ def prepare(model, inputs, beam_size, extra_length, max_decode_length=None, cach
     reordered_keys = ("ancestry",)
     fn = cached_logits_fn(model, mask)
   else:
-    memory, mask = tf.repeat(memory, beam_size, axis=0), tf.repeat(mask, beam_size, axis=0)
+    memory = tf.nest.map_structure(lambda m: tf.repeat(m, beam_size, axis=0), memory)
+    mask = tf.repeat(mask, beam_size, axis=0)  # memory: a tensor, or an ensemble's tuple
     if cached:
       state = model.init_cache(memory, length)
       fn = cached_logits_fn(model, mask)

@@ -288,9 +288,12 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   to a temporary directory beside the target, then move it into place.
 
   Args:
-    output_dir: the trainer's output_dir (hparams.json, run.json, vocab.model, ckpts).
+    output_dir: the trainer's output_dir (hparams.json, run.json, vocab.model, ckpts);
+      several, comma-separated, export one ensemble (`models/ensemble.py`; needs
+      export_dir; the version defaults to the Unix time).
     export_dir: parent of the versioned directories (default output_dir/export).
-    checkpoint_path: a checkpoint prefix (e.g. t2t-avg-all's); default the latest.
+    checkpoint_path: a checkpoint prefix (e.g. t2t-avg-all's), one per run for an
+      ensemble (comma-separated); default the latest.
     decode_hparams: `decoder.decode_hparams` overrides (string) or HParams:
       beam_size, alpha, extra_length, max_decode_length, stop_early, jit,
       batch_size (rows per beam search), length_bucket.
@@ -304,24 +307,20 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     The path of the new export_dir/<version>.
   """
   log = log or (lambda *_: None)
+  ensemble = runs.is_ensemble(output_dir)
+  if ensemble and not export_dir:
+    raise InputError(f"--output_dir={output_dir} names an ensemble: give --export_dir")
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   hp = (decode_hparams if not isinstance(decode_hparams, str)
         else make_decode_hparams(decode_hparams, registry.problem_hook(
             info.get("problem"), "decode_defaults", "")))
   max_input_length = _input_limit(hparams, max_input_length)
-  if version is None:
-    version = checkpoint_step(ckpt)
-    if version is None:
-      version = int(time.time())
   export_dir = export_dir or os.path.join(output_dir, "export")
-  final = os.path.join(export_dir, str(int(version)))
-  if os.path.exists(final) and not overwrite:
-    raise FileExistsError(f"{final} exists: pass overwrite=True (--overwrite) or another "
-                          f"version (--export_version)")
-  os.makedirs(export_dir, exist_ok=True)
+  version, final = _version_dir(export_dir, version, None if ensemble else ckpt, overwrite)
   tmp = tempfile.mkdtemp(prefix=f".tmp-{int(version)}-", dir=export_dir)
   try:
-    export_info = {"checkpoint_path": os.path.abspath(ckpt), "version": int(version),
+    export_info = {"checkpoint_path": ",".join(os.path.abspath(c) for c in ckpt.split(",")),
+                   "version": int(version),
                    "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
                    "max_input_length": int(max_input_length),
                    "decode_hparams": hp.values(), "hparams": hparams.values(),
@@ -350,6 +349,21 @@ SIGNATURES = {
                  "weights float32 [batch, layers, T, S]",
     "sample": "inputs string [batch], seed int32 [] -> outputs string [batch], "
               "scores float32 [batch], truncated bool [batch]"}
+
+
+def _version_dir(export_dir, version, checkpoint, overwrite):
+  """(version, export_dir/<version>): the version given, else the checkpoint's step, else
+  the Unix time; FileExistsError for an existing one without `overwrite`."""
+  if version is None:
+    version = checkpoint_step(checkpoint) if checkpoint else None
+    if version is None:
+      version = int(time.time())
+  final = os.path.join(export_dir, str(int(version)))
+  if os.path.exists(final) and not overwrite:
+    raise FileExistsError(f"{final} exists: pass overwrite=True (--overwrite) or another "
+                          f"version (--export_version)")
+  os.makedirs(export_dir, exist_ok=True)
+  return version, final
 
 
 def _input_limit(hparams, max_input_length):
