@@ -11,7 +11,8 @@ run.json and the vocabulary beside its averaged checkpoints).
 output_dir/
   hparams.json     the training HParams (later steps reuse them)
   run.json         {"problem", "model", "hparams_set", "vocab_size", "vocab_file",
-                    and where they apply "bucket_mode", "warm_start"}
+                    and where they apply "bucket_mode", "warm_start", "best"}
+  best/            the early-stopping best checkpoint, a run directory of its own
   vocab.model      a copy of the problem's sentencepiece model (self-contained runs)
   ckpt-<step>.*    tf.train checkpoints: model, optimizer, step, input iterator
   checkpoint       the CheckpointManager's index of kept checkpoints
@@ -37,13 +38,14 @@ VOCAB_FILE = "vocab.model"
 
 def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None,
                   model_name="transformer", hparams_set=None, bucket_mode=None,
-                  warm_start=None):
+                  warm_start=None, best=None):
   """Writes hparams.json, run.json and a copy of the vocabulary (atomically).
 
   bucket_mode: the training stream's bucketing ("auto" resolved), kept so that
   a resumed run reads the same batches whatever its XLA or replica settings.
   warm_start: {"from": checkpoint, "optimizer": bool} when the run started from
   another run's weights (t2t-trainer --warm_start_from).
+  best: the early-stopping best so far (`training/early_stopping.py`), kept on resume.
   """
   tf.io.gfile.makedirs(output_dir)
   hparams.save(os.path.join(output_dir, HPARAMS_FILE))
@@ -53,6 +55,8 @@ def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None
     info["bucket_mode"] = bucket_mode
   if warm_start:
     info["warm_start"] = dict(warm_start)
+  if best:
+    info["best"] = dict(best)
   if vocab_path:
     tmp = os.path.join(output_dir, VOCAB_FILE + ".tmp")
     shutil.copyfile(vocab_path, tmp)
@@ -61,6 +65,30 @@ def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None
   with open(tmp, "w") as f:
     json.dump(info, f, indent=2)
   os.replace(tmp, os.path.join(output_dir, RUN_FILE))
+
+
+def copy_run_info(model_dir, output_dir):
+  """hparams.json, run.json and the vocabulary copy of model_dir into output_dir (each
+  written atomically): output_dir becomes a run directory of its own checkpoints
+  (t2t-avg-all's output, the early-stopping best/)."""
+  for name in (HPARAMS_FILE, RUN_FILE, VOCAB_FILE):
+    src = os.path.join(model_dir, name)
+    if os.path.exists(src):
+      tmp = os.path.join(output_dir, name + ".tmp")
+      shutil.copyfile(src, tmp)
+      os.replace(tmp, os.path.join(output_dir, name))
+
+
+def record(output_dir, **entries):
+  """Adds `entries` to output_dir's run.json (rewritten atomically)."""
+  path = os.path.join(output_dir, RUN_FILE)
+  with open(path) as f:
+    info = json.load(f)
+  info.update(entries)
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(info, f, indent=2)
+  os.replace(tmp, path)
 
 
 def load_run_info(output_dir):

@@ -57,6 +57,14 @@ t2t_keras.bin.define_flag("string", "warm_start_from", None,
 t2t_keras.bin.define_flag("boolean", "warm_start_optimizer", False,
                           "With --warm_start_from: also take its optimizer state (Adam's moments "
                           "and step count: the learning-rate schedule continues).")
+t2t_keras.bin.define_flag("integer", "eval_early_stopping_steps", 0,
+                          "Stop once this many steps passed without a better dev metric "
+                          "(evaluated every --eval_every steps); the best checkpoint is kept "
+                          "in output_dir/best/ (0: off).", lower_bound=0)
+t2t_keras.bin.define_flag("enum", "eval_early_stopping_metric", "loss",
+                          "The dev metric of --eval_early_stopping_steps (loss: lower is "
+                          "better; the others higher).",
+                          enum_values=["loss", "accuracy", "bleu", "char_bleu"])
 t2t_keras.bin.define_flag("integer", "seed", 1, "Seed for model init, dropout and data order.")
 t2t_keras.bin.define_flag("boolean", "deterministic", False, "Enable TensorFlow op determinism (slower).")
 for _alias, _name in (("keep_checkpoint_max", "keep_checkpoints"), ("random_seed", "seed")):
@@ -100,6 +108,8 @@ def main(argv):
       eval_steps=FLAGS.eval_steps, eval_bleu_sentences=FLAGS.eval_bleu_sentences,
       log_every=FLAGS.log_every, warm_start_from=FLAGS.warm_start_from,
       warm_start_optimizer=FLAGS.warm_start_optimizer,
+      early_stopping_steps=FLAGS.eval_early_stopping_steps,
+      early_stopping_metric=FLAGS.eval_early_stopping_metric,
       strategy=_strategy())
   return 0
 

@@ -27,7 +27,7 @@ from t2t_keras.data import pipeline
 from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams, HParamsError
-from t2t_keras.training import checkpoints, reporting, signals, warm_start
+from t2t_keras.training import checkpoints, early_stopping, reporting, signals, warm_start
 from t2t_keras.training.evaluation import Evaluator
 from t2t_keras.training.loss_guard import LossClimbGuard
 from t2t_keras.training.schedule import make_optimizer
@@ -85,6 +85,9 @@ class Trainer:
       restores its own checkpoint instead); the vocabulary must be the same file.
     warm_start_optimizer: also take the source's optimizer state (Adam's moments
       and iteration count: the learning-rate schedule continues from there).
+    early_stopping_steps: stop once this many steps passed without a better dev
+      `early_stopping_metric` (loss, accuracy, bleu, char_bleu; `early_stopping.py`),
+      keeping the best as output_dir/best/; 0: off.
     log: a print-like function.
   """
 
@@ -93,6 +96,7 @@ class Trainer:
                use_xla=None, seed=1, save_every=500, save_every_minutes=10.0,
                keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
                log_every=50, warm_start_from=None, warm_start_optimizer=False,
+               early_stopping_steps=0, early_stopping_metric="loss",
                log=functools.partial(print, flush=True)):
     self.problem, self.hparams, self.hparams_set = problem, hparams, hparams_set
     self.model_name, self.data_dir, self.output_dir = model_name, data_dir, output_dir
@@ -126,6 +130,8 @@ class Trainer:
                                eval_steps=eval_steps, bleu_sentences=eval_bleu_sentences)
     self.agreement = signals.WorkerAgreement(self.strategy,
                                              self.input_context.num_input_pipelines, self.chief)
+    self.early_stopping = self._early_stopping(early_stopping_steps, early_stopping_metric,
+                                               recorded.get("best"))
 
   # Set-up, in __init__'s order.
 
@@ -147,6 +153,36 @@ class Trainer:
     source = warm_start.resolve(path)
     warm_start.check_vocabulary(source, self.problem.vocab_path(self.data_dir))
     return {"from": source.checkpoint, "optimizer": bool(with_optimizer)}
+
+  def _early_stopping(self, steps, metric, recorded):
+    """The EarlyStopping tracker (resuming what run.json recorded) and the best checkpoint's
+    manager, or None when `steps` is 0; InputError for settings that cannot work."""
+    if not steps:
+      return None
+    if metric not in early_stopping.METRICS:
+      raise InputError(f"--eval_early_stopping_metric={metric}: one of "
+                       f"{', '.join(early_stopping.METRICS)}")
+    if not self.eval_every:
+      raise InputError("--eval_early_stopping_steps needs evaluations: set --eval_every > 0")
+    if "bleu" in metric and not self.eval_bleu_sentences:
+      raise InputError(f"--eval_early_stopping_metric={metric} needs dev BLEU: set "
+                       "--eval_bleu_sentences > 0")
+    directory = os.path.join(self.output_dir, early_stopping.BEST_DIR) if self.chief else \
+        os.path.join(self.output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}",
+                     early_stopping.BEST_DIR)
+    self.best_manager = tf.train.CheckpointManager(
+        self._checkpoint_without_data, directory, max_to_keep=1, checkpoint_name="ckpt")
+    return early_stopping.EarlyStopping(metric, steps, recorded)
+
+  def _save_best(self, step):
+    """Saves this step as the best (output_dir/best/ckpt-<step>), records it in run.json
+    and makes best/ a run directory."""
+    path = self.best_manager.save(checkpoint_number=step)
+    if self.chief:
+      runs.record(self.output_dir, best=self.early_stopping.record(path))
+      runs.copy_run_info(self.output_dir, os.path.dirname(path))
+      self.log(f"best dev {self.early_stopping.metric} so far "
+               f"({self.early_stopping.value:.4g}): saved {path}")
 
   def _build_model_and_optimizer(self):
     """model, optimizer (built) and the step counter, in the strategy's scope and the
@@ -289,6 +325,9 @@ class Trainer:
     summary = {"step": result["step"], "start_step": start_step, "loss": result["loss"],
                "seconds": time.time() - t0, "interrupted": result["interrupted"],
                "checkpoint": self.manager.latest_checkpoint, **result["eval"]}
+    if self.early_stopping is not None:
+      summary.update(early_stopped=result["early_stopped"],
+                     best_checkpoint=self.best_manager.latest_checkpoint)
     png = reporter.close()
     if png:
       summary["curves_png"] = png
@@ -304,7 +343,10 @@ class Trainer:
                          self.problem.name, self.vocab.vocab_size,
                          self.problem.vocab_path(self.data_dir), self.model_name,
                          self.hparams_set, bucket_mode=self.bucket_mode,
-                         warm_start=self.warm_start)
+                         warm_start=self.warm_start,
+                         best=self.early_stopping.record(self.best_manager.latest_checkpoint)
+                         if self.early_stopping and self.early_stopping.step is not None
+                         else None)
     start_step = self.restore()
     if start_step == 0 and self.chief:  # one pass over the train split, on a fresh run only
       counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
@@ -320,11 +362,15 @@ class Trainer:
 
   def _loop(self, step, train_steps, reporter, stop_signals):
     """Steps to train_steps: update, check, log, evaluate, agree, save; then the final
-    checkpoint. Returns {"step", "loss" (the last), "eval" (the last metrics), "interrupted"}."""
+    checkpoint. Returns {"step", "loss" (the last), "eval" (the last metrics),
+    "interrupted", "early_stopped"}."""
     window = _Window()
     guard = LossClimbGuard(self.hparams.learning_rate_warmup_steps)
     last_save, last_loss, eval_metrics, interrupted = time.time(), float("nan"), {}, False
-    while step < train_steps:
+    early = bool(self.early_stopping and self.early_stopping.should_stop(step))
+    if early:
+      self.log("already stopped: " + self.early_stopping.reason(step))
+    while step < train_steps and not early:
       loss, tokens = self.train_step()
       step = int(self.step.numpy())
       self._check_loss(step, loss, guard)
@@ -333,8 +379,7 @@ class Trainer:
       if step % self.log_every == 0 or step == train_steps:
         window.report(reporter, step, train_steps, float(self.optimizer.learning_rate))
       if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
-        eval_metrics = self.evaluate()
-        reporter.evaluation(step, eval_metrics, self.eval_bleu_sentences)
+        eval_metrics, early = self._evaluate_at(step, reporter)
         window.start = time.time()
       stop, save_now = self.agreement(
           stop_signals.received is not None,
@@ -351,7 +396,22 @@ class Trainer:
     if self.manager.latest_checkpoint is None or \
         not self.manager.latest_checkpoint.endswith(f"ckpt-{step}"):
       self.save()
-    return {"step": step, "loss": last_loss, "eval": eval_metrics, "interrupted": interrupted}
+    return {"step": step, "loss": last_loss, "eval": eval_metrics, "interrupted": interrupted,
+            "early_stopped": early}
+
+  def _evaluate_at(self, step, reporter):
+    """Dev metrics at `step`, reported; with early stopping, a new best saved. Returns
+    (metrics, whether training stops early here)."""
+    metrics = self.evaluate()
+    reporter.evaluation(step, metrics, self.eval_bleu_sentences)
+    if self.early_stopping is None:
+      return metrics, False
+    if self.early_stopping.update(step, metrics):
+      self._save_best(step)
+    if self.early_stopping.should_stop(step):
+      self.log(self.early_stopping.reason(step))
+      return metrics, True
+    return metrics, False
 
   def _check_loss(self, step, loss, guard):
     """NonFiniteLossError for a NaN / Inf loss; the loss-climb warning when the guard fires."""

@@ -12,7 +12,6 @@ from the newest one, so the result is a complete checkpoint that
 
 import os
 
-import shutil
 import time
 
 import tensorflow as tf
@@ -216,18 +215,9 @@ def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_min
       written.append(prefix)
       done.add(window[-1])
     if new:
-      copy_run_info(model_dir, output_dir)
+      runs.copy_run_info(model_dir, output_dir)
       write_checkpoint_index(*written)
       deadline = time.time() + 60 * wait_minutes
     if time.time() >= deadline:
       return written
     time.sleep(min(10.0, max(0.0, deadline - time.time())))
-
-
-def copy_run_info(model_dir, output_dir):
-  for name in (runs.HPARAMS_FILE, runs.RUN_FILE, runs.VOCAB_FILE):
-    src = os.path.join(model_dir, name)
-    if os.path.exists(src):
-      tmp = os.path.join(output_dir, name + ".tmp")
-      shutil.copyfile(src, tmp)
-      os.replace(tmp, os.path.join(output_dir, name))

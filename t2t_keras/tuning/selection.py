@@ -154,7 +154,7 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   hp, decode_overrides, grid = scorer.decodings(decode_overrides, decode_grid)
   best, candidates, chosen, signature = _choose_window(
       scorer, hp, paths, windows, ends, output_dir, dev_name, log)
-  averaging.copy_run_info(model_dir, output_dir)
+  runs.copy_run_info(model_dir, output_dir)
   dev_score = scorer.dev_score
   result = {
       "model_dir": os.path.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
