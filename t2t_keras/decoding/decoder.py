@@ -55,6 +55,9 @@ def decode_hparams(overrides="", defaults=""):
                      probabilities sum to p (1.0: all).
     sampling_seed    the samples are a function of this seed and the source sentence.
     return_beams     files get every beam: "hyp1<TAB>score1<TAB>hyp2<TAB>score2..."
+    return_alignment  files also get <output>.align: Pharaoh "i-j" word pairs of each
+                     best output (`decoding/alignment.py`).
+    alignment_layer  the decoder layer whose attention aligns (-1: the last).
     num_samples      decode only the first N inputs (-1: all).
     max_attention_plots  with an attention plot dir, plot at most N sentences (0: all).
     bleu_lang        target language for the Moses-tokenized BLEU variants.
@@ -63,7 +66,7 @@ def decode_hparams(overrides="", defaults=""):
                batch_size=32, length_bucket=8, jit=True, search_shards=0, constrain=True,
                stop_early=True, sampling_method="argmax", sampling_temp=1.0,
                sampling_keep_top_k=-1, sampling_keep_top_p=1.0, sampling_seed=1,
-               return_beams=False, num_samples=-1, max_attention_plots=0,
+               return_beams=False, return_alignment=False, alignment_layer=-1, num_samples=-1, max_attention_plots=0,
                bleu_lang="de").override(defaults).override(overrides)
   for key, low in _LOWER_BOUNDS.items():
     if hp.get(key) < low:

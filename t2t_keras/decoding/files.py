@@ -69,6 +69,15 @@ def translate_and_score(model, vocab, sources, hparams, references=None, output_
   if output_path:
     write_lines(output_path, [_format(h, hparams.return_beams) for h in nbest])
     log(f"wrote {output_path}")
+  if hparams.return_alignment:
+    from t2t_keras.decoding import alignment  # pylint: disable=import-outside-toplevel
+    summary["alignments"] = alignment.alignments(
+        model, vocab, encode_sources(vocab, sources), [h[0].ids for h in nbest],
+        hparams.alignment_layer)
+    if output_path:
+      write_lines(output_path + ".align", summary["alignments"])
+      log(f"wrote {output_path}.align (Pharaoh word alignments, decoder layer "
+          f"{hparams.alignment_layer})")
   if references is not None:
     from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
     summary["bleu"] = bleu.bleu_report(translations, references, lang=hparams.bleu_lang)
