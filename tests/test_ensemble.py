@@ -137,12 +137,12 @@ def test_t2t_decoder_and_exporter_take_several_runs(two_runs, tmp_path, capsys):
   out = tmp_path / "out.de"
   code = t2t_bin.run_in_process(decoder_bin, [
       "t2t-decoder", f"--output_dir={a},{b}", f"--decode_from_file={source}",
-      f"--decode_to_file={out}", "--decode_hparams=beam_size=2,extra_length=4"])
+      f"--decode_to_file={out}", "--decode_hparams=beam_size=2,extra_length=4,jit=false"])
   assert code == 0, capsys.readouterr().err[-2000:]
   run = runs.load(f"{a},{b}")
   assert run.checkpoint_path == f"{a}/ckpt-7,{b}/ckpt-7"
   assert [m["output_dir"] for m in run.info["ensemble"]] == [a, b]
-  hp = decoder.decode_hparams("beam_size=2,extra_length=4")
+  hp = decoder.decode_hparams("beam_size=2,extra_length=4,jit=false")
   expected = decoder.decode_lines(run.model, run.vocab, TINY_SENTENCES, hp)
   assert out.read_text().splitlines() == expected
   assert expected != decoder.decode_lines(runs.load(a).model, run.vocab, TINY_SENTENCES, hp)
@@ -150,7 +150,7 @@ def test_t2t_decoder_and_exporter_take_several_runs(two_runs, tmp_path, capsys):
   export_dir = tmp_path / "export"
   code = t2t_bin.run_in_process(exporter_bin, [
       "t2t-exporter", f"--output_dir={a},{b}", f"--export_dir={export_dir}",
-      "--decode_hparams=beam_size=2,extra_length=4", "--export_version=1"])
+      "--decode_hparams=beam_size=2,extra_length=4,jit=false", "--export_version=1"])
   assert code == 0, capsys.readouterr().err[-2000:]
   loaded = tf.saved_model.load(str(export_dir / "1"))
   texts = loaded.signatures["serving_default"](inputs=tf.constant(TINY_SENTENCES))["outputs"]
