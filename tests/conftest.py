@@ -67,6 +67,19 @@ TINY_SENTENCES = ["one hundred and five", "twenty-three", "seven thousand, four 
                   "nine", "eighty-eight thousand and one", "six hundred and twelve"]
 
 
+def tiny_model(vocab_size, seed, **hparams):
+  """A built transformer_tiny at hidden 16, filter 32, 2 heads (then `hparams`), weights
+  from `seed`."""
+  from t2t_keras import registry
+  from t2t_keras.models.transformer import Transformer
+  tf.keras.utils.set_random_seed(seed)
+  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32,
+                                                    num_heads=2).replace(**hparams)
+  model = Transformer(vocab_size, hp)
+  model.build_for_ids()
+  return model
+
+
 def make_tiny_run(out, max_length=12, step=7, seed=3, **hparams):
   """A tiny 'training run' in `out`: vocab, hparams, run.json and a random-weight checkpoint
   ckpt-<step> (transformer_tiny at hidden 16, filter 32, 2 heads, then `hparams`; weights

@@ -4,21 +4,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_keras import registry
+from conftest import tiny_model
 from t2t_keras.decoding import beam_search as bs
 from t2t_keras.decoding import search
 from t2t_keras.decoding.greedy import greedy_decode, greedy_loop, greedy_with_steps
-from t2t_keras.models.transformer import Transformer, shift_right
+from t2t_keras.models.transformer import shift_right
 
 VOCAB = 23
 
 
 @pytest.fixture(scope="module")
 def model():
-  tf.keras.utils.set_random_seed(1)
-  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32, num_heads=2)
-  m = Transformer(VOCAB, hp)
-  m.build_for_ids()
+  m = tiny_model(VOCAB, seed=1)
   # Tie EOS's embedding to a common token's, so that some hypotheses end early
   # (all of sentence 2's, one of sentence 0's) and some run to their maximum length
   # (all of sentence 1's).
@@ -181,10 +178,7 @@ def test_beam_search_equals_exhaustive_search(stop_early):
   (vocabulary 5 less PAD, outputs up to 3 ids, length penalty 0.6); run to the end it
   returns every finished output in exhaustive order. (t2t's early stop guarantees the best
   one only.)"""
-  tf.keras.utils.set_random_seed(4)
-  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32, num_heads=2)
-  m = Transformer(5, hp)
-  m.build_for_ids()
+  m = tiny_model(5, seed=4)
   src = tf.constant([[3, 1]])  # 2 non-pad ids: outputs up to 2 + 1 = 3 ids
   max_len, alpha, tokens = 3, 0.6, [2, 3, 4]  # every id but PAD (0) and EOS (1)
   candidates = [list(p) + [1] for n in range(max_len) for p in itertools.product(tokens, repeat=n)]

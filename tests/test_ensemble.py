@@ -7,10 +7,10 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY_SENTENCES, make_tiny_run
+from conftest import TINY_SENTENCES, make_tiny_run, tiny_model
 
 from t2t_keras import bin as t2t_bin
-from t2t_keras import registry, runs
+from t2t_keras import runs
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data import vocabulary
@@ -19,18 +19,13 @@ from t2t_keras.decoding.search_common import length_penalty
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 from t2t_keras.models.ensemble import Ensemble
-from t2t_keras.models.transformer import Transformer
 
 V = 6  # PAD, EOS and four tokens
 INPUTS = np.array([[2, 3, 4, 1], [5, 1, 0, 0]], np.int32)
 
 
 def _model(seed, **changes):
-  tf.keras.utils.set_random_seed(seed)
-  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32, num_heads=2,
-                                                    **changes)
-  model = Transformer(V, hp)
-  model.build_for_ids()
+  model = tiny_model(V, seed, **changes)
   for w in model.trainable_variables:  # sharper distributions than a fresh init
     w.assign(w * 3.0)
   return model

@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_keras import registry
+from conftest import tiny_model
 from t2t_keras.decoding import decoder, sampling, search
 from t2t_keras.decoding.search_common import prepare, step_log_probs
 from t2t_keras.hparam import HParamsError
-from t2t_keras.models.transformer import Transformer
 
 VOCAB = 12
 Z_999 = 3.090  # the standard normal's 0.999 quantile: every test below rejects at p < 0.001
@@ -29,10 +28,7 @@ def ks_uniform_statistic(x):
 
 @pytest.fixture(scope="module")
 def model():
-  tf.keras.utils.set_random_seed(11)
-  hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32, num_heads=2)
-  m = Transformer(VOCAB, hp)
-  m.build_for_ids()
+  m = tiny_model(VOCAB, seed=11)
   # Sharper than a fresh model's near-uniform softmax, so the frequencies test means something.
   m.embedding.embeddings.assign(m.embedding.embeddings * 4.0)
   return m

@@ -75,8 +75,13 @@ def test_trains_records_the_source_and_resumes_its_own_checkpoint(copy_data, sou
   info = json.loads((out / runs.RUN_FILE).read_text())
   assert info["warm_start"] == {"from": os.path.join(src_dir, "ckpt-12"), "optimizer": False}
   own = runs.load_model(str(out))[0]
-  # A resumed run (the flag given again) continues from its own step 4, not the source.
-  again = make_trainer(copy_data, out, warm_start_from=src_dir)
+  # A resumed run continues from its own step 4, not the source; a changed warm-start flag
+  # does not rewrite what the run started from.
+  messages = []
+  again = make_trainer(copy_data, out, warm_start_from=src_dir, warm_start_optimizer=True,
+                       log=messages.append)
+  assert again.warm_start == info["warm_start"]
+  assert any("keeps it" in m for m in messages)
   assert again.restore() == 4
   for a, b in zip(_values(again.model.trainable_variables), _values(own.trainable_variables)):
     np.testing.assert_array_equal(a, b)

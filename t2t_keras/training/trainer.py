@@ -152,7 +152,12 @@ class Trainer:
       return recorded
     source = warm_start.resolve(path)
     warm_start.check_vocabulary(source, self.problem.vocab_path(self.data_dir))
-    return {"from": source.checkpoint, "optimizer": bool(with_optimizer)}
+    given = {"from": source.checkpoint, "optimizer": bool(with_optimizer)}
+    if recorded and recorded != given:
+      self.log(f"warning: this run started from {recorded} (run.json) and keeps it; "
+               f"--warm_start_from now gives {given}")
+      return recorded
+    return given
 
   def _early_stopping(self, steps, metric, recorded):
     """The EarlyStopping tracker (resuming what run.json recorded) and the best checkpoint's
