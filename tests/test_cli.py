@@ -402,7 +402,9 @@ def test_trainer_help_as_a_process():
   script = os.path.join(os.path.dirname(sys.executable), "t2t-trainer")
   proc = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
   assert proc.returncode == 1 and not proc.stderr, proc.stderr
-  assert "--hparams_set: Registered hparams set.\n    (default: 'transformer_tiny')" in proc.stdout
+  assert ("--hparams_set: Registered hparams set (with --warm_start_from a run and no\n"
+          "    --hparams_set: that run's hparams).\n    (default: 'transformer_tiny')"
+          in proc.stdout)
   assert "--seed: Seed for model init, dropout and data order." in proc.stdout
   assert "--use_tpu" not in proc.stdout
 
