@@ -17,7 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.errors import InputError
-from t2t_keras.ids import EOS_ID, PAD_ID
+from t2t_keras.decoding.scoring import pad_ids
+from t2t_keras.ids import EOS_ID
 from t2t_keras.models.transformer import shift_right
 
 WORD_START = "\u2581"  # sentencepiece's "▁"
@@ -52,10 +53,10 @@ def pharaoh(weights, source_pieces, output_pieces):
 def layer_attention(model, source_ids, output_ids, layer):
   """Teacher-forced attention of one decoder layer, heads averaged, for a batch of pairs:
   float32 [batch, max output + 1, max source] (outputs get EOS appended)."""
-  src = _pad([list(s) for s in source_ids])
-  tgt = _pad([list(o) + [EOS_ID] for o in output_ids])
-  memory, mask = model.encode(tf.constant(src))
-  _, _, attention = model.decode(shift_right(tf.constant(tgt)), memory, mask,
+  src = pad_ids([list(s) for s in source_ids])
+  tgt = pad_ids([list(o) + [EOS_ID] for o in output_ids])
+  memory, mask = model.encode(src)
+  _, _, attention = model.decode(shift_right(tgt), memory, mask,
                                  return_attention=True)
   try:
     chosen = attention[layer]
@@ -76,10 +77,3 @@ def alignments(model, vocab, source_ids, output_ids, layer=-1, batch_size=32):
       lines.append(pharaoh(weights[row], [vocab.id_to_piece(t) for t in src],
                            [vocab.id_to_piece(t) for t in out]))
   return lines
-
-
-def _pad(rows):
-  out = np.full([len(rows), max(1, max(len(r) for r in rows))], PAD_ID, np.int32)
-  for i, r in enumerate(rows):
-    out[i, :len(r)] = r
-  return out

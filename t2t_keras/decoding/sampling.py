@@ -1,6 +1,7 @@
 """Sampling a next token (t2t's sampling_method=random), reproducibly, inside the search loop.
 
-    pick = sampler(temperature=0.8, top_k=0, top_p=0.9, seed=7, inputs=source_ids)
+    pick = sampler(temperature=0.8, top_k=0, top_p=0.9, seed=7, inputs=source_ids,
+                   vocab_size=8000)
     token = pick(log_probs, i)      # log_probs float32 [n, vocab], step i -> int32 [n]
 
 The draw is the Gumbel-max trick: argmax(log p / temperature + g) with g standard
@@ -18,6 +19,7 @@ temperature) sum to at least p; temperature 0 is argmax.
 
 import tensorflow as tf
 
+from t2t_keras.decoding.beam_search import top_k as exact_top_k
 from t2t_keras.decoding.search_common import NEG_INF
 
 _MULT_A, _MULT_B = 0x7feb352d, 0x846ca68b  # "lowbias32" (C. Wellons' integer hash prospector)
@@ -42,18 +44,24 @@ def sentence_keys(inputs, seed):
                                                         + tf.constant(1, tf.uint32)))
 
 
-def uniform_noise(keys, step, vocab_size):
-  """float32 [n, vocab] in (0, 1): a function of (keys [n], step, token id)."""
+def token_hashes(vocab_size):
+  """uint32 [1, vocab]: each token id's hash (the same at every step: computed once)."""
+  return mix32(tf.cast(tf.range(vocab_size), tf.uint32))[None]
+
+
+def uniform_noise(keys, step, vocab_size, tokens=None):
+  """float32 [n, vocab] in (0, 1): a function of (keys [n], step, token id); `tokens`:
+  `token_hashes(vocab_size)`, when the caller has it."""
   step_key = mix32(keys + mix32(tf.cast(step, tf.uint32) + tf.constant(0x85ebca6b, tf.uint32)))
-  tokens = tf.cast(tf.range(vocab_size), tf.uint32)[None]
-  bits = mix32(tf.bitwise.bitwise_xor(step_key[:, None], mix32(tokens)))
+  tokens = token_hashes(vocab_size) if tokens is None else tokens
+  bits = mix32(tf.bitwise.bitwise_xor(step_key[:, None], tokens))
   top24 = tf.cast(tf.bitwise.right_shift(bits, tf.constant(8, tf.uint32)), tf.float32)
   return (top24 + 0.5) / float(1 << 24)
 
 
 def filter_top_k(log_probs, k):
   """log_probs with all but the k largest of each row set to NEG_INF (ties at the k-th kept)."""
-  kth = tf.math.top_k(log_probs, k).values[:, -1:]
+  kth = exact_top_k(log_probs, k)[0][:, -1:]  # beam search's two-stage top_k
   return tf.where(log_probs < kth, tf.constant(NEG_INF, log_probs.dtype), log_probs)
 
 
@@ -68,15 +76,16 @@ def filter_top_p(log_probs, p):
   return tf.where(log_probs < threshold, tf.constant(NEG_INF, log_probs.dtype), log_probs)
 
 
-def sampler(temperature, top_k, top_p, seed, inputs, copies=1):
+def sampler(temperature, top_k, top_p, seed, inputs, vocab_size, copies=1):
   """pick(log_probs [n, vocab], step) -> int32 [n]: one sampled token per row.
 
   `inputs` int32 [n, src_len] are the rows' source ids (for their keys); n rows
-  of log probs follow them one to one. With `copies` c, each sentence fills c
+  of log probs [n, vocab_size] follow them one to one. With `copies` c, each sentence fills c
   consecutive rows, and copy j of it draws its own sample (its key mixed with j).
   """
   copy = tf.math.floormod(tf.range(tf.shape(inputs)[0]), copies)
   keys = mix32(sentence_keys(inputs, seed) + mix32(tf.cast(copy, tf.uint32)))
+  tokens = token_hashes(vocab_size)  # outside the search loop: the same at every step
 
   def pick(log_probs, step):
     if temperature == 0:
@@ -86,7 +95,7 @@ def sampler(temperature, top_k, top_p, seed, inputs, copies=1):
       scaled = filter_top_k(scaled, top_k)
     if top_p < 1.0:
       scaled = filter_top_p(scaled, top_p)
-    gumbel = -tf.math.log(-tf.math.log(uniform_noise(keys, step, tf.shape(log_probs)[-1])))
+    gumbel = -tf.math.log(-tf.math.log(uniform_noise(keys, step, vocab_size, tokens)))
     return tf.argmax(scaled + gumbel, axis=-1, output_type=tf.int32)
 
   return pick

@@ -33,7 +33,7 @@ def score_ids(model, src_ids, tgt_ids, batch_size=32):
   scores = []
   for start in range(0, len(src_ids), batch_size):
     src, tgt = src_ids[start:start + batch_size], tgt_ids[start:start + batch_size]
-    batch = {"inputs": _pad(src), "targets": _pad(tgt)}
+    batch = {"inputs": pad_ids(src), "targets": pad_ids(tgt)}
     logits = tf.cast(model(batch, training=False), tf.float32)
     log_probs = tf.gather(tf.nn.log_softmax(logits), batch["targets"], axis=2, batch_dims=2)
     mask = tf.cast(batch["targets"] != 0, tf.float32)
@@ -41,7 +41,8 @@ def score_ids(model, src_ids, tgt_ids, batch_size=32):
   return scores
 
 
-def _pad(rows):
+def pad_ids(rows):
+  """int32 [len(rows), longest] of id lists, 0-padded (a tf constant)."""
   out = np.zeros([len(rows), max(len(r) for r in rows)], np.int32)
   for i, r in enumerate(rows):
     out[i, :len(r)] = r

@@ -64,7 +64,7 @@ def sample_with_steps(model, inputs, num_samples, alpha, extra_length, max_decod
   p = prepare(model, rows, 1, extra_length, max_decode_length, cached,
               prefix_only=prefix_only, constraint=constraint)
   pick = sampling_lib.sampler(sampling.temperature, sampling.top_k, sampling.top_p,
-                              sampling.seed, rows, copies=num_samples)
+                              sampling.seed, rows, model.vocab_size, copies=num_samples)
   ids, log_probs, steps = greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths,
                                       eos_id, pick=pick)
   scores = log_probs / length_penalty(output_lengths(ids, p.decode_lengths, eos_id), alpha)

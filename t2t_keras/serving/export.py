@@ -104,15 +104,14 @@ class Translator(tf.Module):
     self._search = shard_search_fn(
         tf.function(search, jit_compile=bool(hp.jit), autograph=False,
                     input_signature=signature), hp.search_shards, signature)
-    settings = (float(hp.sampling_temp), int(max(hp.sampling_keep_top_k, 0)),
-                float(hp.sampling_keep_top_p))
+    settings = search_lib.sampling_from_hparams(hp.replace(sampling_method="random"))
 
     def sample(ids, seed):
       return search_lib.search(model, ids, beam_size=1, alpha=hp.alpha,
                                extra_length=hp.extra_length,
                                max_decode_length=hp.max_decode_length or None,
                                constraint=constraint,
-                               sampling=search_lib.Sampling(*settings, seed=seed))
+                               sampling=settings._replace(seed=seed))
 
     # One search over the whole batch (the seed is a second input, which sharding lacks).
     self._sample_search = tf.function(
