@@ -11,7 +11,7 @@ Two ways to use them:
 
 2. A few lines in a user directory (`--t2t_usr_dir`):
 
-       from t2t_keras import registry
+       from t2t_keras import fileio, registry
        from t2t_keras.problems.parallel_text import ParallelTextProblem
 
        @registry.register_problem
@@ -32,20 +32,26 @@ invalid UTF-8 names the file and line. Pairs with an empty side are skipped
 and counted in the datagen summary.
 """
 
+import contextlib
 import gzip
 import itertools
 import os
 
-from t2t_keras import registry
+from t2t_keras import fileio, registry
 from t2t_keras.data.problem import SPLITS, Text2TextProblem
 
 
+@contextlib.contextmanager
 def _open_binary(path):
-  with open(path, "rb") as f:
-    magic = f.read(2)
-  if path.endswith(".gz") or magic == b"\x1f\x8b":
-    return gzip.open(path, "rb")
-  return open(path, "rb")
+  """Any fileio path (local, gs://, ram://, ...) read as bytes, gunzipped when it is gzip."""
+  with fileio.open(path, "rb") as f:
+    gzipped = path.endswith(".gz") or f.read(2) == b"\x1f\x8b"
+    f.seek(0)
+    if gzipped:
+      with gzip.GzipFile(fileobj=f, mode="rb") as g:
+        yield g
+    else:
+      yield f
 
 
 def _decode_lines(path):
@@ -112,7 +118,7 @@ class ParallelTextProblem(Text2TextProblem):
     paths = []
     for p in self.files[split]:
       p = os.path.expanduser(p)
-      if not os.path.isabs(p):
+      if not (fileio.is_remote(p) or os.path.isabs(p)):
         if not raw_dir:
           where = (f"--raw_dir, ${self.raw_dir_env} or --tmp_dir" if self.raw_dir_env
                    else "--raw_dir or --tmp_dir")
@@ -126,15 +132,26 @@ class ParallelTextProblem(Text2TextProblem):
 
   def check_inputs(self, tmp_dir):
     missing = [p for split in SPLITS for p in self.split_files(split, tmp_dir)
-               if not os.path.isfile(p)]
+               if not fileio.isfile(p)]
     if missing:
       raise FileNotFoundError(
           f"{self.data_name}: missing input file(s): {', '.join(missing)}")
 
+  def count_forward_samples(self, split, tmp_dir=None):
+    """The source file's line count (read in 1 MiB blocks; the target's is checked when
+    the pairs are read)."""
+    source, _ = self.split_files(split, tmp_dir)
+    lines, last = 0, b"\n"
+    with _open_binary(source) as f:
+      for block in iter(lambda: f.read(1 << 20), b""):
+        lines += block.count(b"\n")
+        last = block[-1:]
+    return lines + (last != b"\n")
+
   def generate_forward_samples(self, split, tmp_dir=None):
     source, target = self.split_files(split, tmp_dir)
     for path in (source, target):
-      if not os.path.isfile(path):
+      if not fileio.isfile(path):
         raise FileNotFoundError(f"{self.data_name}: missing input file: {path}")
     for src, tgt in read_parallel(source, target):
       yield {"inputs": src, "targets": tgt}

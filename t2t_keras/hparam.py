@@ -7,7 +7,8 @@ It is immutable: `override` and `replace` return a new object.
 
 import difflib
 import json
-import os
+
+from t2t_keras import fileio
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -139,12 +140,8 @@ class HParams:
 
   def save(self, path):
     """Writes JSON atomically (temporary name, then rename)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-      f.write(self.to_json())
-    os.replace(tmp, path)
+    fileio.write_atomic(path, self.to_json())
 
   @classmethod
   def load(cls, path):
-    with open(path) as f:
-      return cls.from_json(f.read())
+    return cls.from_json(fileio.read_text(path))

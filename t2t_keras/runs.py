@@ -18,16 +18,14 @@ output_dir/
   checkpoint       the CheckpointManager's index of kept checkpoints
 """
 
-import filecmp
 import json
 import os
-import shutil
 import sys
 from typing import NamedTuple
 
 import tensorflow as tf
 
-from t2t_keras import registry
+from t2t_keras import fileio, registry
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams
 
@@ -58,13 +56,8 @@ def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None
   if best:
     info["best"] = dict(best)
   if vocab_path:
-    tmp = os.path.join(output_dir, VOCAB_FILE + ".tmp")
-    shutil.copyfile(vocab_path, tmp)
-    os.replace(tmp, os.path.join(output_dir, VOCAB_FILE))
-  tmp = os.path.join(output_dir, RUN_FILE + ".tmp")
-  with open(tmp, "w") as f:
-    json.dump(info, f, indent=2)
-  os.replace(tmp, os.path.join(output_dir, RUN_FILE))
+    fileio.copy_atomic(vocab_path, os.path.join(output_dir, VOCAB_FILE))
+  fileio.write_atomic(os.path.join(output_dir, RUN_FILE), json.dumps(info, indent=2))
 
 
 def copy_run_info(model_dir, output_dir):
@@ -73,32 +66,25 @@ def copy_run_info(model_dir, output_dir):
   (t2t-avg-all's output, the early-stopping best/)."""
   for name in (HPARAMS_FILE, RUN_FILE, VOCAB_FILE):
     src = os.path.join(model_dir, name)
-    if os.path.exists(src):
-      tmp = os.path.join(output_dir, name + ".tmp")
-      shutil.copyfile(src, tmp)
-      os.replace(tmp, os.path.join(output_dir, name))
+    if fileio.exists(src):
+      fileio.copy_atomic(src, os.path.join(output_dir, name))
 
 
 def record(output_dir, **entries):
   """Adds `entries` to output_dir's run.json (rewritten atomically)."""
   path = os.path.join(output_dir, RUN_FILE)
-  with open(path) as f:
-    info = json.load(f)
+  info = json.loads(fileio.read_text(path))
   info.update(entries)
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(info, f, indent=2)
-  os.replace(tmp, path)
+  fileio.write_atomic(path, json.dumps(info, indent=2))
 
 
 def load_run_info(output_dir):
   """(HParams, run-info dict) saved by a training run; FileNotFoundError names the path."""
   paths = [os.path.join(output_dir, n) for n in (HPARAMS_FILE, RUN_FILE)]
   for path in paths:
-    if not os.path.exists(path):
+    if not fileio.exists(path):
       raise FileNotFoundError(f"{path} not found: is {output_dir!r} a t2t-trainer output_dir?")
-  with open(paths[1]) as f:
-    info = json.load(f)
+  info = json.loads(fileio.read_text(paths[1]))
   if info.get("vocab_file"):
     info["vocab_path"] = os.path.join(output_dir, info["vocab_file"])
   return HParams.load(paths[0]), info
@@ -150,6 +136,15 @@ def build_model(hparams, vocab_size, model_name="transformer"):
   return model
 
 
+def checkpoint_reader(prefix):
+  """A CheckpointReader of the checkpoint prefix (DIR/ckpt-N) on any filesystem.
+
+  tf.train.load_checkpoint would first ask whether the prefix is a directory, which
+  ram:// answers yes for any prefix of a file name.
+  """
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def checkpoint_is_readable(path):
   """True if the checkpoint prefix `path` exists and every tensor in it reads back.
 
@@ -157,7 +152,7 @@ def checkpoint_is_readable(path):
   truncated index or data file; this reads all of it (a few hundred MB at most).
   """
   try:
-    reader = tf.train.load_checkpoint(path)
+    reader = checkpoint_reader(path)
     dtypes = reader.get_variable_to_dtype_map()
     names = sorted(dtypes)
     tf.raw_ops.RestoreV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names),
@@ -228,7 +223,7 @@ def load(output_dir, checkpoint_path=None):
     return load_ensemble(split_runs(output_dir), checkpoint_path)
   model, hparams, info, path = load_model(output_dir, checkpoint_path)
   vocab_path = info.get("vocab_path")
-  if not vocab_path or not os.path.exists(vocab_path):
+  if not vocab_path or not fileio.exists(vocab_path):
     raise FileNotFoundError(f"{output_dir} has no vocabulary copy ({VOCAB_FILE}, "
                             f"named by {RUN_FILE}'s vocab_file)")
   return Run(model, SubwordVocabulary(vocab_path), hparams, info, path)
@@ -260,7 +255,7 @@ def load_ensemble(output_dirs, checkpoint_paths=None):
   members = [load(d, p) for d, p in zip(output_dirs, paths)]
   first = members[0]
   for directory, run in zip(output_dirs[1:], members[1:]):
-    if not filecmp.cmp(first.info["vocab_path"], run.info["vocab_path"], shallow=False):
+    if not fileio.same_content(first.info["vocab_path"], run.info["vocab_path"]):
       raise InputError(f"{directory}'s vocabulary ({run.info['vocab_path']}) differs from "
                        f"{output_dirs[0]}'s ({first.info['vocab_path']}): the runs of an "
                        "ensemble must share one vocabulary")

@@ -94,7 +94,7 @@ def main(argv):
 
 
 def _select(output_dir):
-  import os  # pylint: disable=import-outside-toplevel
+  from t2t_keras import fileio  # pylint: disable=import-outside-toplevel
   from t2t_keras.errors import InputError  # pylint: disable=import-outside-toplevel
   from t2t_keras.decoding.files import read_lines  # pylint: disable=import-outside-toplevel
   from t2t_keras.tuning import selection  # pylint: disable=import-outside-toplevel
@@ -103,7 +103,7 @@ def _select(output_dir):
                      "and their references)")
   for flag, path in (("--select_from_file", FLAGS.select_from_file),
                      ("--select_reference", FLAGS.select_reference)):
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
       raise InputError(f"{flag}={path}: no such file")
   try:
     windows = sorted({int(w) for w in FLAGS.select_windows})
@@ -120,7 +120,7 @@ def _select(output_dir):
   result = selection.select_average(
       FLAGS.model_dir, output_dir, sources, references, windows=windows,
       ends=FLAGS.select_ends, decode_overrides=FLAGS.select_decode_hparams,
-      max_step=FLAGS.max_step, dev_name=os.path.basename(FLAGS.select_from_file),
+      max_step=FLAGS.max_step, dev_name=fileio.basename(FLAGS.select_from_file),
       decode_grid=[g.strip() for g in FLAGS.select_decode_grid.split(";") if g.strip()])
   overrides = f" --decode_hparams={result['decode_hparams']}" if result["decode_hparams"] else ""
   print(f"decode with: t2t-decoder --output_dir={output_dir}{overrides} ...")

@@ -37,11 +37,21 @@ t2t_keras.bin.define_flag("string", "parallel_dev", None, "translate_parallel_te
 t2t_keras.bin.define_flag("string", "parallel_test", None, "translate_parallel_text: SRC,TGT test files.")
 t2t_keras.bin.define_flag("integer", "vocab_size", None, "Override the problem's target vocabulary size.")
 t2t_keras.bin.define_flag("integer", "max_pairs", None, "Cap every split at this many raw pairs (quick runs).")
+t2t_keras.bin.define_flag("integer", "num_train_shards", None,
+                          "Override the problem's number of train shards (more for big corpora: "
+                          "the unit of parallel and resumable writing).")
+t2t_keras.bin.define_flag("integer", "num_concurrent_processes", 0,
+                          "Processes writing a split's shards (0: one per CPU core, at most one "
+                          "per unfinished shard).")
+t2t_keras.bin.define_flag("integer", "vocab_sample_pairs", None,
+                          "Train the vocabulary on a sample of this many train pairs (default: "
+                          "the problem's, 1,000,000; 0: all).")
+t2t_keras.bin.define_flag("integer", "vocab_sample_seed", 1, "The seed of that sample.")
 
 
 def _problem_kwargs():
   kwargs = {"vocab_size": FLAGS.vocab_size, "max_pairs": FLAGS.max_pairs,
-            "raw_dir": FLAGS.raw_dir}
+            "raw_dir": FLAGS.raw_dir, "num_train_shards": FLAGS.num_train_shards}
   for split in ("train", "dev", "test"):
     kwargs[split] = getattr(FLAGS, f"parallel_{split}")
   return kwargs
@@ -57,6 +67,10 @@ def main(argv):
     raise app.UsageError("--problem and --data_dir are required (see --registry_help)")
   try:
     summary = datagen.generate(FLAGS.problem, FLAGS.data_dir, FLAGS.tmp_dir,
+                               t2t_usr_dir=FLAGS.t2t_usr_dir,
+                               num_workers=FLAGS.num_concurrent_processes,
+                               vocab_sample_pairs=FLAGS.vocab_sample_pairs,
+                               vocab_sample_seed=FLAGS.vocab_sample_seed,
                                **_problem_kwargs())
   except (ValueError, OSError, TypeError) as e:  # bad files or problem arguments
     raise InputError(str(e)) from None

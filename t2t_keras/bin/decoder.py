@@ -39,7 +39,7 @@ import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
 from absl import app, flags
 
-from t2t_keras import registry
+from t2t_keras import fileio, registry
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
 from t2t_keras.decoding import decoder, files, scoring
 from t2t_keras.errors import InputError
@@ -81,7 +81,7 @@ def main(argv):
   for flag, path in (("--decode_from_file", FLAGS.decode_from_file),
                      ("--decode_reference", FLAGS.decode_reference),
                      ("--score_file", FLAGS.score_file)):
-    if path and not os.path.isfile(path):
+    if path and not fileio.isfile(path):
       raise InputError(f"{flag}={path}: no such file")
   if FLAGS.score_file and not FLAGS.decode_to_file:
     raise InputError("--score_file needs --decode_to_file for the scores")

@@ -44,9 +44,11 @@ be >= the length limit (max_length, or the budget when max_length <= 0).
 """
 
 import dataclasses
+import json
 
 import tensorflow as tf
 
+from t2t_keras import fileio
 from t2t_keras.data.packing import pack_dataset
 from t2t_keras.data.vocabulary import PAD
 
@@ -92,8 +94,18 @@ def _parse_chunk(problem, records):
 def count_long_pairs(problem, data_dir, split, max_length):
   """Counts pairs of a split longer than `max_length` ids (either side, EOS included).
 
+  Read from the histogram of pair lengths datagen keeps in the split's stats file, or,
+  for data written before it kept one, by a pass over the split.
   Returns {"total": n, "dropped": d, "kept": n - d}.
   """
+  stats_path = problem.stats_path(data_dir, split)
+  stats = json.loads(fileio.read_text(stats_path)) if fileio.exists(stats_path) else {}
+  if "lengths" in stats:
+    lengths = {int(k): v for k, v in stats["lengths"].items()}
+    total = sum(lengths.values())
+    dropped = sum(v for k, v in lengths.items() if k > max_length)
+    return {"total": total, "dropped": dropped, "kept": total - dropped}
+
   def pair_lengths(records):
     _, len_in, len_out = _parse_chunk(problem, records)
     return tf.maximum(len_in, len_out)

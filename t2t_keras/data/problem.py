@@ -31,13 +31,13 @@ import json
 import os
 import time
 
-from t2t_keras import registry
+from t2t_keras import fileio, registry
 from t2t_keras.errors import InputError
+from t2t_keras.data import shards
 from t2t_keras.data import vocabulary as vocab_lib
 
 SPLITS = ("train", "dev", "test")
 _TMP_SUFFIX = ".incomplete"
-_ENCODE_CHUNK = 4096
 
 
 def _check_split(split):
@@ -53,6 +53,8 @@ class Text2TextProblem:
     num_shards        TFRecord shards per split (more for big corpora).
     vocab_character_coverage, vocab_input_sentence_size: sentencepiece options
                       (a sample of that many sentences if > 0).
+    vocab_sample_pairs  the vocabulary is trained on a sample of this many train
+                      pairs (0: all), drawn by datagen with a seed, in corpus order.
     registered_name   only if registered under a name other than the
                       snake_case of the class name.
   """
@@ -61,14 +63,21 @@ class Text2TextProblem:
   num_shards = {"train": 1, "dev": 1, "test": 1}
   vocab_character_coverage = 1.0
   vocab_input_sentence_size = 0
+  vocab_sample_pairs = 1_000_000
   registered_name = None
 
-  def __init__(self, was_reversed=False, *, vocab_size=None, max_pairs=None):
-    """`vocab_size` overrides the class's target; `max_pairs` caps each split (quick runs)."""
+  def __init__(self, was_reversed=False, *, vocab_size=None, max_pairs=None,
+               num_train_shards=None):
+    """`vocab_size` overrides the class's target; `max_pairs` caps each split (quick runs);
+    `num_train_shards` overrides the class's shard count of train."""
     self.was_reversed = bool(was_reversed)
     if vocab_size is not None:
       self.vocab_size = int(vocab_size)
     self.max_pairs = max_pairs
+    if num_train_shards is not None:
+      if int(num_train_shards) < 1:
+        raise ValueError(f"num_train_shards must be >= 1, got {num_train_shards}")
+      self.num_shards = dict(self.num_shards, train=int(num_train_shards))
 
   # Names and files.
 
@@ -116,79 +125,94 @@ class Text2TextProblem:
   def check_inputs(self, tmp_dir):
     """Raises before anything is written if raw inputs are missing. Optional hook."""
 
-  def _forward_samples(self, split, tmp_dir):
+  def raw_samples(self, split, tmp_dir=None):
+    """The forward samples of `split` as generated (capped by max_pairs), uncleaned."""
     _check_split(split)
     for i, sample in enumerate(self.generate_forward_samples(split, tmp_dir)):
       if self.max_pairs is not None and i >= self.max_pairs:
         return
       yield sample
 
+  def count_raw_samples(self, split, tmp_dir=None):
+    """How many samples `raw_samples` yields: the shards' ranges of a split written in
+    several shards. A pass over the samples; a problem that knows its sizes overrides
+    `count_forward_samples`."""
+    n = self.count_forward_samples(split, tmp_dir)
+    return n if self.max_pairs is None else min(n, self.max_pairs)
+
+  def count_forward_samples(self, split, tmp_dir=None):
+    return sum(1 for _ in self.generate_forward_samples(split, tmp_dir))
+
   def generate_samples(self, split, tmp_dir=None):
     """Raw text pairs of `split`, swapped when the problem is reversed."""
-    for s in self._forward_samples(split, tmp_dir):
+    for s in self.raw_samples(split, tmp_dir):
       if self.was_reversed:
         yield {"inputs": s["targets"], "targets": s["inputs"]}
       else:
         yield s
 
+  @staticmethod
+  def clean_pair(sample):
+    """(inputs, targets) with surrounding whitespace stripped, or the reason the pair is
+    skipped ("empty_inputs", "empty_targets", "empty_inputs_and_targets")."""
+    inputs, targets = sample["inputs"].strip(), sample["targets"].strip()
+    if inputs and targets:
+      return inputs, targets
+    return ("empty_inputs_and_targets" if not inputs and not targets
+            else "empty_inputs" if not inputs else "empty_targets")
+
   def _clean_samples(self, split, tmp_dir, skipped):
-    """Forward samples with surrounding whitespace stripped; empty sides skipped and counted."""
-    for s in self._forward_samples(split, tmp_dir):
-      inputs, targets = s["inputs"].strip(), s["targets"].strip()
-      if not inputs or not targets:
-        reason = ("empty_inputs_and_targets" if not inputs and not targets
-                  else "empty_inputs" if not inputs else "empty_targets")
-        skipped[reason] += 1
-        continue
-      yield inputs, targets
+    """Cleaned forward pairs; skipped ones are counted in `skipped` by reason."""
+    for s in self.raw_samples(split, tmp_dir):
+      pair = self.clean_pair(s)
+      if isinstance(pair, str):
+        skipped[pair] += 1
+      else:
+        yield pair
 
   # Data generation.
 
   def get_vocabulary(self, data_dir):
     return vocab_lib.SubwordVocabulary(self.vocab_path(data_dir))
 
-  def generate_data(self, data_dir, tmp_dir=None, log=None):
-    """Writes vocabulary and TFRecords for every split; skips finished files.
+  def generate_data(self, data_dir, tmp_dir=None, log=None, *, num_workers=1,
+                    vocab_sample_pairs=None, vocab_sample_seed=1, usr_dir=None):
+    """Writes vocabulary and TFRecords for every split; skips finished files and shards.
 
-    Returns a summary dict: {"problem", "data_dir", "vocab_file", "vocab_size",
-    "vocab_trained", "splits": {split: {"pairs", "skipped": {reason: n},
-    "files", "reused"}}, "seconds"}.
+    Args:
+      data_dir, tmp_dir: where the files go; downloads and raw files.
+      log: a print-like function for progress (None: silent).
+      num_workers: processes writing a split's shards (`shards.write_split`).
+      vocab_sample_pairs: the vocabulary is trained on a sample of this many train
+        pairs, kept in corpus order (None: the class's `vocab_sample_pairs`; 0: all).
+      vocab_sample_seed: the seed of that sample.
+      usr_dir: a --t2t_usr_dir the worker processes import (its problems).
+    Returns:
+      a summary dict: {"problem", "data_dir", "vocab_file", "vocab_size",
+      "vocab_trained", "splits": {split: {"pairs", "skipped": {reason: n},
+      "lengths": {pair length: n}, "files", "reused"}}, "seconds"}.
     """
     log = log or (lambda msg: None)
     start = time.time()
-    os.makedirs(data_dir, exist_ok=True)
+    fileio.makedirs(data_dir)
     if tmp_dir:
-      os.makedirs(tmp_dir, exist_ok=True)
+      fileio.makedirs(tmp_dir)
     self.check_inputs(tmp_dir)
 
     vocab_path = self.vocab_path(data_dir)
     vocab_trained = False
-    if os.path.exists(vocab_path):
+    if fileio.exists(vocab_path):
       log(f"vocabulary {vocab_path} exists; reusing it")
       vocab = vocab_lib.SubwordVocabulary(vocab_path)
     else:
-      log(f"training a {self.vocab_size}-piece BPE vocabulary on both sides of train")
-      skipped = collections.Counter()
-      if next(self._clean_samples("train", tmp_dir, collections.Counter()), None) is None:
-        raise InputError(f"{self.data_name}: the train split has no pair with both sides "
-                         f"non-empty{self.describe_source('train', tmp_dir)}: nothing to "
-                         "learn a vocabulary from")
-
-      def sentences():
-        for inputs, targets in self._clean_samples("train", tmp_dir, skipped):
-          yield inputs
-          yield targets
-
-      vocab = vocab_lib.train_sentencepiece(
-          sentences(), vocab_path, self.vocab_size,
-          character_coverage=self.vocab_character_coverage,
-          input_sentence_size=self.vocab_input_sentence_size)
+      limit = self.vocab_sample_pairs if vocab_sample_pairs is None else vocab_sample_pairs
+      vocab = self._train_vocabulary(vocab_path, tmp_dir, limit, vocab_sample_seed, log)
       vocab_trained = True
-      log(f"wrote {vocab_path} ({vocab.vocab_size} pieces)")
 
     splits = {}
     for split in SPLITS:
-      splits[split] = self._generate_split(data_dir, tmp_dir, split, vocab, log)
+      splits[split] = self._generate_split(data_dir, tmp_dir, split, vocab, log,
+                                           num_workers, usr_dir)
     return {
         "problem": self.data_name,
         "data_dir": data_dir,
@@ -199,58 +223,49 @@ class Text2TextProblem:
         "seconds": round(time.time() - start, 3),
     }
 
-  def _generate_split(self, data_dir, tmp_dir, split, vocab, log):
+  def _train_vocabulary(self, vocab_path, tmp_dir, limit, seed, log):
+    """Trains the BPE vocabulary on both sides of (a sample of `limit` pairs of) train."""
+    pairs, total = vocab_lib.sample_in_order(
+        self._clean_samples("train", tmp_dir, collections.Counter()), limit, seed)
+    if not pairs:
+      raise InputError(f"{self.data_name}: the train split has no pair with both sides "
+                       f"non-empty{self.describe_source('train', tmp_dir)}: nothing to "
+                       "learn a vocabulary from")
+    sample = (f"all {total:,} train pairs" if len(pairs) == total else
+              f"a sample of {len(pairs):,} of {total:,} train pairs (seed {seed}; "
+              "--vocab_sample_pairs=0 for all)")
+    log(f"training a {self.vocab_size}-piece BPE vocabulary on both sides of {sample}")
+    vocab = vocab_lib.train_sentencepiece(
+        (side for pair in pairs for side in pair), vocab_path, self.vocab_size,
+        character_coverage=self.vocab_character_coverage,
+        input_sentence_size=self.vocab_input_sentence_size)
+    log(f"wrote {vocab_path} ({vocab.vocab_size} pieces)")
+    return vocab
+
+  def _generate_split(self, data_dir, tmp_dir, split, vocab, log, num_workers=1,
+                      usr_dir=None):
     paths = self.shard_paths(data_dir, split)
     stats_path = self.stats_path(data_dir, split)
-    if all(os.path.exists(p) for p in paths):
-      if os.path.exists(stats_path):
-        with open(stats_path) as f:
-          stats = json.load(f)
-      else:
+    if all(fileio.exists(p) for p in paths) and (
+        fileio.exists(stats_path) or not shards.finished(paths)):
+      if fileio.exists(stats_path):
+        stats = json.loads(fileio.read_text(stats_path))
+      else:  # written before per-shard stats existed
         stats = {"pairs": _count_records(paths), "skipped": {}}
       log(f"{split}: {len(paths)} finished file(s) exist; skipping")
       return dict(stats, files=paths, reused=True)
-
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    skipped = collections.Counter()
-    tmp_paths = [p + _TMP_SUFFIX for p in paths]
-    writers = [tf.io.TFRecordWriter(p) for p in tmp_paths]
-    count = 0
-    try:
-      chunk = []
-
-      def flush():
-        nonlocal count
-        ids_in = vocab.encode_batch([c[0] for c in chunk])
-        ids_tg = vocab.encode_batch([c[1] for c in chunk])
-        for a, b in zip(ids_in, ids_tg):
-          writers[count % len(writers)].write(_example(a + [vocab_lib.EOS], b + [vocab_lib.EOS]))
-          count += 1
-        chunk.clear()
-
-      for pair in self._clean_samples(split, tmp_dir, skipped):
-        chunk.append(pair)
-        if len(chunk) >= _ENCODE_CHUNK:
-          flush()
-      if chunk:
-        flush()
-      for w in writers:
-        w.close()
-      stats = {"pairs": count, "skipped": dict(skipped)}
-      _write_json_atomic(stats_path, stats)
-      for tmp, final in zip(tmp_paths, paths):
-        os.replace(tmp, final)
-    except BaseException:
-      for w in writers:
-        try:
-          w.close()
-        except Exception:  # pylint: disable=broad-except
-          pass
-      for tmp in tmp_paths:
-        if os.path.exists(tmp):
-          os.remove(tmp)
-      raise
-    log(f"{split}: wrote {count} pairs to {len(paths)} file(s); skipped {dict(skipped) or 0}")
+    others = sorted(set(fileio.glob(self.filepattern(data_dir, split))) - set(paths))
+    if others:
+      raise InputError(f"{data_dir} holds {split} files of another shard count "
+                       f"({fileio.basename(others[0])}, ...) than the {len(paths)} asked for: "
+                       "remove them, or generate with their count")
+    stats = shards.write_split(self, tmp_dir, split, paths, vocab, num_workers=num_workers,
+                               usr_dir=usr_dir, log=log)
+    _write_json_atomic(stats_path, stats)
+    for p in paths:
+      fileio.remove(shards.shard_stats_path(p))
+    log(f"{split}: {stats['pairs']} pairs in {len(paths)} file(s); skipped "
+        f"{stats['skipped'] or 0}")
     return dict(stats, files=paths, reused=False)
 
   # Reading.
@@ -319,13 +334,15 @@ def _features():
   return {"inputs": tf.io.RaggedFeature(tf.int64), "targets": tf.io.RaggedFeature(tf.int64)}
 
 
-def _example(inputs, targets):
+def example(inputs, targets):
+  """A serialized tf.train.Example of two id lists (the datagen record format)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   feature = {
       "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
       "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
   }
-  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
+      deterministic=True)  # map keys sorted: the same bytes in every process
 
 
 def _count_records(paths):
@@ -335,6 +352,6 @@ def _count_records(paths):
 
 def _write_json_atomic(path, obj):
   tmp = path + _TMP_SUFFIX
-  with open(tmp, "w") as f:
+  with fileio.open(tmp, "w") as f:
     json.dump(obj, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)
+  fileio.replace(tmp, path)

@@ -10,9 +10,11 @@ Reserved ids: PAD = 0, EOS = 1, UNK = 2; there is no BOS.
 
 import io
 import os
+import random
 
 import sentencepiece as spm
 
+from t2t_keras import fileio
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID  # noqa: E402  (re-exported)
 
 PAD, EOS, UNK = PAD_ID, EOS_ID, UNK_ID
@@ -44,10 +46,7 @@ def train_sentencepiece(sentences, model_path, vocab_size, *,
     raise
   if errors:
     raise errors[0]
-  tmp = model_path + ".incomplete"
-  with open(tmp, "wb") as f:
-    f.write(writer.getvalue())
-  os.replace(tmp, model_path)
+  fileio.write_atomic(model_path, writer.getvalue())
   return SubwordVocabulary(model_path)
 
 
@@ -68,6 +67,25 @@ def _train(sentences, writer, vocab_size, character_coverage, input_sentence_siz
   )
 
 
+def sample_in_order(items, k, seed):
+  """(a uniform sample of k of `items`, in their order; how many items there were).
+
+  Reservoir sampling (Vitter's algorithm R) with its own `random.Random(seed)`: one pass,
+  memory for k items. k <= 0, or k >= the count, keeps everything in order.
+  """
+  rng = random.Random(seed)
+  kept, total = [], 0
+  for total, item in enumerate(items, start=1):
+    if k <= 0 or total <= k:
+      kept.append((total, item))
+    else:
+      j = rng.randrange(total)
+      if j < k:
+        kept[j] = (total, item)
+  kept.sort(key=lambda pair: pair[0])
+  return [item for _, item in kept], total
+
+
 class SubwordVocabulary:
   """A sentencepiece model: text <-> ids, in python and in TF graphs.
 
@@ -79,11 +97,10 @@ class SubwordVocabulary:
 
   def __init__(self, model_path=None, *, model_proto=None):
     if model_proto is None:
-      if not os.path.exists(model_path):
+      if not fileio.exists(model_path):
         raise FileNotFoundError(
             f"vocabulary {model_path!r} not found; run t2t-datagen first")
-      with open(model_path, "rb") as f:
-        model_proto = f.read()
+      model_proto = fileio.read_bytes(model_path)
     self.model_path = model_path
     self._proto = bytes(model_proto)
     self._sp = spm.SentencePieceProcessor(model_proto=self._proto)

@@ -8,10 +8,10 @@
 Outputs are written under a temporary name and renamed when complete.
 """
 
-import os
 import sys
 import time
 
+from t2t_keras import fileio
 from t2t_keras.decoding.decoder import (decode_hparams, encode_sources, make_search_fn,
                                         translate_lines)
 from t2t_keras.errors import InputError
@@ -24,12 +24,14 @@ def _format(hyps, return_beams):
 
 
 def write_lines(path, lines):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  """Writes one line per item (newlines inside an item become spaces), under a temporary
+  name first; any fileio path."""
+  fileio.makedirs(fileio.dirname(fileio.abspath(path)))
   tmp = path + ".incomplete"
-  with open(tmp, "w", encoding="utf-8") as f:
+  with fileio.open(tmp, "w") as f:
     for line in lines:
       f.write(line.replace("\n", " ") + "\n")
-  os.replace(tmp, path)
+  fileio.replace(tmp, path)
 
 
 def read_lines(path):

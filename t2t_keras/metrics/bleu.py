@@ -19,13 +19,13 @@ often mistaken for BLEU, and nothing here offers it.
 
 import functools
 import gzip
-import os
 import re
 
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
+from t2t_keras import fileio
 from t2t_keras.errors import InputError
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -139,11 +139,11 @@ def format_report(report):
 
 def read_lines(path):
   """Lines of a UTF-8 text file (plain or .gz) without their newlines."""
-  if not os.path.isfile(path):
+  if not fileio.isfile(path):
     raise FileNotFoundError(f"{path}: no such file")
-  opener = gzip.open if path.endswith(".gz") else open
   lines = []
-  with opener(path, "rb") as f:
+  with fileio.open(path, "rb") as raw_file, (
+      gzip.GzipFile(fileobj=raw_file, mode="rb") if path.endswith(".gz") else raw_file) as f:
     for lineno, raw in enumerate(f, start=1):
       try:
         lines.append(raw.decode("utf-8").rstrip("\r\n"))

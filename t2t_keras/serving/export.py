@@ -45,7 +45,7 @@ import time
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from t2t_keras import registry, runs
+from t2t_keras import fileio, registry, runs
 from t2t_keras.decoding import search as search_lib
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
 from t2t_keras.decoding.decoder import problem_constraint
@@ -86,8 +86,7 @@ class Translator(tf.Module):
     # SavedModel holds them and the functions' captures resolve to them.
     self.__dict__["_model"] = model
     self.model_variables = list(model.variables)
-    with open(vocab_path, "rb") as f:
-      proto = f.read()
+    proto = fileio.read_bytes(vocab_path)
     self.tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
     self.vocab_asset = tf.saved_model.Asset(vocab_path)
     self.info_asset = None
@@ -316,9 +315,12 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   max_input_length = _input_limit(hparams, max_input_length)
   export_dir = export_dir or os.path.join(output_dir, "export")
   version, final = _version_dir(export_dir, version, None if ensemble else ckpt, overwrite)
-  tmp = tempfile.mkdtemp(prefix=f".tmp-{int(version)}-", dir=export_dir)
+  # Saved beside the target where that is a local disk (then renamed into place at once),
+  # else in a local temporary directory, then copied up.
+  tmp = tempfile.mkdtemp(prefix=f".tmp-{int(version)}-",
+                         dir=None if fileio.is_remote(export_dir) else export_dir)
   try:
-    export_info = {"checkpoint_path": ",".join(os.path.abspath(c) for c in ckpt.split(",")),
+    export_info = {"checkpoint_path": ",".join(fileio.abspath(c) for c in ckpt.split(",")),
                    "version": int(version),
                    "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
                    "max_input_length": int(max_input_length),
@@ -358,10 +360,10 @@ def _version_dir(export_dir, version, checkpoint, overwrite):
     if version is None:
       version = int(time.time())
   final = os.path.join(export_dir, str(int(version)))
-  if os.path.exists(final) and not overwrite:
+  if fileio.exists(final) and not overwrite:
     raise FileExistsError(f"{final} exists: pass overwrite=True (--overwrite) or another "
                           f"version (--export_version)")
-  os.makedirs(export_dir, exist_ok=True)
+  fileio.makedirs(export_dir)
   return version, final
 
 
@@ -393,8 +395,14 @@ def _save(translator, export_info, directory):
 
 
 def _move_into_place(tmp, final, export_dir, version):
-  """Renames tmp to final; an existing final is moved aside first, then removed."""
-  if os.path.exists(final):
+  """Renames the local directory tmp to final; an existing final is moved aside first,
+  then removed. A remote final (an object store has no directory rename) is replaced by
+  a copy of tmp, file by file."""
+  if fileio.is_remote(final):
+    fileio.rmtree(final)
+    fileio.upload_tree(tmp, final)
+    shutil.rmtree(tmp, ignore_errors=True)
+  elif os.path.exists(final):
     old = tempfile.mkdtemp(prefix=f".old-{int(version)}-", dir=export_dir)
     os.rename(final, os.path.join(old, "v"))
     os.rename(tmp, final)

@@ -1,7 +1,5 @@
 """Resuming from the newest readable checkpoint of a run."""
 
-import tensorflow as tf
-
 from t2t_keras.errors import InputError
 from t2t_keras import runs
 
@@ -14,7 +12,7 @@ _PIPELINE_TENSOR = PIPELINE_KEY + "/.ATTRIBUTES/VARIABLE_VALUE"
 
 def input_pipeline_version(path):
   """The input pipeline version whose iterator a checkpoint holds (1 if unrecorded)."""
-  reader = tf.train.load_checkpoint(path)
+  reader = runs.checkpoint_reader(path)
   if not reader.has_tensor(_PIPELINE_TENSOR):
     return 1
   return int(reader.get_tensor(_PIPELINE_TENSOR))

@@ -1,7 +1,10 @@
 """Learning-curve history (JSON lines) and its PNG plot in output_dir."""
 
+import io
 import json
 import os
+
+from t2t_keras import fileio
 
 HISTORY_FILE = "metrics.jsonl"
 PNG_FILE = "learning_curves.png"
@@ -12,21 +15,18 @@ class History:
 
   def __init__(self, path, start_step=0):
     self.path = path
-    if os.path.exists(path):
-      with open(path) as f:
-        keep = [line for line in f if line.strip() and json.loads(line)["step"] <= start_step]
-      with open(path + ".tmp", "w") as f:
-        f.writelines(keep)
-      os.replace(path + ".tmp", path)
+    if fileio.exists(path):
+      keep = [line + "\n" for line in fileio.read_text(path).splitlines()
+              if line.strip() and json.loads(line)["step"] <= start_step]
+      fileio.write_atomic(path, "".join(keep))
 
   def add(self, step, **metrics):
-    with open(self.path, "a") as f:
+    with fileio.open(self.path, "a") as f:
       f.write(json.dumps({"step": int(step), **{k: float(v) for k, v in metrics.items()}}) + "\n")
 
 
 def read(path):
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
+  return [json.loads(line) for line in fileio.read_text(path).splitlines() if line.strip()]
 
 
 def panels(records):
@@ -46,7 +46,7 @@ def panels(records):
 
 def plot(history_path, output_dir):
   """Writes learning_curves.png (`panels` of the history, side by side); returns its path."""
-  if not os.path.exists(history_path):
+  if not fileio.exists(history_path):
     return None
   import matplotlib
   matplotlib.use("Agg")
@@ -62,7 +62,8 @@ def plot(history_path, output_dir):
       ax.legend()
   fig.tight_layout()
   path = os.path.join(output_dir, PNG_FILE)
-  fig.savefig(path + ".tmp.png", dpi=90)
+  png = io.BytesIO()
+  fig.savefig(png, format="png", dpi=90)
   plt.close(fig)
-  os.replace(path + ".tmp.png", path)
+  fileio.write_atomic(path, png.getvalue())
   return path

@@ -22,7 +22,7 @@ import time
 import keras
 import tensorflow as tf
 
-from t2t_keras import registry, runs
+from t2t_keras import fileio, registry, runs
 from t2t_keras.data import pipeline
 from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
@@ -45,7 +45,7 @@ class NonFiniteLossError(InputError, RuntimeError):
 def check_hparams_match(output_dir, hparams):
   """Refuses an output_dir whose saved hparams differ, naming the differing keys."""
   path = os.path.join(output_dir, runs.HPARAMS_FILE)
-  if not os.path.exists(path):
+  if not fileio.exists(path):
     return
   saved = HParams.load(path)
   diff = [k for k in saved.diff(hparams) if k not in RESUMABLE_KEYS]
@@ -138,7 +138,7 @@ class Trainer:
   def _check_output_dir(self):
     """Refuses an output_dir holding another run; returns its run record ({} when new)."""
     recorded = {}
-    if os.path.exists(os.path.join(self.output_dir, runs.RUN_FILE)):
+    if fileio.exists(os.path.join(self.output_dir, runs.RUN_FILE)):
       runs.check_run_matches(self.output_dir, problem=self.problem.name, model=self.model_name,
                              hparams_set=self.hparams_set, compare_values=False)
       recorded = runs.load_run_info(self.output_dir)[1]
@@ -471,7 +471,8 @@ def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="",
       with `warm_start_from` a run: that run's hparams (hparams.json) and set name.
     data_dir, output_dir: data and run directories.
     train_steps: default hparams.train_steps.
-    generate_data: run datagen first (skips finished files).
+    generate_data: run datagen first (skips finished files); with several workers the
+      chief does, and the others wait until every split's files are finished.
     trainer_kwargs: see `Trainer`.
   """
   from t2t_keras.data import datagen
@@ -483,7 +484,12 @@ def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="",
   if train_steps:
     hp = hp.replace(train_steps=train_steps)
   if generate_data:
-    datagen.generate(problem_name, data_dir, tmp_dir, log=trainer_kwargs.get("log", print))
+    strategy = trainer_kwargs.setdefault("strategy", make_strategy())
+    log = trainer_kwargs.get("log", print)
+    if is_chief(strategy):
+      datagen.generate(problem_name, data_dir, tmp_dir, log=log, num_workers=0)
+    else:
+      datagen.wait_for(problem_name, data_dir, log=log)
   problem = registry.problem(problem_name)
   trainer = Trainer(problem, hp, data_dir, output_dir, hparams_set=hparams_set, **trainer_kwargs)
   return trainer.train(hp.train_steps)

@@ -18,13 +18,12 @@ naming the first such variable.
 """
 
 import collections
-import filecmp
 import os
 
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from t2t_keras import runs
+from t2t_keras import fileio, runs
 from t2t_keras.errors import InputError
 
 Source = collections.namedtuple("Source", ["checkpoint", "run_dir"])
@@ -38,8 +37,8 @@ def resolve(path):
   """A `Source` for a run directory (its newest readable checkpoint), a directory of
   checkpoints, or a checkpoint prefix; InputError when it is none of them."""
   flag = f"--warm_start_from={path}"
-  if os.path.isdir(path):
-    if os.path.exists(os.path.join(path, runs.RUN_FILE)):
+  if fileio.isdir(path):
+    if fileio.exists(os.path.join(path, runs.RUN_FILE)):
       try:
         return Source(runs.latest_checkpoint(path), path)
       except FileNotFoundError as e:
@@ -51,7 +50,7 @@ def resolve(path):
                      "readable checkpoint")
   if runs.checkpoint_is_readable(path):
     run_dir = os.path.dirname(path)
-    return Source(path, run_dir if os.path.exists(os.path.join(run_dir, runs.RUN_FILE))
+    return Source(path, run_dir if fileio.exists(os.path.join(run_dir, runs.RUN_FILE))
                   else None)
   raise InputError(f"{flag}: not a run directory, a checkpoint directory or a readable "
                    "checkpoint prefix (give DIR or DIR/ckpt-1000, not a file)")
@@ -66,10 +65,10 @@ def check_vocabulary(source, vocab_path):
     return False
   _, info = runs.load_run_info(source.run_dir)
   theirs = info.get("vocab_path")
-  if not theirs or not os.path.exists(theirs):
+  if not theirs or not fileio.exists(theirs):
     raise InputError(f"--warm_start_from={source.run_dir}: the run has no vocabulary copy "
                      f"({runs.VOCAB_FILE}) to compare with {vocab_path}")
-  if not filecmp.cmp(theirs, vocab_path, shallow=False):
+  if not fileio.same_content(theirs, vocab_path):
     raise InputError(f"--warm_start_from={source.run_dir}: its vocabulary ({theirs}) differs "
                      f"from this problem's ({vocab_path}); a warm start needs the same "
                      "vocabulary file")
@@ -143,7 +142,7 @@ def plan(checkpoint, model, optimizer=None):
   are neither copied nor required). Optimizer (when given): its own variables
   (moments, iterations), not the model's it also tracks.
   """
-  reader = tf.train.load_checkpoint(checkpoint)
+  reader = runs.checkpoint_reader(checkpoint)
   shapes = reader.get_variable_to_shape_map()
   if _OBJECT_GRAPH not in shapes:
     raise InputError(f"--warm_start_from: {checkpoint} is not an object-based (TF2) checkpoint")
@@ -178,7 +177,7 @@ def load(checkpoint, model, optimizer=None):
   """Assigns the checkpoint's values to `model`'s trainable variables (and `optimizer`'s
   own, when given), after `plan`'s checks; returns how many variables were assigned."""
   pairs = plan(checkpoint, model, optimizer)
-  reader = tf.train.load_checkpoint(checkpoint)
+  reader = runs.checkpoint_reader(checkpoint)
   for variable, key in pairs:
     variable.assign(reader.get_tensor(key))
   return len(pairs)

@@ -18,7 +18,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from t2t_keras.errors import InputError
-from t2t_keras import runs
+from t2t_keras import fileio, runs
 
 ROOT_CHILD = "model"  # the trainer's tf.train.Checkpoint(model=..., optimizer=..., ...)
 AVERAGED_DIR = "averaged"
@@ -86,7 +86,7 @@ def average_checkpoint_files(paths, output_prefix):
   """
   if not paths:
     raise ValueError("no checkpoints to average")
-  readers = [tf.train.load_checkpoint(p) for p in paths]
+  readers = [runs.checkpoint_reader(p) for p in paths]
   last = readers[-1]
   dtypes = last.get_variable_to_dtype_map()
   shapes = last.get_variable_to_shape_map()
@@ -187,11 +187,11 @@ def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_min
     InputError / FileNotFoundError naming the directory when there is nothing
     to average.
   """
-  if os.path.abspath(model_dir) == os.path.abspath(output_dir):
+  if fileio.abspath(model_dir).rstrip("/") == fileio.abspath(output_dir).rstrip("/"):
     raise InputError(f"--output_dir must differ from --model_dir ({model_dir}): the averages "
                      "would replace the run's own checkpoint index")
   for name in (runs.HPARAMS_FILE, runs.RUN_FILE):
-    if not os.path.exists(os.path.join(model_dir, name)):
+    if not fileio.exists(os.path.join(model_dir, name)):
       raise FileNotFoundError(f"{os.path.join(model_dir, name)} not found: is {model_dir!r} a "
                               "t2t-trainer output_dir?")
   written, done, deadline = [], set(), time.time() + 60 * wait_minutes

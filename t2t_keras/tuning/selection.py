@@ -28,11 +28,10 @@ test split: the caller passes dev data.
 import dataclasses
 import json
 import os
-import shutil
 import time
 from typing import Callable
 
-from t2t_keras import registry, runs
+from t2t_keras import fileio, registry, runs
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParamsError
 from t2t_keras.tuning import averaging
@@ -139,7 +138,7 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   Returns:
     the selection dict written to output_dir/selection.json.
   """
-  if os.path.abspath(model_dir) == os.path.abspath(output_dir):
+  if fileio.abspath(model_dir).rstrip("/") == fileio.abspath(output_dir).rstrip("/"):
     raise InputError(f"the selected average must go to another directory than {model_dir}")
   if not sources or len(sources) != len(references):
     raise InputError(f"dev data for selection: {len(sources)} sources and {len(references)} "
@@ -157,7 +156,7 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   runs.copy_run_info(model_dir, output_dir)
   dev_score = scorer.dev_score
   result = {
-      "model_dir": os.path.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
+      "model_dir": fileio.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
       "rule": (f"highest {dev_score.name} on {dev_name} ({len(sources)} sentences, "
                f"beam {hp.beam_size}, alpha {hp.alpha}); ties: {dev_score.second_name}, "
                "then the wider window, then the later end"),
@@ -259,8 +258,8 @@ def _choose_window(scorer, hp, paths, windows, ends, output_dir, dev_name, log):
       _remove(prefix)
   chosen = os.path.join(output_dir, f"ckpt-{best['last_step']}")
   for suffix in _prefix_files(best_prefix):
-    os.replace(best_prefix + suffix, chosen + suffix)
-  shutil.rmtree(work, ignore_errors=True)
+    fileio.replace(best_prefix + suffix, chosen + suffix)
+  fileio.rmtree(work)
   averaging.write_checkpoint_index(chosen)
   log(f"chose the average of {best['n']} checkpoint(s), steps {best['first_step']}-"
       f"{best['last_step']} ({dev_name} {dev_score.name} {best[dev_score.key]:.2f}): {chosen}")
@@ -321,13 +320,13 @@ def _write_selection(output_dir, result):
 
 def _prefix_files(prefix):
   directory, base = os.path.split(prefix)
-  return [name[len(base):] for name in os.listdir(directory)
+  return [name[len(base):] for name in fileio.listdir(directory)
           if name.startswith(base + ".")]
 
 
 def _remove(prefix):
   for suffix in _prefix_files(prefix):
-    os.remove(prefix + suffix)
+    fileio.remove(prefix + suffix)
 
 
 def _write_json(path, obj):
@@ -335,6 +334,4 @@ def _write_json(path, obj):
 
 
 def _write_text(path, text):
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(path + ".tmp", path)
+  fileio.write_atomic(path, text)

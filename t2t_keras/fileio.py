@@ -1,0 +1,166 @@
+"""Files at any path a user gives: local ones through `os`, any other scheme through tf.io.gfile.
+
+Data dirs, run directories, vocabularies, run records, metrics and exports may live on
+an object store (`gs://bucket/run`, `s3://`, `hdfs://`, where TensorFlow's filesystem
+plugin for it is installed) or in TensorFlow's in-process `ram://` filesystem (tests).
+A path with "://" goes through `tf.io.gfile` (TensorFlow imported on first use); any
+other path through the standard library, so tools that load no TensorFlow (the
+CTranslate2 client) still read local files.
+
+    from t2t_keras import fileio
+    fileio.write_atomic(fileio.join(output_dir, "run.json"), text)
+    with fileio.open(path, "rb") as f: ...
+
+Object stores have no atomic rename: `replace` there is a copy and a delete, so a reader
+can see a half-written file only on a store, never locally.
+"""
+
+import builtins
+import os
+import shutil
+
+
+def is_remote(path):
+  """True for a path with a scheme ("gs://b/x", "ram://x"): handled by tf.io.gfile."""
+  return "://" in str(path)
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.io.gfile
+
+
+def abspath(path):
+  """A local path made absolute (with ~ expanded); a remote one unchanged."""
+  path = str(path)
+  return path if is_remote(path) else os.path.abspath(os.path.expanduser(path))
+
+
+def join(path, *parts):
+  return os.path.join(str(path), *parts)
+
+
+def dirname(path):
+  return os.path.dirname(str(path))
+
+
+def basename(path):
+  return os.path.basename(str(path))
+
+
+def open(path, mode="r"):  # pylint: disable=redefined-builtin
+  """A file object; text modes read and write UTF-8."""
+  if is_remote(path):
+    return _gfile().GFile(path, mode)
+  if "b" in mode:
+    return builtins.open(path, mode)
+  return builtins.open(path, mode, encoding="utf-8")
+
+
+def exists(path):
+  return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def isdir(path):
+  return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
+def isfile(path):
+  if is_remote(path):
+    return _gfile().exists(path) and not _gfile().isdir(path)
+  return os.path.isfile(path)
+
+
+def makedirs(path):
+  """Creates path and its parents; fine if it exists."""
+  if is_remote(path):
+    _gfile().makedirs(path)
+  elif path:
+    os.makedirs(path, exist_ok=True)
+
+
+def listdir(path):
+  """Entry names (not paths), sorted."""
+  names = _gfile().listdir(path) if is_remote(path) else os.listdir(path)
+  return sorted(n.rstrip("/") for n in names)
+
+
+def glob(pattern):
+  """Matching paths, sorted."""
+  if is_remote(pattern):
+    return sorted(_gfile().glob(pattern))
+  import glob as glob_lib  # pylint: disable=import-outside-toplevel
+  return sorted(glob_lib.glob(pattern))
+
+
+def replace(src, dst):
+  """Renames src to dst, replacing dst (atomic on local disks)."""
+  if is_remote(src) or is_remote(dst):
+    _gfile().rename(src, dst, overwrite=True)
+  else:
+    os.replace(src, dst)
+
+
+def remove(path):
+  """Deletes a file; fine if it is missing."""
+  if is_remote(path):
+    if _gfile().exists(path):
+      _gfile().remove(path)
+  elif os.path.exists(path):
+    os.remove(path)
+
+
+def rmtree(path):
+  """Deletes a directory tree; fine if it is missing."""
+  if is_remote(path):
+    if _gfile().exists(path):
+      _gfile().rmtree(path)
+  else:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def copy(src, dst):
+  """Copies a file's bytes, replacing dst."""
+  if is_remote(src) or is_remote(dst):
+    _gfile().copy(src, dst, overwrite=True)
+  else:
+    shutil.copyfile(src, dst)
+
+
+def copy_atomic(src, dst):
+  """Copies src to dst under a temporary name first, so dst is never half-written locally."""
+  copy(src, dst + ".tmp")
+  replace(dst + ".tmp", dst)
+
+
+def upload_tree(local_dir, path):
+  """Copies the local directory tree local_dir to path (any scheme), file by file."""
+  for root, _, names in os.walk(local_dir):
+    relative = os.path.relpath(root, local_dir)
+    target = path if relative == "." else join(path, relative)
+    makedirs(target)
+    for name in names:
+      copy(os.path.join(root, name), join(target, name))
+
+
+def read_bytes(path):
+  with open(path, "rb") as f:
+    return f.read()
+
+
+def read_text(path):
+  with open(path, "r") as f:
+    return f.read()
+
+
+def write_atomic(path, data):
+  """Writes str (UTF-8) or bytes to path under a temporary name, then renames it."""
+  tmp = str(path) + ".tmp"
+  with open(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+    f.write(data)
+  replace(tmp, path)
+
+
+def same_content(a, b):
+  """True if the two files hold the same bytes."""
+  return read_bytes(a) == read_bytes(b)
