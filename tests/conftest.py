@@ -45,6 +45,23 @@ SHARED_DATA = os.path.normpath(
     os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
 
 
+def pytest_configure(config):
+  config.addinivalue_line(
+      "markers", "slow: a long test whose behaviour a faster default test also covers; "
+                 "run with T2T_SLOW_TESTS=1 (e.g. T2T_SLOW_TESTS=1 ./run_tests.sh -k sigkill)")
+
+
+def pytest_collection_modifyitems(config, items):
+  del config
+  if os.environ.get("T2T_SLOW_TESTS") == "1":
+    return
+  skip = pytest.mark.skip(reason="slow (a faster default test covers it); T2T_SLOW_TESTS=1 "
+                                 "runs it")
+  for item in items:
+    if "slow" in item.keywords:
+      item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def two_cpu_strategy():
   """One MirroredStrategy over the 2 logical CPUs for the whole session: strategies made one

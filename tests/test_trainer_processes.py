@@ -63,9 +63,12 @@ def wait_for(predicate, proc, timeout, what):
   raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.parametrize("packing", ["", ",packed_length=32"], ids=["buckets", "packed"])
+@pytest.mark.parametrize("packing", [
+    "", pytest.param(",packed_length=32", marks=pytest.mark.slow)], ids=["buckets", "packed"])
 def test_sigkill_then_resume_equals_uninterrupted_run(copy_data, tmp_path, packing):
-  """Also with packed rows: the packer's scan state is part of the checkpointed iterator."""
+  """Also with packed rows (slow: the kill and resume are the buckets case's, and the
+  packer's scan state in the checkpointed iterator is test_packing.py's
+  test_make_dataset_packed_checkpoint)."""
   cmd = lambda *a: trainer_cmd(*a, hparams=HPARAMS + packing)
   straight, killed = tmp_path / "straight", tmp_path / "killed"
   subprocess.run(cmd(copy_data, straight, "--train_steps=16", "--save_every=4"),
