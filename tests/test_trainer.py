@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.data import datagen, pipeline
+from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParamsError
 from t2t_keras.training import checkpoints, trainer as trainer_lib
 from t2t_keras.training.strategy import make_strategy
@@ -445,3 +446,22 @@ def test_resume_is_exact_under_xla_two_replicas_and_accumulation(copy_data, tmp_
   assert again["loss"] == pytest.approx(end["loss"], rel=1e-6, abs=1e-7)
   for x, y in zip(_weights(straight), _weights(resumed)):
     np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
+
+
+def test_shuffle_buffer_is_recorded_and_kept_on_resume(copy_data, tmp_path):
+  """--shuffle_buffer reaches the training stream and run.json; a resumed run keeps the
+  recorded buffer (its checkpointed iterator restores only into that pipeline) and says so."""
+  out = tmp_path / "run"
+  t = make_trainer(copy_data, out, shuffle_buffer=7, save_every=2)
+  assert t.shuffle_buffer == 7
+  t.train(2)
+  assert json.load(open(out / "run.json"))["shuffle_buffer"] == 7
+  lines = []
+  resumed = make_trainer(copy_data, out, shuffle_buffer=9, save_every=2, log=lines.append)
+  assert resumed.shuffle_buffer == 7
+  assert ("warning: this run shuffles with a buffer of 7 records (run.json) and keeps it; "
+          "--shuffle_buffer=9 applies to new runs") in lines
+  resumed.train(4)
+  assert json.load(open(out / "run.json"))["shuffle_buffer"] == 7
+  with pytest.raises(InputError, match="--shuffle_buffer=0: expected a positive number"):
+    make_trainer(copy_data, tmp_path / "bad", shuffle_buffer=0)

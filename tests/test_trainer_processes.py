@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -118,9 +119,10 @@ def _free_ports(n):
 BIND_FAILURE = "Could not start gRPC server"
 
 
-def start_workers(data_dir, tmp_path, args, hparams=HPARAMS, first_ports=None, attempts=3):
+def start_workers(data_dir, tmp_path, args, hparams=HPARAMS, first_ports=None, attempts=3,
+                  wait_for="training algorithmic_copy"):
   """Two MultiWorkerMirrored trainer processes (worker i logs to tmp_path/worker<i>.log),
-  once they have connected and the chief started training.
+  once they have connected and the chief logged `wait_for` (by default: started training).
 
   Free ports cannot be held until the workers bind them (TF's gRPC server turns
   SO_REUSEPORT off), so another process may take one in between: the worker then exits
@@ -137,7 +139,7 @@ def start_workers(data_dir, tmp_path, args, hparams=HPARAMS, first_ports=None, a
                                       "task": {"type": "worker", "index": i}})),
         stdout=open(logs[i], "w"), stderr=subprocess.STDOUT, text=True) for i in range(2)]
     deadline = time.time() + 240
-    while "training algorithmic_copy" not in logs[0].read_text():  # (only the chief logs)
+    while wait_for not in logs[0].read_text():  # (only the chief logs)
       if any(BIND_FAILURE in log.read_text() for log in logs):
         break
       if time.time() > deadline or any(p.poll() not in (None, 0) for p in procs):
@@ -167,8 +169,9 @@ def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_p
   """
   out = tmp_path / "run"
   hparams = HPARAMS + ",layer_prepostprocess_dropout=0.1,relu_dropout=0.1,attention_dropout=0.1"
-  procs, logs, _ = start_workers(copy_data, tmp_path, ["--train_steps=4", "--save_every=2"],
-                                 hparams)
+  evaluation = ["--eval_every=2", "--eval_steps=1000", "--eval_bleu_sentences=4"]
+  procs, logs, _ = start_workers(copy_data, tmp_path, ["--train_steps=4", "--save_every=2",
+                                                       *evaluation], hparams)
   try:
     codes = [p.wait(timeout=300) for p in procs]
   finally:
@@ -208,6 +211,30 @@ def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_p
   for name, value in workers_end.items():
     if "seed_generator" not in name:
       np.testing.assert_allclose(mine[name], value, atol=2e-5, err_msg=name)
+
+  # Evaluation on: one metrics line per evaluation (the chief writes metrics.jsonl), and
+  # the dev loss over the dev set sharded across the workers is one process's over all of it.
+  records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+  dev = [r for r in records if "dev_loss" in r]
+  assert [r["step"] for r in dev] == [2, 4] and all("dev_bleu" in r for r in dev)
+  assert outputs[0].count("BLEU") == 2 and "BLEU" not in outputs[1]
+  one_dev = one.evaluate(steps=1000)
+  assert one_dev["dev_tokens"] == dev[-1]["dev_tokens"]
+  np.testing.assert_allclose(dev[-1]["dev_loss"], one_dev["dev_loss"], rtol=1e-4)
+
+  # A resume where one worker's state is missing fails on both, in one line, at once.
+  shutil.rmtree(out / "worker_tmp_1")
+  procs, logs, _ = start_workers(copy_data, tmp_path, ["--train_steps=6", "--save_every=2",
+                                                       *evaluation], hparams,
+                                 wait_for="resumed from")
+  codes = [p.wait(timeout=300) for p in procs]
+  texts = [log.read_text() for log in logs]
+  assert codes == [1, 1], texts
+  last = texts[0].strip().splitlines()[-1]
+  assert last == ("t2t-trainer: error: 1 worker(s) restored another step than the chief's 4 "
+                  f"(this worker: 4): their state in {out}/worker_tmp_<i> is missing or from "
+                  "another point of the run; put it back, or start the run afresh in a new "
+                  "--output_dir"), texts[0][-2000:]
 
 
 def test_sigterm_on_one_worker_stops_both_at_the_same_step(copy_data, tmp_path):

@@ -65,6 +65,10 @@ t2t_keras.bin.define_flag("enum", "eval_early_stopping_metric", "loss",
                           "The dev metric of --eval_early_stopping_steps (loss: lower is "
                           "better; the others higher).",
                           enum_values=["loss", "accuracy", "bleu", "char_bleu"])
+t2t_keras.bin.define_flag("integer", "shuffle_buffer", None,
+                          "Records in the training stream's shuffle buffer (default 10,000; "
+                          "more for big corpora, about 1 KB of memory each; a resumed run "
+                          "keeps the buffer it started with).", lower_bound=1)
 t2t_keras.bin.define_flag("integer", "seed", 1, "Seed for model init, dropout and data order.")
 t2t_keras.bin.define_flag("boolean", "deterministic", False, "Enable TensorFlow op determinism (slower).")
 for _alias, _name in (("keep_checkpoint_max", "keep_checkpoints"), ("random_seed", "seed")):
@@ -110,6 +114,7 @@ def main(argv):
       warm_start_optimizer=FLAGS.warm_start_optimizer,
       early_stopping_steps=FLAGS.eval_early_stopping_steps,
       early_stopping_metric=FLAGS.eval_early_stopping_metric,
+      shuffle_buffer=FLAGS.shuffle_buffer,
       strategy=_strategy())
   return 0
 

@@ -25,6 +25,14 @@ class History:
       f.write(json.dumps({"step": int(step), **{k: float(v) for k, v in metrics.items()}}) + "\n")
 
 
+class NoHistory:
+  """What a worker other than the chief records: nothing."""
+  path = None
+
+  def add(self, step, **metrics):
+    del step, metrics
+
+
 def read(path):
   return [json.loads(line) for line in fileio.read_text(path).splitlines() if line.strip()]
 

@@ -23,14 +23,20 @@ class Evaluator:
     eval_steps: dev batches per evaluation.
     bleu_sentences: also greedy-decode the first N dev sentences for sacreBLEU
       (word and character level); 0: off.
+    chief, from_chief: with several workers the dev loss is computed over the dev set
+      sharded across them (each worker's pipeline reads its shard; the sums are
+      all-reduced), and dev BLEU is decoded by the chief alone, its values passed to the
+      others by `from_chief` (`signals.WorkerAgreement.from_chief`: every worker then
+      decides early stopping alike).
   """
 
   def __init__(self, problem, data_dir, hparams, strategy, model, vocab, *, eval_steps=20,
-               bleu_sentences=64):
+               bleu_sentences=64, chief=True, from_chief=None):
     self.problem, self.data_dir, self.hparams = problem, data_dir, hparams
     self.strategy, self.model, self.vocab = strategy, model, vocab
     self.eval_steps = eval_steps
     self.bleu_sentences = bleu_sentences
+    self.chief, self.from_chief = chief, from_chief or (lambda values: values)
     self._step = None
     self._dev_pairs = None
 
@@ -64,7 +70,9 @@ class Evaluator:
     metrics = {"dev_loss": loss, "dev_perplexity": math.exp(min(loss, 50.0)),
                "dev_accuracy": correct / max(tokens, 1.0), "dev_tokens": tokens}
     if self.bleu_sentences:
-      metrics.update(self.dev_bleu(self.bleu_sentences))
+      mine = self.dev_bleu(self.bleu_sentences) if self.chief else {}
+      keys = ("dev_bleu", "dev_char_bleu")
+      metrics.update(zip(keys, self.from_chief([mine.get(k, 0.0) for k in keys])))
     return metrics
 
   def dev_bleu(self, sentences):

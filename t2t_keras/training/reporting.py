@@ -34,7 +34,9 @@ class Reporter:
     self.output_dir, self.chief, self.log = output_dir, chief, log
     self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief
                    else tf.summary.create_noop_writer())
-    self.history = curves.History(os.path.join(output_dir, curves.HISTORY_FILE), start_step)
+    # One writer of metrics.jsonl: the chief (the other workers' records would repeat it).
+    self.history = (curves.History(os.path.join(output_dir, curves.HISTORY_FILE), start_step)
+                    if chief else curves.NoHistory())
 
   def progress(self, step, loss, lr, tokens_per_second, eta_seconds):
     self.log(f"step {step:>7d}  loss {loss:.4f}  lr {lr:.3e}  "

@@ -88,6 +88,8 @@ class Trainer:
     early_stopping_steps: stop once this many steps passed without a better dev
       `early_stopping_metric` (loss, accuracy, bleu, char_bleu; `early_stopping.py`),
       keeping the best as output_dir/best/; 0: off.
+    shuffle_buffer: records in the training stream's shuffle buffer (default
+      pipeline.DEFAULT_SHUFFLE_BUFFER, 10,000; a resumed run keeps its own).
     log: a print-like function.
   """
 
@@ -96,7 +98,7 @@ class Trainer:
                use_xla=None, seed=1, save_every=500, save_every_minutes=10.0,
                keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
                log_every=50, warm_start_from=None, warm_start_optimizer=False,
-               early_stopping_steps=0, early_stopping_metric="loss",
+               early_stopping_steps=0, early_stopping_metric="loss", shuffle_buffer=None,
                log=functools.partial(print, flush=True)):
     self.problem, self.hparams, self.hparams_set = problem, hparams, hparams_set
     self.model_name, self.data_dir, self.output_dir = model_name, data_dir, output_dir
@@ -119,17 +121,20 @@ class Trainer:
     self.local_replicas = max(1, self.input_context.num_replicas_in_sync
                               // self.input_context.num_input_pipelines)
     self.bucket_mode = self._bucket_mode(recorded.get("bucket_mode"))
+    self.shuffle_buffer = self._shuffle_buffer(shuffle_buffer, recorded)
     self.iterator = iter(make_dataset(problem, data_dir, "train", hparams, shuffle=True,
                                       seed=seed, repeat=True, bucket_mode=self.bucket_mode,
+                                      shuffle_buffer=self.shuffle_buffer,
                                       input_context=self.input_context))
     self._make_checkpoints(keep_checkpoints)
     self.step_fn = TrainStep(self.model, self.optimizer, hparams, self.strategy,
                              self.iterator.element_spec, use_xla=self.use_xla,
                              single_device=self._single_device())
-    self.evaluator = Evaluator(problem, data_dir, hparams, self.strategy, self.model, self.vocab,
-                               eval_steps=eval_steps, bleu_sentences=eval_bleu_sentences)
     self.agreement = signals.WorkerAgreement(self.strategy,
                                              self.input_context.num_input_pipelines, self.chief)
+    self.evaluator = Evaluator(problem, data_dir, hparams, self.strategy, self.model, self.vocab,
+                               eval_steps=eval_steps, bleu_sentences=eval_bleu_sentences,
+                               chief=self.chief, from_chief=self.agreement.from_chief)
     self.early_stopping = self._early_stopping(early_stopping_steps, early_stopping_metric,
                                                recorded.get("best"))
 
@@ -214,6 +219,20 @@ class Trainer:
     if mode != "auto":
       return mode
     return recorded or ("pair" if self._single_device() and not self.use_xla else "max")
+
+  def _shuffle_buffer(self, given, recorded):
+    """The training stream's shuffle buffer: what a resumed run recorded (its checkpointed
+    iterator restores only into that pipeline; a different --shuffle_buffer is warned
+    about), else `given`, else pipeline.DEFAULT_SHUFFLE_BUFFER."""
+    if given is not None and given < 1:
+      raise InputError(f"--shuffle_buffer={given}: expected a positive number of records")
+    if recorded.get("problem") is None:
+      return given or pipeline.DEFAULT_SHUFFLE_BUFFER
+    kept = recorded.get("shuffle_buffer", pipeline.DEFAULT_SHUFFLE_BUFFER)
+    if given is not None and given != kept:
+      self.log(f"warning: this run shuffles with a buffer of {kept} records (run.json) and "
+               f"keeps it; --shuffle_buffer={given} applies to new runs")
+    return kept
 
   def _make_checkpoints(self, keep_checkpoints):
     """The checkpoint (model, optimizer, step, dropout RNG states and this worker's
@@ -348,11 +367,12 @@ class Trainer:
                          self.problem.name, self.vocab.vocab_size,
                          self.problem.vocab_path(self.data_dir), self.model_name,
                          self.hparams_set, bucket_mode=self.bucket_mode,
-                         warm_start=self.warm_start,
+                         shuffle_buffer=self.shuffle_buffer, warm_start=self.warm_start,
                          best=self.early_stopping.record(self.best_manager.latest_checkpoint)
                          if self.early_stopping and self.early_stopping.step is not None
                          else None)
     start_step = self.restore()
+    self.agreement.same_step(start_step, self.output_dir)
     if start_step == 0 and self.chief:  # one pass over the train split, on a fresh run only
       counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
       self.log(f"train split: {counts['dropped']} of {counts['total']} pairs are longer than "

@@ -1,0 +1,208 @@
+"""WMT scale on this machine: a synthetic corpus of WMT shape, datagen and the input pipeline.
+
+  .venv/bin/python benchmarks/scale_sim.py [--pairs=2000000] [--work_dir=/tmp/t2t_scale_sim]
+      [--parts=corpus,datagen,pipeline] [--processes=1,2]
+
+* corpus: `--pairs` synthetic pairs whose (source, target) lengths in words are drawn
+  from the joint length distribution of the shared WMT14 En-De training sample
+  (../shared/data/wmt14/train_sample_opennmt_10k_tok), each word from that sample's
+  unigram distribution of its side. Plain text, one file per side, gzipped.
+* datagen: `t2t-datagen --problem=translate_parallel_text` on it (16 train shards, the
+  default vocabulary sample of 1M pairs, a 32,000-piece target), once per
+  `--processes` value, each in a fresh data dir: wall time, pairs/s and the peak RSS of
+  the whole process tree (sampled every 0.2 s). The time is split into the vocabulary
+  (until its file appears) and the shards, and extrapolated to the paper's corpora as
+  vocabulary + pairs / (shard pairs/s): the vocabulary's sample is bounded, so its time
+  is not scaled.
+* pipeline: `make_dataset` over the generated train split at transformer_base's
+  4096-token batches per replica, bucketed ("max") and packed (256), timed in a child
+  process whose CPU affinity is 1 and then 2 cores: target tokens/s (non-pad), per core,
+  and the ratio to the 62,500 target tokens/s the paper's 8 GPUs consumed (25,000 target
+  tokens a step, 0.4 s a step).
+
+Every figure comes from this run; name the CPU beside them.
+"""
+
+import argparse
+import collections
+import gzip
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+WMT_SAMPLE = os.path.join(ROOT, "..", "shared", "data", "wmt14", "train_sample_opennmt_10k_tok")
+PAPER_TARGET_TOKENS_PER_S = 25000 / 0.4
+PAPER_CORPORA = {"WMT14 En-De (4.5M)": 4_500_000, "WMT14 En-Fr (tfds, 40.8M)": 40_800_000}
+
+
+def read_sample(sample_dir):
+  """(word lists of the English side, of the German side) of the shared WMT sample."""
+  sides = []
+  for lang in ("en", "de"):
+    with gzip.open(os.path.join(sample_dir, f"train.tok.{lang}.gz"), "rt",
+                   encoding="utf-8") as f:
+      sides.append([line.split() for line in f])
+  if len(sides[0]) != len(sides[1]):
+    raise SystemExit(f"{sample_dir}: {len(sides[0])} English and {len(sides[1])} German lines")
+  return sides
+
+
+def write_corpus(sample_dir, out_dir, pairs, seed=1, chunk=50_000):
+  """Writes out_dir/train.{en,de}.gz (`pairs` lines) and dev/test (1,000 each); returns
+  the paths {split: (en, de)} and the mean words per side."""
+  en, de = read_sample(sample_dir)
+  lengths = np.array([(len(a), len(b)) for a, b in zip(en, de) if a and b])
+  vocab = []
+  for side in (en, de):
+    counts = collections.Counter(w for line in side for w in line)
+    words, freq = zip(*counts.most_common())
+    vocab.append((np.array(words, dtype=object), np.array(freq, float) / sum(freq)))
+  rng = np.random.default_rng(seed)
+  os.makedirs(out_dir, exist_ok=True)
+  paths = {}
+  for split, n in (("train", pairs), ("dev", 1000), ("test", 1000)):
+    paths[split] = tuple(os.path.join(out_dir, f"{split}.{lang}.gz") for lang in ("en", "de"))
+    files = [gzip.open(p, "wt", encoding="utf-8", compresslevel=1) for p in paths[split]]
+    for start in range(0, n, chunk):
+      rows = lengths[rng.integers(len(lengths), size=min(chunk, n - start))]
+      for side, (words, p) in enumerate(vocab):
+        drawn = rng.choice(words, size=int(rows[:, side].sum()), p=p)
+        ends = np.cumsum(rows[:, side])
+        files[side].write("".join(" ".join(s) + "\n" for s in np.split(drawn, ends[:-1])))
+    for f in files:
+      f.close()
+  return paths, lengths.mean(axis=0)
+
+
+class PeakRss:
+  """The peak summed RSS of a process and its children, sampled every `every` seconds."""
+
+  def __init__(self, pid, every=0.2):
+    import psutil  # pylint: disable=import-outside-toplevel
+    self.process, self.every, self.peak = psutil.Process(pid), every, 0
+    self.thread = threading.Thread(target=self._run, daemon=True)
+    self.thread.start()
+
+  def _run(self):
+    import psutil  # pylint: disable=import-outside-toplevel
+    while True:
+      try:
+        procs = [self.process] + self.process.children(recursive=True)
+        total = sum(p.memory_info().rss for p in procs if p.is_running())
+      except psutil.Error:
+        return
+      self.peak = max(self.peak, total)
+      time.sleep(self.every)
+
+
+def run_datagen(paths, data_dir, processes, shards=16, vocab_size=32000):
+  """Runs t2t-datagen; returns {"seconds", "vocab_seconds", "pairs", "peak_rss_gb"}."""
+  vocab_file = os.path.join(data_dir, "vocab.translate_parallel_text.model")
+  cmd = [os.path.join(os.path.dirname(sys.executable), "t2t-datagen"),
+         "--problem=translate_parallel_text", f"--data_dir={data_dir}",
+         f"--vocab_size={vocab_size}", f"--num_train_shards={shards}",
+         f"--num_concurrent_processes={processes}",
+         *(f"--parallel_{split}={','.join(p)}" for split, p in paths.items())]
+  start = time.time()
+  proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  rss = PeakRss(proc.pid)
+  vocab_seconds = None
+  while proc.poll() is None:
+    if vocab_seconds is None and os.path.exists(vocab_file):
+      vocab_seconds = time.time() - start
+    time.sleep(0.2)
+  seconds = time.time() - start
+  out = proc.stdout.read()
+  if proc.returncode:
+    raise SystemExit(f"t2t-datagen failed:\n{out[-3000:]}")
+  stats = json.load(open(os.path.join(data_dir, "translate_parallel_text-train.stats.json")))
+  return {"seconds": seconds, "vocab_seconds": vocab_seconds or 0.0, "pairs": stats["pairs"],
+          "peak_rss_gb": rss.peak / 2**30, "lengths": stats["lengths"]}
+
+
+_PIPELINE_CHILD = """
+import json, os, sys, time
+os.sched_setaffinity(0, set(range(int(sys.argv[2]))))
+import tensorflow as tf
+from t2t_keras import registry
+from t2t_keras.data import pipeline
+data_dir, cores, packed, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+tf.config.threading.set_intra_op_parallelism_threads(cores)
+tf.config.threading.set_inter_op_parallelism_threads(cores)
+hp = registry.hparams("transformer_base").replace(batch_size=4096, max_length=256)
+ds = pipeline.make_dataset(registry.problem("translate_parallel_text"), data_dir, "train", hp,
+                           shuffle=True, seed=1, repeat=True, bucket_mode="max",
+                           packed_length=packed)
+it = iter(ds)
+for _ in range(20):
+  next(it)
+tokens, start = 0, time.time()
+for _ in range(batches):
+  b = next(it)
+  tokens += int(tf.math.count_nonzero(b["targets"]))
+print("RESULT " + json.dumps({"tokens_per_s": tokens / (time.time() - start)}))
+"""
+
+
+def run_pipeline(data_dir, cores, packed, batches):
+  out = subprocess.run([sys.executable, "-c", _PIPELINE_CHILD, data_dir, str(cores),
+                        str(packed), str(batches)], capture_output=True, text=True,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=True)
+  return json.loads(out.stdout.split("RESULT ", 1)[1])["tokens_per_s"]
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--pairs", type=int, default=2_000_000)
+  parser.add_argument("--work_dir", default="/tmp/t2t_scale_sim")
+  parser.add_argument("--parts", default="corpus,datagen,pipeline")
+  parser.add_argument("--processes", default="1,2")
+  parser.add_argument("--batches", type=int, default=200)
+  parser.add_argument("--sample_dir", default=WMT_SAMPLE)
+  args = parser.parse_args()
+  parts = set(args.parts.split(","))
+  raw = os.path.join(args.work_dir, "raw")
+  paths = {split: tuple(os.path.join(raw, f"{split}.{lang}.gz") for lang in ("en", "de"))
+           for split in ("train", "dev", "test")}
+  print(f"CPU: {os.cpu_count()} cores visible; scale_sim with {args.pairs:,} pairs")
+  if "corpus" in parts:
+    start = time.time()
+    paths, mean = write_corpus(args.sample_dir, raw, args.pairs)
+    print(f"corpus: {args.pairs:,} pairs, mean {mean[0]:.1f} English and {mean[1]:.1f} "
+          f"German words a line (the WMT sample's), written in {time.time() - start:.0f} s")
+  data_dirs = {}
+  for processes in (int(p) for p in args.processes.split(",")):
+    data_dirs[processes] = os.path.join(args.work_dir, f"data_p{processes}")
+    if "datagen" not in parts:
+      continue
+    subprocess.run(["rm", "-rf", data_dirs[processes]], check=True)
+    r = run_datagen(paths, data_dirs[processes], processes)
+    shard_rate = r["pairs"] / max(r["seconds"] - r["vocab_seconds"], 1e-9)
+    print(f"datagen, {processes} process(es): {r['seconds']:.0f} s for {r['pairs']:,} pairs "
+          f"({r['pairs'] / r['seconds']:,.0f} pairs/s overall; vocabulary "
+          f"{r['vocab_seconds']:.0f} s, shards {shard_rate:,.0f} pairs/s), peak RSS "
+          f"{r['peak_rss_gb']:.2f} GB")
+    for name, n in PAPER_CORPORA.items():
+      est = r["vocab_seconds"] + n / shard_rate
+      print(f"  extrapolated to {name}: {r['vocab_seconds']:.0f} s + {n:,} / {shard_rate:,.0f} "
+            f"pairs/s = {est / 60:.0f} min")
+  if "pipeline" in parts:
+    data_dir = data_dirs[max(data_dirs)]
+    for packed in (0, 256):
+      for cores in (1, 2):
+        rate = run_pipeline(data_dir, cores, packed, args.batches)
+        print(f"RATIO pipeline_{'packed' if packed else 'buckets'}_{cores}core target "
+              f"tokens/s {rate:,.0f} ({rate / cores:,.0f} per core) / paper's 8 GPUs "
+              f"{PAPER_TARGET_TOKENS_PER_S:,.0f} = {rate / PAPER_TARGET_TOKENS_PER_S:.2f}x")
+
+
+if __name__ == "__main__":
+  main()
