@@ -1,7 +1,7 @@
 """WMT scale on this machine: a synthetic corpus of WMT shape, datagen and the input pipeline.
 
   .venv/bin/python benchmarks/scale_sim.py [--pairs=2000000] [--work_dir=/tmp/t2t_scale_sim]
-      [--parts=corpus,datagen,pipeline] [--processes=1,2]
+      [--parts=corpus,datagen,pipeline,workers] [--processes=1,2] [--workers=2,4]
 
 * corpus: `--pairs` synthetic pairs whose (source, target) lengths in words are drawn
   from the joint length distribution of the shared WMT14 En-De training sample
@@ -9,9 +9,10 @@
   unigram distribution of its side. Plain text, one file per side, gzipped.
 * datagen: `t2t-datagen --problem=translate_parallel_text` on it (16 train shards, the
   default vocabulary sample of 1M pairs, a 32,000-piece target), once per
-  `--processes` value, each in a fresh data dir: wall time, pairs/s and the peak RSS of
-  the whole process tree (sampled every 0.2 s). The time is split into the vocabulary
-  (until its file appears) and the shards, and extrapolated to the paper's corpora as
+  `--processes` value, each in a fresh data dir (the first trains the vocabulary, the
+  others reuse it): wall time, pairs/s and the peak RSS of the whole process tree
+  (sampled every 0.2 s). The time is split into the vocabulary (until its file
+  appears) and the shards, and extrapolated to the paper's corpora as
   vocabulary + pairs / (shard pairs/s): the vocabulary's sample is bounded, so its time
   is not scaled.
 * pipeline: `make_dataset` over the generated train split at transformer_base's
@@ -19,6 +20,11 @@
   process whose CPU affinity is 1 and then 2 cores: target tokens/s (non-pad), per core,
   and the ratio to the 62,500 target tokens/s the paper's 8 GPUs consumed (25,000 target
   tokens a step, 0.4 s a step).
+
+* workers: 2 and then 4 local MultiWorkerMirrored trainer processes on that data
+  (a small model, evaluation with dev BLEU every 5 steps), all SIGKILLed at step 8 (a
+  preempted cluster), started again and run to step 20: the times, the step resumed from
+  and the steps of metrics.jsonl's dev lines (one line per evaluation: the chief writes).
 
 Every figure comes from this run; name the CPU beside them.
 """
@@ -28,6 +34,7 @@ import collections
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -39,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 WMT_SAMPLE = os.path.join(ROOT, "..", "shared", "data", "wmt14", "train_sample_opennmt_10k_tok")
 PAPER_TARGET_TOKENS_PER_S = 25000 / 0.4
+VOCAB_FILE = "vocab.translate_parallel_text.model"
 PAPER_CORPORA = {"WMT14 En-De (4.5M)": 4_500_000, "WMT14 En-Fr (tfds, 40.8M)": 40_800_000}
 
 
@@ -104,7 +112,7 @@ class PeakRss:
 
 def run_datagen(paths, data_dir, processes, shards=16, vocab_size=32000):
   """Runs t2t-datagen; returns {"seconds", "vocab_seconds", "pairs", "peak_rss_gb"}."""
-  vocab_file = os.path.join(data_dir, "vocab.translate_parallel_text.model")
+  vocab_file = os.path.join(data_dir, VOCAB_FILE)
   cmd = [os.path.join(os.path.dirname(sys.executable), "t2t-datagen"),
          "--problem=translate_parallel_text", f"--data_dir={data_dir}",
          f"--vocab_size={vocab_size}", f"--num_train_shards={shards}",
@@ -159,13 +167,72 @@ def run_pipeline(data_dir, cores, packed, batches):
   return json.loads(out.stdout.split("RESULT ", 1)[1])["tokens_per_s"]
 
 
+def _free_ports(n):
+  import socket  # pylint: disable=import-outside-toplevel
+  socks = [socket.socket() for _ in range(n)]
+  for sock in socks:
+    sock.bind(("127.0.0.1", 0))
+  ports = [sock.getsockname()[1] for sock in socks]
+  for sock in socks:
+    sock.close()
+  return ports
+
+
+def run_workers(data_dir, output_dir, n, steps, kill_at):
+  """n local MultiWorkerMirrored trainer processes with evaluation on, all SIGKILLed once
+  the chief logged step `kill_at` (a preempted cluster), then started again to `steps`.
+  Returns {"first_s", "resume_s", "resumed_from", "dev_lines"}."""
+  import signal  # pylint: disable=import-outside-toplevel
+  hparams = ("hidden_size=64,filter_size=128,num_heads=2,num_encoder_layers=1,"
+             "num_decoder_layers=1,batch_size=2048,max_length=64")
+  trainer = os.path.join(os.path.dirname(sys.executable), "t2t-trainer")
+
+  def start(train_steps):
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(n)]
+    logs = [os.path.join(output_dir, f"worker{i}.log") for i in range(n)]
+    os.makedirs(output_dir, exist_ok=True)
+    procs = [subprocess.Popen(
+        [trainer, "--problem=translate_parallel_text", f"--data_dir={data_dir}",
+         f"--output_dir={output_dir}/run", "--hparams_set=transformer_tiny",
+         f"--hparams={hparams}", f"--train_steps={train_steps}", "--save_every=5",
+         "--eval_every=5", "--eval_steps=5", "--eval_bleu_sentences=8", "--log_every=1"],
+        stdout=open(logs[i], "a"), stderr=subprocess.STDOUT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps(
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})))
+             for i in range(n)]
+    return procs, logs
+
+  start_time = time.time()
+  procs, logs = start(steps)
+  while f"step {kill_at:>7d}" not in open(logs[0]).read():
+    if any(p.poll() not in (None, 0) for p in procs) or time.time() - start_time > 1800:
+      raise SystemExit(f"{n} workers failed:\n{open(logs[0]).read()[-3000:]}")
+    time.sleep(0.2)
+  for p in procs:
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+  first = time.time() - start_time
+  start_time = time.time()
+  procs, logs = start(steps)
+  codes = [p.wait(timeout=1800) for p in procs]
+  text = open(logs[0]).read()
+  if codes != [0] * n:
+    raise SystemExit(f"{n} workers exited {codes} after the resume:\n{text[-3000:]}")
+  resumed = text.split("resumed from ")[-1].split()[0] if "resumed from" in text else None
+  with open(os.path.join(output_dir, "run", "metrics.jsonl")) as f:
+    dev_steps = [json.loads(line)["step"] for line in f if "dev_loss" in line]
+  return {"first_s": first, "resume_s": time.time() - start_time, "resumed_from": resumed,
+          "dev_steps": dev_steps}
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--pairs", type=int, default=2_000_000)
   parser.add_argument("--work_dir", default="/tmp/t2t_scale_sim")
-  parser.add_argument("--parts", default="corpus,datagen,pipeline")
+  parser.add_argument("--parts", default="corpus,datagen,pipeline,workers")
   parser.add_argument("--processes", default="1,2")
   parser.add_argument("--batches", type=int, default=200)
+  parser.add_argument("--workers", default="2,4", help="local worker processes (part workers)")
   parser.add_argument("--sample_dir", default=WMT_SAMPLE)
   args = parser.parse_args()
   parts = set(args.parts.split(","))
@@ -178,22 +245,41 @@ def main():
     paths, mean = write_corpus(args.sample_dir, raw, args.pairs)
     print(f"corpus: {args.pairs:,} pairs, mean {mean[0]:.1f} English and {mean[1]:.1f} "
           f"German words a line (the WMT sample's), written in {time.time() - start:.0f} s")
-  data_dirs = {}
+  data_dirs, vocab_seconds = {}, 0.0
   for processes in (int(p) for p in args.processes.split(",")):
     data_dirs[processes] = os.path.join(args.work_dir, f"data_p{processes}")
     if "datagen" not in parts:
       continue
     subprocess.run(["rm", "-rf", data_dirs[processes]], check=True)
+    first = min(data_dirs)
+    if processes != first:  # the vocabulary is timed once: later runs reuse the first's
+      os.makedirs(data_dirs[processes])
+      shutil.copy(os.path.join(data_dirs[first], VOCAB_FILE), data_dirs[processes])
     r = run_datagen(paths, data_dirs[processes], processes)
-    shard_rate = r["pairs"] / max(r["seconds"] - r["vocab_seconds"], 1e-9)
-    print(f"datagen, {processes} process(es): {r['seconds']:.0f} s for {r['pairs']:,} pairs "
-          f"({r['pairs'] / r['seconds']:,.0f} pairs/s overall; vocabulary "
-          f"{r['vocab_seconds']:.0f} s, shards {shard_rate:,.0f} pairs/s), peak RSS "
-          f"{r['peak_rss_gb']:.2f} GB")
+    if processes == first:
+      vocab_seconds = r["vocab_seconds"]
+      shard_rate = r["pairs"] / max(r["seconds"] - vocab_seconds, 1e-9)
+      print(f"datagen, {processes} process(es): {r['seconds']:.0f} s for {r['pairs']:,} "
+            f"pairs (vocabulary {vocab_seconds:.0f} s, shards {shard_rate:,.0f} pairs/s), "
+            f"peak RSS {r['peak_rss_gb']:.2f} GB")
+    else:
+      shard_rate = r["pairs"] / r["seconds"]
+      print(f"datagen, {processes} process(es), the vocabulary reused: shards in "
+            f"{r['seconds']:.0f} s ({shard_rate:,.0f} pairs/s), peak RSS "
+            f"{r['peak_rss_gb']:.2f} GB")
     for name, n in PAPER_CORPORA.items():
-      est = r["vocab_seconds"] + n / shard_rate
-      print(f"  extrapolated to {name}: {r['vocab_seconds']:.0f} s + {n:,} / {shard_rate:,.0f} "
+      est = vocab_seconds + n / shard_rate
+      print(f"  extrapolated to {name}: {vocab_seconds:.0f} s + {n:,} / {shard_rate:,.0f} "
             f"pairs/s = {est / 60:.0f} min")
+  if "workers" in parts:
+    for n in (int(w) for w in args.workers.split(",")):
+      out = os.path.join(args.work_dir, f"workers{n}")
+      subprocess.run(["rm", "-rf", out], check=True)
+      r = run_workers(data_dirs[max(data_dirs)], out, n, steps=20, kill_at=8)
+      print(f"workers, {n} local processes, evaluation every 5 steps: killed (SIGKILL, all) "
+            f"at step 8 after {r['first_s']:.0f} s, resumed from {r['resumed_from']} and "
+            f"finished step 20 in {r['resume_s']:.0f} s; metrics.jsonl dev lines at steps "
+            f"{r['dev_steps']}")
   if "pipeline" in parts:
     data_dir = data_dirs[max(data_dirs)]
     for packed in (0, 256):
