@@ -51,8 +51,19 @@ def pytest_configure(config):
                  "run with T2T_SLOW_TESTS=1 (e.g. T2T_SLOW_TESTS=1 ./run_tests.sh -k sigkill)")
 
 
+# The longest test files (by `--durations`), longest first: `--dist loadfile` hands files
+# to the two workers in collection order, so these start early and the short files fill
+# the end, instead of a long file starting last while the other worker idles.
+LONGEST_FIRST = ("test_main_job.py", "test_trainer.py", "test_trainer_processes.py",
+                 "test_t2t_walkthrough.py", "test_export.py", "test_ctranslate2.py",
+                 "test_sweep.py", "test_remote_paths.py", "test_parsing_serving.py",
+                 "test_server.py", "test_ensemble.py")
+
+
 def pytest_collection_modifyitems(config, items):
   del config
+  rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+  items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
   if os.environ.get("T2T_SLOW_TESTS") == "1":
     return
   skip = pytest.mark.skip(reason="slow (a faster default test covers it); T2T_SLOW_TESTS=1 "
