@@ -231,7 +231,7 @@ def main():
   parser.add_argument("--work_dir", default="/tmp/t2t_scale_sim")
   parser.add_argument("--parts", default="corpus,datagen,pipeline,workers")
   parser.add_argument("--processes", default="1,2")
-  parser.add_argument("--batches", type=int, default=200)
+  parser.add_argument("--batches", type=int, default=3000)
   parser.add_argument("--workers", default="2,4", help="local worker processes (part workers)")
   parser.add_argument("--sample_dir", default=WMT_SAMPLE)
   args = parser.parse_args()

@@ -95,8 +95,8 @@ class ParsingEnglishPtb8k(Text2TextProblem):
     prefix = os.path.join(data_dir, f"{self.data_name}.{split}")
     return prefix + ".words", prefix + ".trees"
 
-  def generate_data(self, data_dir, tmp_dir=None, log=None):
-    summary = super().generate_data(data_dir, tmp_dir, log)
+  def generate_data(self, data_dir, tmp_dir=None, log=None, **kwargs):
+    summary = super().generate_data(data_dir, tmp_dir, log, **kwargs)
     for split in ("dev", "test"):
       words_path, trees_path = self.eval_files(data_dir, split)
       if os.path.exists(words_path) and os.path.exists(trees_path):

@@ -7,6 +7,7 @@ ram:// lives only as long as the process.
 
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
@@ -54,10 +55,11 @@ def write_corpus(root, n_train=400):
 
 
 def test_whole_run_under_ram_filesystem(capsys, tmp_path, monkeypatch):
-  """datagen, training with evaluation and early stopping, a resume, t2t-avg-all,
-  t2t-decoder and t2t-exporter with every path under ram://: the exported SavedModel
-  (loaded from ram://) translates the test file as the decoder did, and nothing is
-  written to the working directory."""
+  """datagen, training with evaluation (dev BLEU) and early stopping, a resume, t2t-avg-all,
+  t2t-decoder and t2t-exporter with every path under ram://: the run writes its files
+  (run.json, best/, metrics, curves, TensorBoard events), resumes from its checkpoint,
+  the exported SavedModel (loaded from ram://) translates the test file as the decoder
+  did, and nothing is written to the working directory."""
   monkeypatch.chdir(tmp_path)
   root = "ram://t2t_whole_run"
   files = write_corpus(root)
@@ -77,8 +79,10 @@ def test_whole_run_under_ram_filesystem(capsys, tmp_path, monkeypatch):
            "--hparams_set=transformer_tiny", f"--hparams={TINY}", "--use_xla=false",
            "--save_every=2", "--eval_every=2", "--eval_steps=1", "--eval_bleu_sentences=4",
            "--eval_early_stopping_steps=100", "--log_every=2"]
-  run_binary(capsys, "trainer", *train, "--train_steps=4")
-  run_binary(capsys, "trainer", *train, "--train_steps=6")  # resumes from ram://.../ckpt-4
+  first = run_binary(capsys, "trainer", *train, "--train_steps=4")
+  assert re.search(r"train split: \d+ of 400 pairs are longer than max_length=12", first)
+  again = run_binary(capsys, "trainer", *train, "--train_steps=6")
+  assert f"resumed from {run}/ckpt-4 at step 4" in again
   assert tf.train.latest_checkpoint(run) == f"{run}/ckpt-6"
   history = [json.loads(line) for line in fileio.read_text(f"{run}/metrics.jsonl").splitlines()]
   assert [r["step"] for r in history if "dev_loss" in r] == [2, 4, 6]
@@ -92,12 +96,13 @@ def test_whole_run_under_ram_filesystem(capsys, tmp_path, monkeypatch):
   assert tf.train.latest_checkpoint(avg) == f"{avg}/ckpt-6"
 
   out_file = f"{root}/out/test.tgt"
+  no_xla = "--decode_hparams=jit=false"  # the same search, without compiling it twice
   run_binary(capsys, "decoder", f"--output_dir={avg}", f"--decode_from_file={files['test', 'src']}",
-             f"--decode_to_file={out_file}", f"--decode_reference={files['test', 'tgt']}")
+             f"--decode_to_file={out_file}", f"--decode_reference={files['test', 'tgt']}", no_xla)
   decoded = fileio.read_text(out_file).splitlines()
   assert len(decoded) == 8
 
-  run_binary(capsys, "exporter", f"--output_dir={avg}", f"--export_dir={exp}")
+  run_binary(capsys, "exporter", f"--output_dir={avg}", f"--export_dir={exp}", no_xla)
   assert fileio.listdir(exp) == ["6"]
   served = tf.saved_model.load(f"{exp}/6").signatures["serving_default"]
   sources = fileio.read_text(files["test", "src"]).splitlines()

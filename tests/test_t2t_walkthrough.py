@@ -10,9 +10,14 @@ import tensorflow as tf
 SCRIPT = os.path.join(os.path.dirname(__file__), "t2t_walkthrough.sh")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("t2t-trainer") is None,
                     reason="the console scripts are not installed (pip install -e .)")
 def test_t2t_walkthrough_runs_verbatim(tmp_path):
+  """Slow (about 170 s: ten processes, each importing TensorFlow). Faster default tests
+  cover it: test_remote_paths.py runs the same chain (datagen, trainer, t2t-avg-all,
+  t2t-decoder, t2t-exporter) through the binaries' own flag parsing, and test_cli.py each
+  binary with t2t's flags (t2t-bleu and --registry_help included)."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TRAIN_STEPS="30")
   done = subprocess.run(["bash", SCRIPT], cwd=tmp_path, env=env, capture_output=True,
                         text=True, timeout=900)

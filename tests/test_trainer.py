@@ -71,27 +71,6 @@ def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path, two_cpu
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
-def test_trains_resumes_and_writes_outputs(copy_data, tmp_path):
-  out = tmp_path / "run"
-  lines = []
-  t = make_trainer(copy_data, out, save_every=10, eval_every=10, eval_steps=2,
-                   eval_bleu_sentences=8, log=lines.append)
-  s = t.train(20)
-  # Copy pairs are at most 8 symbols + EOS: none exceeds max_length 16.
-  assert "train split: 0 of 1500 pairs are longer than max_length=16 and are dropped" in lines
-  assert s["step"] == 20 and not s["interrupted"] and np.isfinite(s["loss"])
-  assert 0.0 <= s["dev_accuracy"] <= 1.0 and s["dev_perplexity"] > 1.0
-  assert 0.0 <= s["dev_char_bleu"] <= 100.0 and 0.0 <= s["dev_bleu"] <= 100.0
-  assert {"checkpoint", "hparams.json", "run.json", "vocab.model", "metrics.jsonl",
-          "learning_curves.png", "ckpt-10.index", "ckpt-20.index"} <= set(os.listdir(out))
-  assert json.load(open(out / "run.json"))["problem"] == "algorithmic_copy"
-  assert os.path.exists(out / "train") and os.listdir(out / "train")  # TensorBoard events
-  t2 = make_trainer(copy_data, out, save_every=10)
-  s2 = t2.train(30)
-  assert (s2["start_step"], s2["step"]) == (20, 30)
-  assert t2.optimizer.iterations.numpy() == 30
-
-
 def test_checkpoint_of_an_earlier_input_pipeline_resumes_all_but_the_data_order(
     copy_data, tmp_path):
   """A checkpoint whose iterator another tf.data graph wrote (no input_pipeline

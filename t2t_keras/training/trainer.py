@@ -373,7 +373,7 @@ class Trainer:
                          else None)
     start_step = self.restore()
     self.agreement.same_step(start_step, self.output_dir)
-    if start_step == 0 and self.chief:  # one pass over the train split, on a fresh run only
+    if start_step == 0 and self.chief:  # datagen's length histogram (older data: a pass)
       counts = count_long_pairs(self.problem, self.data_dir, "train", self.hparams.max_length)
       self.log(f"train split: {counts['dropped']} of {counts['total']} pairs are longer than "
                f"max_length={self.hparams.max_length} and are dropped")
