@@ -1,7 +1,7 @@
 """WMT scale on this machine: a synthetic corpus of WMT shape, datagen and the input pipeline.
 
   .venv/bin/python benchmarks/scale_sim.py [--pairs=2000000] [--work_dir=/tmp/t2t_scale_sim]
-      [--parts=corpus,datagen,pipeline,workers] [--processes=1,2] [--workers=2,4]
+      [--parts=corpus,datagen,pipeline,feed,workers] [--processes=1,2] [--workers=2,4]
 
 * corpus: `--pairs` synthetic pairs whose (source, target) lengths in words are drawn
   from the joint length distribution of the shared WMT14 En-De training sample
@@ -20,7 +20,13 @@
   process whose CPU affinity is 1 and then 2 cores: target tokens/s (non-pad), per core,
   and the ratio to the 62,500 target tokens/s the paper's 8 GPUs consumed (25,000 target
   tokens a step, 0.4 s a step).
-
+* feed: an accelerator host of the paper simulated: each step takes one 4096-token batch
+  per replica for 8 replicas from one pipeline (as the trainer's `_next_batches` does),
+  then "computes" for a fixed step time (a sleep: Python waits on the accelerator with
+  the GIL released, as in the trainer's per-step `float(loss)`), for the paper's 0.4 s a
+  step and a 4x faster one (0.1 s), in a child process on 1 and then 2 cores: the share
+  of wall time spent waiting in next() (what the trainer's progress line reports as
+  "input wait"), and the target tokens a step.
 * workers: 2 and then 4 local MultiWorkerMirrored trainer processes on that data
   (a small model, evaluation with dev BLEU every 5 steps), all SIGKILLed at step 8 (a
   preempted cluster), started again and run to step 20: the times, the step resumed from
@@ -160,6 +166,39 @@ print("RESULT " + json.dumps({"tokens_per_s": tokens / (time.time() - start)}))
 """
 
 
+_FEED_CHILD = """
+import json, os, sys, time
+os.sched_setaffinity(0, set(range(int(sys.argv[2]))))
+import tensorflow as tf
+from t2t_keras import registry
+from t2t_keras.data import pipeline
+data_dir, cores, step_s, steps = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+tf.config.threading.set_intra_op_parallelism_threads(cores)
+tf.config.threading.set_inter_op_parallelism_threads(cores)
+hp = registry.hparams("transformer_base").replace(batch_size=4096, max_length=256)
+it = iter(pipeline.make_dataset(registry.problem("translate_parallel_text"), data_dir, "train",
+                                hp, shuffle=True, seed=1, repeat=True, bucket_mode="max"))
+waited = tokens = 0.0
+for step in range(steps + 5):
+  if step == 5:  # the first steps fill the shuffle buffer
+    waited, tokens, start = 0.0, 0.0, time.time()
+  t = time.perf_counter()
+  batches = [next(it) for _ in range(8)]
+  waited += time.perf_counter() - t
+  tokens += sum(int(tf.math.count_nonzero(b["targets"])) for b in batches)
+  time.sleep(step_s)
+print("RESULT " + json.dumps({"input_wait": waited / (time.time() - start),
+                              "tokens_per_step": tokens / steps}))
+"""
+
+
+def run_feed(data_dir, cores, step_seconds, steps):
+  out = subprocess.run([sys.executable, "-c", _FEED_CHILD, data_dir, str(cores),
+                        str(step_seconds), str(steps)], capture_output=True, text=True,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=True)
+  return json.loads(out.stdout.split("RESULT ", 1)[1])
+
+
 def run_pipeline(data_dir, cores, packed, batches):
   out = subprocess.run([sys.executable, "-c", _PIPELINE_CHILD, data_dir, str(cores),
                         str(packed), str(batches)], capture_output=True, text=True,
@@ -229,10 +268,11 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--pairs", type=int, default=2_000_000)
   parser.add_argument("--work_dir", default="/tmp/t2t_scale_sim")
-  parser.add_argument("--parts", default="corpus,datagen,pipeline,workers")
+  parser.add_argument("--parts", default="corpus,datagen,pipeline,feed,workers")
   parser.add_argument("--processes", default="1,2")
   parser.add_argument("--batches", type=int, default=3000)
   parser.add_argument("--workers", default="2,4", help="local worker processes (part workers)")
+  parser.add_argument("--feed_steps", type=int, default=100, help="simulated steps (part feed)")
   parser.add_argument("--sample_dir", default=WMT_SAMPLE)
   args = parser.parse_args()
   parts = set(args.parts.split(","))
@@ -288,6 +328,15 @@ def main():
         print(f"RATIO pipeline_{'packed' if packed else 'buckets'}_{cores}core target "
               f"tokens/s {rate:,.0f} ({rate / cores:,.0f} per core) / paper's 8 GPUs "
               f"{PAPER_TARGET_TOKENS_PER_S:,.0f} = {rate / PAPER_TARGET_TOKENS_PER_S:.2f}x")
+
+  if "feed" in parts:
+    data_dir = data_dirs[max(data_dirs)]
+    for step_seconds in (0.4, 0.1):
+      for cores in (1, 2):
+        r = run_feed(data_dir, cores, step_seconds, args.feed_steps)
+        print(f"feed: 8 replicas from one pipeline on {cores} core(s), a {step_seconds} s "
+              f"step, {args.feed_steps} steps: input wait {100 * r['input_wait']:.2f}% of "
+              f"wall time, {r['tokens_per_step']:,.0f} target tokens a step")
 
 
 if __name__ == "__main__":

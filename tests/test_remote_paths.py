@@ -86,6 +86,9 @@ def test_whole_run_under_ram_filesystem(capsys, tmp_path, monkeypatch):
   assert tf.train.latest_checkpoint(run) == f"{run}/ckpt-6"
   history = [json.loads(line) for line in fileio.read_text(f"{run}/metrics.jsonl").splitlines()]
   assert [r["step"] for r in history if "dev_loss" in r] == [2, 4, 6]
+  progress = [r for r in history if "loss" in r]
+  assert [r["step"] for r in progress] == [2, 4, 6]
+  assert all(0 < r["input_wait"] < 1 for r in progress)  # the measured share of wall time
   info = json.loads(fileio.read_text(f"{run}/run.json"))
   assert info["best"]["checkpoint"].startswith(f"{run}/best/ckpt-")
   assert {"hparams.json", "run.json", "vocab.model"} <= set(fileio.listdir(f"{run}/best"))

@@ -2,6 +2,7 @@
 tokens/s, and what goes to metrics.jsonl, against hand-worked figures."""
 
 import json
+import types
 
 import pytest
 
@@ -16,20 +17,25 @@ def test_format_time(seconds, text):
 
 
 def test_progress_window_line_and_history(tmp_path, monkeypatch):
-  """Three steps of 1,000 and 2,000 and 3,000 target tokens over 4 s: loss the mean of
-  the three, 1,500 tokens/s, and (100 - 40) steps left at 4/3 s a step: 80 s."""
+  """Three steps of 1,000 and 2,000 and 3,000 target tokens over 4 s, 0.5 s of them
+  waiting for input (the trainer had waited 7 s before the window): loss the mean of the
+  three, 1,500 tokens/s, (100 - 40) steps left at 4/3 s a step: 80 s, input wait 12.5%."""
   clock = [1000.0]
   monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
   lines = []
   reporter = reporting.Reporter(str(tmp_path), chief=True, log=lines.append, start_step=0)
-  window = trainer._Window()  # pylint: disable=protected-access
+  loop = types.SimpleNamespace(input_wait=7.0)
+  window = trainer._Window(loop)  # pylint: disable=protected-access
   for loss, tokens in ((3.0, 1000), (2.0, 2000), (1.0, 3000)):
     window.add(loss, tokens)
   clock[0] += 4.0
+  loop.input_wait += 0.5
   window.report(reporter, step=40, train_steps=100, learning_rate=1.25e-3)
   reporter.flush()
-  assert lines == ["step      40  loss 2.0000  lr 1.250e-03  1,500 tgt tok/s  ETA 0:01:20"]
+  assert lines == ["step      40  loss 2.0000  lr 1.250e-03  1,500 tgt tok/s  ETA 0:01:20  "
+                   "input wait 12.5%"]
   record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
-  assert {k: record[k] for k in ("step", "loss", "lr", "tokens_per_second")} == {
-      "step": 40, "loss": 2.0, "lr": 1.25e-3, "tokens_per_second": 1500.0}
-  assert (window.steps, window.tokens, window.start) == (0, 0.0, 1004.0)  # a new window
+  assert {k: record[k] for k in ("step", "loss", "lr", "tokens_per_second", "input_wait")} == {
+      "step": 40, "loss": 2.0, "lr": 1.25e-3, "tokens_per_second": 1500.0, "input_wait": 0.125}
+  # A new window, from now and from the wait so far.
+  assert (window.steps, window.tokens, window.start, window.input_wait) == (0, 0.0, 1004.0, 7.5)

@@ -1,7 +1,7 @@
 """What the training loop reports to: the log, TensorBoard, metrics.jsonl and the curves PNG.
 
     reporter = Reporter(output_dir, chief=True, log=print, start_step=0)
-    reporter.progress(step, loss, lr, tokens_per_second, eta_seconds)
+    reporter.progress(step, loss, lr, tokens_per_second, eta_seconds, input_wait)
     reporter.evaluation(step, metrics, bleu_sentences)
     png = reporter.close()        # flushes TensorBoard, plots the curves (chief only)
 """
@@ -38,15 +38,19 @@ class Reporter:
     self.history = (curves.History(os.path.join(output_dir, curves.HISTORY_FILE), start_step)
                     if chief else curves.NoHistory())
 
-  def progress(self, step, loss, lr, tokens_per_second, eta_seconds):
+  def progress(self, step, loss, lr, tokens_per_second, eta_seconds, input_wait):
+    """input_wait: the share of the window's wall time the loop spent waiting for the
+    input pipeline's next batch (the accelerator idles for it: each step is synchronous)."""
     self.log(f"step {step:>7d}  loss {loss:.4f}  lr {lr:.3e}  "
-             f"{tokens_per_second:,.0f} tgt tok/s  ETA {format_time(eta_seconds)}")
+             f"{tokens_per_second:,.0f} tgt tok/s  ETA {format_time(eta_seconds)}  "
+             f"input wait {100 * input_wait:.1f}%")
     with self.writer.as_default(step=step):
       tf.summary.scalar("loss", loss)
       tf.summary.scalar("learning_rate", lr)
       tf.summary.scalar("target_tokens_per_second", tokens_per_second)
+      tf.summary.scalar("input_wait", input_wait)
     self.history.add(step, loss=loss, lr=lr, tokens_per_second=tokens_per_second,
-                     time=time.time())
+                     input_wait=input_wait, time=time.time())
 
   def evaluation(self, step, metrics, bleu_sentences):
     self.log(f"step {step:>7d}  dev loss {metrics['dev_loss']:.4f}  "

@@ -122,6 +122,7 @@ class Trainer:
                               // self.input_context.num_input_pipelines)
     self.bucket_mode = self._bucket_mode(recorded.get("bucket_mode"))
     self.shuffle_buffer = self._shuffle_buffer(shuffle_buffer, recorded)
+    self.input_wait = 0.0  # seconds spent waiting in next(self.iterator)
     self.iterator = iter(make_dataset(problem, data_dir, "train", hparams, shuffle=True,
                                       seed=seed, repeat=True, bucket_mode=self.bucket_mode,
                                       shuffle_buffer=self.shuffle_buffer,
@@ -257,10 +258,13 @@ class Trainer:
     return self.local_replicas == 1 and self.strategy.num_replicas_in_sync == 1
 
   def _next_batches(self):
-    """This worker's next batch for each of its replicas, as distributed values."""
-    if self._single_device():
-      return next(self.iterator)
+    """This worker's next batch for each of its replicas, as distributed values; the
+    time it waited for them is added to self.input_wait (seconds)."""
+    start = time.perf_counter()
     local = [next(self.iterator) for _ in range(self.local_replicas)]
+    self.input_wait += time.perf_counter() - start
+    if self._single_device():
+      return local[0]
     return self.strategy.experimental_distribute_values_from_function(
         lambda ctx: local[ctx.replica_id_in_sync_group % self.local_replicas])
 
@@ -389,7 +393,7 @@ class Trainer:
     """Steps to train_steps: update, check, log, evaluate, agree, save; then the final
     checkpoint. Returns {"step", "loss" (the last), "eval" (the last metrics),
     "interrupted", "early_stopped"}."""
-    window = _Window()
+    window = _Window(self)
     guard = LossClimbGuard(self.hparams.learning_rate_warmup_steps)
     last_save, last_loss, eval_metrics, interrupted = time.time(), float("nan"), {}, False
     early = bool(self.early_stopping and self.early_stopping.should_stop(step))
@@ -405,7 +409,7 @@ class Trainer:
         window.report(reporter, step, train_steps, float(self.optimizer.learning_rate))
       if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
         eval_metrics, early = self._evaluate_at(step, reporter)
-        window.start = time.time()
+        window.restart()
       stop, save_now = self.agreement(
           stop_signals.received is not None,
           0 < self.save_every_seconds < time.time() - last_save)
@@ -450,12 +454,17 @@ class Trainer:
 
 
 class _Window:
-  """Loss, target tokens and steps since the last progress line, and when it started."""
+  """Loss, target tokens, steps and input wait since the last progress line, and when it
+  started (after an evaluation: when the evaluation ended)."""
 
-  def __init__(self):
-    self.start = time.time()
+  def __init__(self, trainer):
+    self.trainer = trainer
     self.loss = self.tokens = 0.0
     self.steps = 0
+    self.restart()
+
+  def restart(self):
+    self.start, self.input_wait = time.time(), self.trainer.input_wait
 
   def add(self, loss, tokens):
     self.loss += loss
@@ -463,12 +472,13 @@ class _Window:
     self.steps += 1
 
   def report(self, reporter, step, train_steps, learning_rate):
-    """One progress record (mean loss, tokens/s, ETA) to `reporter`; starts a new window."""
-    seconds = time.time() - self.start
-    reporter.progress(step, self.loss / self.steps, learning_rate,
-                      self.tokens / max(seconds, 1e-9),
-                      (train_steps - step) * seconds / self.steps)
-    self.__init__()
+    """One progress record (mean loss, tokens/s, ETA, input wait) to `reporter`; starts a
+    new window."""
+    seconds = max(time.time() - self.start, 1e-9)
+    reporter.progress(step, self.loss / self.steps, learning_rate, self.tokens / seconds,
+                      (train_steps - step) * seconds / self.steps,
+                      min(1.0, (self.trainer.input_wait - self.input_wait) / seconds))
+    self.__init__(self.trainer)
 
 
 def _input_context(strategy):
