@@ -17,8 +17,9 @@
   is not scaled.
 * pipeline: `make_dataset` over the generated train split at transformer_base's
   4096-token batches per replica, bucketed ("max") and packed (256), timed in a child
-  process whose CPU affinity is 1 and then 2 cores: target tokens/s (non-pad), per core,
-  and the ratio to the 62,500 target tokens/s the paper's 8 GPUs consumed (25,000 target
+  process whose CPU affinity is 1 and then 2 cores (on 2 cores with 1 and then 2
+  parallel batching streams, `make_dataset(streams=)`): target tokens/s (non-pad), per
+  core, and the ratio to the 62,500 target tokens/s the paper's 8 GPUs consumed (25,000 target
   tokens a step, 0.4 s a step).
 * feed: an accelerator host of the paper simulated: each step takes one 4096-token batch
   per replica for 8 replicas from one pipeline (as the trainer's `_next_batches` does),
@@ -149,12 +150,13 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.data import pipeline
 data_dir, cores, packed, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+streams = int(sys.argv[5])
 tf.config.threading.set_intra_op_parallelism_threads(cores)
 tf.config.threading.set_inter_op_parallelism_threads(cores)
 hp = registry.hparams("transformer_base").replace(batch_size=4096, max_length=256)
 ds = pipeline.make_dataset(registry.problem("translate_parallel_text"), data_dir, "train", hp,
                            shuffle=True, seed=1, repeat=True, bucket_mode="max",
-                           packed_length=packed)
+                           packed_length=packed, streams=streams)
 it = iter(ds)
 for _ in range(20):
   next(it)
@@ -199,9 +201,9 @@ def run_feed(data_dir, cores, step_seconds, steps):
   return json.loads(out.stdout.split("RESULT ", 1)[1])
 
 
-def run_pipeline(data_dir, cores, packed, batches):
+def run_pipeline(data_dir, cores, packed, batches, streams=1):
   out = subprocess.run([sys.executable, "-c", _PIPELINE_CHILD, data_dir, str(cores),
-                        str(packed), str(batches)], capture_output=True, text=True,
+                        str(packed), str(batches), str(streams)], capture_output=True, text=True,
                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=True)
   return json.loads(out.stdout.split("RESULT ", 1)[1])["tokens_per_s"]
 
@@ -323,10 +325,10 @@ def main():
   if "pipeline" in parts:
     data_dir = data_dirs[max(data_dirs)]
     for packed in (0, 256):
-      for cores in (1, 2):
-        rate = run_pipeline(data_dir, cores, packed, args.batches)
-        print(f"RATIO pipeline_{'packed' if packed else 'buckets'}_{cores}core target "
-              f"tokens/s {rate:,.0f} ({rate / cores:,.0f} per core) / paper's 8 GPUs "
+      for cores, streams in ((1, 1), (2, 1), (2, 2)):
+        rate = run_pipeline(data_dir, cores, packed, args.batches, streams)
+        print(f"RATIO pipeline_{'packed' if packed else 'buckets'}_{cores}core_{streams}stream "
+              f"target tokens/s {rate:,.0f} ({rate / cores:,.0f} per core) / paper's 8 GPUs "
               f"{PAPER_TARGET_TOKENS_PER_S:,.0f} = {rate / PAPER_TARGET_TOKENS_PER_S:.2f}x")
 
   if "feed" in parts:

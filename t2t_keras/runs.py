@@ -11,7 +11,7 @@ run.json and the vocabulary beside its averaged checkpoints).
 output_dir/
   hparams.json     the training HParams (later steps reuse them)
   run.json         {"problem", "model", "hparams_set", "vocab_size", "vocab_file",
-                    and where they apply "bucket_mode", "shuffle_buffer", "warm_start",
+                    and where they apply "bucket_mode", "shuffle_buffer", "input_streams", "warm_start",
                     "best"}
   best/            the early-stopping best checkpoint, a run directory of its own
   vocab.model      a copy of the problem's sentencepiece model (self-contained runs)
@@ -37,7 +37,7 @@ VOCAB_FILE = "vocab.model"
 
 def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None,
                   model_name="transformer", hparams_set=None, bucket_mode=None,
-                  warm_start=None, best=None, shuffle_buffer=None):
+                  warm_start=None, best=None, shuffle_buffer=None, input_streams=None):
   """Writes hparams.json, run.json and a copy of the vocabulary (atomically).
 
   bucket_mode: the training stream's bucketing ("auto" resolved), kept so that
@@ -47,6 +47,7 @@ def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None
   best: the early-stopping best so far (`training/early_stopping.py`), kept on resume.
   shuffle_buffer: the training stream's shuffle buffer (records), kept on resume (the
   checkpointed iterator restores only into the same pipeline).
+  input_streams: the training pipeline's parallel batching streams, kept on resume (so).
   """
   tf.io.gfile.makedirs(output_dir)
   hparams.save(os.path.join(output_dir, HPARAMS_FILE))
@@ -56,6 +57,8 @@ def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None
     info["bucket_mode"] = bucket_mode
   if shuffle_buffer:
     info["shuffle_buffer"] = int(shuffle_buffer)
+  if input_streams:
+    info["input_streams"] = int(input_streams)
   if warm_start:
     info["warm_start"] = dict(warm_start)
   if best:

@@ -427,18 +427,27 @@ def test_resume_is_exact_under_xla_two_replicas_and_accumulation(copy_data, tmp_
     np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
 
 
-def test_shuffle_buffer_is_recorded_and_kept_on_resume(copy_data, tmp_path):
-  """--shuffle_buffer reaches the training stream and run.json; a resumed run keeps the
-  recorded buffer (its checkpointed iterator restores only into that pipeline) and says so."""
+def test_shuffle_buffer_and_input_streams_are_recorded_and_kept_on_resume(copy_data, tmp_path):
+  """--shuffle_buffer and --input_streams reach the training stream and run.json; a resumed
+  run keeps the recorded ones (its checkpointed iterator restores only into that pipeline)
+  and says so."""
   out = tmp_path / "run"
-  t = make_trainer(copy_data, out, shuffle_buffer=7, save_every=2)
-  assert t.shuffle_buffer == 7
+  t = make_trainer(copy_data, out, shuffle_buffer=7, input_streams=2, save_every=2)
+  assert (t.shuffle_buffer, t.input_streams) == (7, 2)
   t.train(2)
-  assert json.load(open(out / "run.json"))["shuffle_buffer"] == 7
+  info = json.load(open(out / "run.json"))
+  assert (info["shuffle_buffer"], info["input_streams"]) == (7, 2)
   lines = []
-  resumed = make_trainer(copy_data, out, shuffle_buffer=9, save_every=2, log=lines.append)
-  assert resumed.shuffle_buffer == 7
-  assert ("warning: this run shuffles with a buffer of 7 records (run.json) and keeps it; "
-          "--shuffle_buffer=9 applies to new runs") in lines
+  resumed = make_trainer(copy_data, out, shuffle_buffer=9, input_streams=1, save_every=2,
+                         log=lines.append)
+  assert (resumed.shuffle_buffer, resumed.input_streams) == (7, 2)
+  assert ("warning: this run reads its training data with shuffle_buffer=7 (run.json) and "
+          "keeps it; --shuffle_buffer=9 applies to new runs") in lines
+  assert ("warning: this run reads its training data with input_streams=2 (run.json) and "
+          "keeps it; --input_streams=1 applies to new runs") in lines
+  assert resumed.train(4)["start_step"] == 2  # the two-stream iterator restored
   with pytest.raises(InputError, match="--shuffle_buffer=0: expected a positive number"):
     make_trainer(copy_data, tmp_path / "bad", shuffle_buffer=0)
+  with pytest.raises(InputError, match="--input_streams=0: expected a positive number of "
+                                       "streams"):
+    make_trainer(copy_data, tmp_path / "bad", input_streams=0)

@@ -69,6 +69,12 @@ t2t_keras.bin.define_flag("integer", "shuffle_buffer", None,
                           "Records in the training stream's shuffle buffer (default 10,000; "
                           "more for big corpora, about 1 KB of memory each; a resumed run "
                           "keeps the buffer it started with).", lower_bound=1)
+t2t_keras.bin.define_flag("integer", "input_streams", None,
+                          "Batching streams of the training pipeline, run in parallel (each "
+                          "on a shard of the files; bucketing and packing use one core per "
+                          "stream). Default 1; raise it when the progress line's input wait "
+                          "climbs and cores are free. A resumed run keeps its own.",
+                          lower_bound=1)
 t2t_keras.bin.define_flag("integer", "seed", 1, "Seed for model init, dropout and data order.")
 t2t_keras.bin.define_flag("boolean", "deterministic", False, "Enable TensorFlow op determinism (slower).")
 for _alias, _name in (("keep_checkpoint_max", "keep_checkpoints"), ("random_seed", "seed")):
@@ -114,7 +120,7 @@ def main(argv):
       warm_start_optimizer=FLAGS.warm_start_optimizer,
       early_stopping_steps=FLAGS.eval_early_stopping_steps,
       early_stopping_metric=FLAGS.eval_early_stopping_metric,
-      shuffle_buffer=FLAGS.shuffle_buffer,
+      shuffle_buffer=FLAGS.shuffle_buffer, input_streams=FLAGS.input_streams,
       strategy=_strategy())
   return 0
 

@@ -31,7 +31,10 @@ How batches are made:
     gets the same shape: a repeated stream drops incomplete runs; one pass
     (evaluation) keeps every pair, padding a cell's last batches to full rows
     and completing the run with all-PAD batches, which count 0 tokens.
-  * order is deterministic given `seed`.
+  * order is deterministic given `seed` (and `streams`).
+  * `streams` > 1: that many such pipelines over shards of the files, run in
+    parallel (bucketing and packing are serial within one), their batches taken
+    in turn a run of `replicas per pipeline` at a time.
 
 Packed batches (`packed_length` > 0, tensor2tensor's packed datasets; see
 `t2t_keras.data.packing`): after the shuffle, repeat and max_length filter,
@@ -123,7 +126,7 @@ def count_long_pairs(problem, data_dir, split, max_length):
 def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
                  input_context=None, batch_size=None, max_length=None,
                  shuffle_buffer=DEFAULT_SHUFFLE_BUFFER, bucket_step=None,
-                 bucket_mode=None, packed_length=None):
+                 bucket_mode=None, packed_length=None, streams=1):
   """Batches of {"inputs": int32 [B, S], "targets": int32 [B, T]} for one replica.
 
   Args:
@@ -150,13 +153,41 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
       instead of bucketing (see the module docstring); batches then have the
       `packing.FEATURES` keys, each int32 [R, packed_length]. Default
       hparams.packed_length if present, else 0 (no packing).
+    streams: independent batching streams, run in parallel and interleaved a run of
+      `replicas per pipeline` batches at a time: each reads a 1/streams shard of this
+      pipeline's files (of its records when there are fewer files than streams) and
+      batches it on its own, so bucketing's `group_by_window` and packing's `scan`,
+      serial within a stream, use up to `streams` cores. 1 (default): one stream; the
+      order depends on `streams`, so a resumed run must keep it.
   """
   b = _batching(hparams, input_context, batch_size, max_length, bucket_step, bucket_mode,
                 packed_length)
+  if streams < 1:
+    raise ValueError(f"streams must be >= 1, got {streams}")
+
+  def stream(num, index):
+    return _stream(problem, data_dir, split, b, shuffle=shuffle, seed=seed, repeat=repeat,
+                   shuffle_buffer=shuffle_buffer, num_streams=num, stream_id=index)
+
+  if streams == 1:
+    return stream(b.num_pipelines, b.pipeline_id).prefetch(tf.data.AUTOTUNE)
+  # Each stream batches in its own prefetch thread; runs of `group` batches are taken from
+  # the streams in turn (an exhausted stream is skipped: one pass keeps every pair).
+  parts = [stream(b.num_pipelines * streams, b.pipeline_id * streams + i).prefetch(
+      tf.data.AUTOTUNE) for i in range(streams)]
+  turns = tf.data.Dataset.range(streams).repeat()
+  turns = turns.flat_map(lambda i: tf.data.Dataset.from_tensors(i).repeat(b.group))
+  return tf.data.Dataset.choose_from_datasets(parts, turns, stop_on_empty_dataset=False).prefetch(
+      tf.data.AUTOTUNE)
+
+
+def _stream(problem, data_dir, split, b, *, shuffle, seed, repeat, shuffle_buffer,
+            num_streams, stream_id):
+  """One stream of batches (`make_dataset`'s) over shard `stream_id` of `num_streams`."""
   # Shuffled and repeated as serialized strings; parsed PARSE_CHUNK at a time
   # (benchmarks/data_bench.py prints the CPU a batch costs).
   ds = problem.records(data_dir, split, shuffle_files=shuffle, seed=seed,
-                       num_input_pipelines=b.num_pipelines, input_pipeline_id=b.pipeline_id)
+                       num_input_pipelines=num_streams, input_pipeline_id=stream_id)
   if shuffle:
     ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
   if repeat:
@@ -173,7 +204,7 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
       ds = ds.batch(rows, drop_remainder=repeat)
   else:
     ds = _bucketed(ds, b, repeat)
-  return ds.prefetch(tf.data.AUTOTUNE)
+  return ds
 
 
 def _pad_rows(batch, rows):

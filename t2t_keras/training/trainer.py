@@ -90,6 +90,8 @@ class Trainer:
       keeping the best as output_dir/best/; 0: off.
     shuffle_buffer: records in the training stream's shuffle buffer (default
       pipeline.DEFAULT_SHUFFLE_BUFFER, 10,000; a resumed run keeps its own).
+    input_streams: batching streams of the training pipeline run in parallel
+      (`make_dataset`'s `streams`; default 1; a resumed run keeps its own).
     log: a print-like function.
   """
 
@@ -99,6 +101,7 @@ class Trainer:
                keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
                log_every=50, warm_start_from=None, warm_start_optimizer=False,
                early_stopping_steps=0, early_stopping_metric="loss", shuffle_buffer=None,
+               input_streams=None,
                log=functools.partial(print, flush=True)):
     self.problem, self.hparams, self.hparams_set = problem, hparams, hparams_set
     self.model_name, self.data_dir, self.output_dir = model_name, data_dir, output_dir
@@ -121,11 +124,15 @@ class Trainer:
     self.local_replicas = max(1, self.input_context.num_replicas_in_sync
                               // self.input_context.num_input_pipelines)
     self.bucket_mode = self._bucket_mode(recorded.get("bucket_mode"))
-    self.shuffle_buffer = self._shuffle_buffer(shuffle_buffer, recorded)
+    self.shuffle_buffer = self._kept_input_setting(
+        "shuffle_buffer", shuffle_buffer, recorded, pipeline.DEFAULT_SHUFFLE_BUFFER, "records")
+    self.input_streams = self._kept_input_setting("input_streams", input_streams, recorded, 1,
+                                                  "streams")
     self.input_wait = 0.0  # seconds spent waiting in next(self.iterator)
     self.iterator = iter(make_dataset(problem, data_dir, "train", hparams, shuffle=True,
                                       seed=seed, repeat=True, bucket_mode=self.bucket_mode,
                                       shuffle_buffer=self.shuffle_buffer,
+                                      streams=self.input_streams,
                                       input_context=self.input_context))
     self._make_checkpoints(keep_checkpoints)
     self.step_fn = TrainStep(self.model, self.optimizer, hparams, self.strategy,
@@ -221,18 +228,18 @@ class Trainer:
       return mode
     return recorded or ("pair" if self._single_device() and not self.use_xla else "max")
 
-  def _shuffle_buffer(self, given, recorded):
-    """The training stream's shuffle buffer: what a resumed run recorded (its checkpointed
-    iterator restores only into that pipeline; a different --shuffle_buffer is warned
-    about), else `given`, else pipeline.DEFAULT_SHUFFLE_BUFFER."""
+  def _kept_input_setting(self, name, given, recorded, default, unit):
+    """The training stream's `name` (shuffle_buffer, input_streams): what a resumed run
+    recorded (its checkpointed iterator restores only into the pipeline that wrote it; a
+    different flag is warned about and ignored), else `given`, else `default`."""
     if given is not None and given < 1:
-      raise InputError(f"--shuffle_buffer={given}: expected a positive number of records")
+      raise InputError(f"--{name}={given}: expected a positive number of {unit}")
     if recorded.get("problem") is None:
-      return given or pipeline.DEFAULT_SHUFFLE_BUFFER
-    kept = recorded.get("shuffle_buffer", pipeline.DEFAULT_SHUFFLE_BUFFER)
+      return given or default
+    kept = recorded.get(name, default)
     if given is not None and given != kept:
-      self.log(f"warning: this run shuffles with a buffer of {kept} records (run.json) and "
-               f"keeps it; --shuffle_buffer={given} applies to new runs")
+      self.log(f"warning: this run reads its training data with {name}={kept} (run.json) "
+               f"and keeps it; --{name}={given} applies to new runs")
     return kept
 
   def _make_checkpoints(self, keep_checkpoints):
@@ -371,7 +378,8 @@ class Trainer:
                          self.problem.name, self.vocab.vocab_size,
                          self.problem.vocab_path(self.data_dir), self.model_name,
                          self.hparams_set, bucket_mode=self.bucket_mode,
-                         shuffle_buffer=self.shuffle_buffer, warm_start=self.warm_start,
+                         shuffle_buffer=self.shuffle_buffer,
+                         input_streams=self.input_streams, warm_start=self.warm_start,
                          best=self.early_stopping.record(self.best_manager.latest_checkpoint)
                          if self.early_stopping and self.early_stopping.step is not None
                          else None)
