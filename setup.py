@@ -25,6 +25,7 @@ BINARIES = {
     "t2t-param-table": "param_table",
     "t2t-sweep": "sweep",
     "t2t-serve": "serve",
+    "t2t-data-service": "data_service",
 }
 
 setuptools.setup(

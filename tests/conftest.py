@@ -57,7 +57,7 @@ def pytest_configure(config):
 LONGEST_FIRST = ("test_main_job.py", "test_trainer.py", "test_trainer_processes.py",
                  "test_t2t_walkthrough.py", "test_export.py", "test_ctranslate2.py",
                  "test_sweep.py", "test_remote_paths.py", "test_parsing_serving.py",
-                 "test_server.py", "test_ensemble.py")
+                 "test_server.py", "test_ensemble.py", "test_data_service.py")
 
 
 def pytest_collection_modifyitems(config, items):

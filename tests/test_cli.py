@@ -375,6 +375,7 @@ HELP_FLAGS = {
     "evalb": ["gold_file", "test_file"],
     "param_table": [],
     "sweep": ["problem", "rows_file", "train_steps"],
+    "data_service": ["port", "dispatcher_address"],
     "serve": ["export_dir", "model_name", "port", "max_batch_size", "batch_timeout_ms",
               "max_queued_sentences", "max_request_bytes", "max_instances",
               "max_sentence_chars"],

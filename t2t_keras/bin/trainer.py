@@ -75,6 +75,10 @@ t2t_keras.bin.define_flag("integer", "input_streams", None,
                           "stream). Default 1; raise it when the progress line's input wait "
                           "climbs and cores are free. A resumed run keeps its own.",
                           lower_bound=1)
+t2t_keras.bin.define_flag("string", "data_service_address", None,
+                          "A tf.data service dispatcher (grpc://HOST:PORT, see "
+                          "t2t-data-service) whose workers make the training batches; "
+                          "checkpoints then keep no input position.")
 t2t_keras.bin.define_flag("integer", "seed", 1, "Seed for model init, dropout and data order.")
 t2t_keras.bin.define_flag("boolean", "deterministic", False, "Enable TensorFlow op determinism (slower).")
 for _alias, _name in (("keep_checkpoint_max", "keep_checkpoints"), ("random_seed", "seed")):
@@ -121,6 +125,7 @@ def main(argv):
       early_stopping_steps=FLAGS.eval_early_stopping_steps,
       early_stopping_metric=FLAGS.eval_early_stopping_metric,
       shuffle_buffer=FLAGS.shuffle_buffer, input_streams=FLAGS.input_streams,
+      data_service_address=FLAGS.data_service_address,
       strategy=_strategy())
   return 0
 

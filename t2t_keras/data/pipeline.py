@@ -52,6 +52,7 @@ import json
 import tensorflow as tf
 
 from t2t_keras import fileio
+from t2t_keras.data import service
 from t2t_keras.data.packing import pack_dataset
 from t2t_keras.data.vocabulary import PAD
 
@@ -126,7 +127,7 @@ def count_long_pairs(problem, data_dir, split, max_length):
 def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
                  input_context=None, batch_size=None, max_length=None,
                  shuffle_buffer=DEFAULT_SHUFFLE_BUFFER, bucket_step=None,
-                 bucket_mode=None, packed_length=None, streams=1):
+                 bucket_mode=None, packed_length=None, streams=1, data_service=None):
   """Batches of {"inputs": int32 [B, S], "targets": int32 [B, T]} for one replica.
 
   Args:
@@ -159,26 +160,37 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
       batches it on its own, so bucketing's `group_by_window` and packing's `scan`,
       serial within a stream, use up to `streams` cores. 1 (default): one stream; the
       order depends on `streams`, so a resumed run must keep it.
+    data_service: a tf.data service dispatcher ("grpc://host:port"): the batches are
+      made on its workers (`t2t_keras.data.service`; they must reach data_dir), each
+      over the whole split in its own order; not deterministic, and the iterator
+      cannot be checkpointed. Repeated streams only.
   """
   b = _batching(hparams, input_context, batch_size, max_length, bucket_step, bucket_mode,
                 packed_length)
   if streams < 1:
     raise ValueError(f"streams must be >= 1, got {streams}")
 
-  def stream(num, index):
-    return _stream(problem, data_dir, split, b, shuffle=shuffle, seed=seed, repeat=repeat,
-                   shuffle_buffer=shuffle_buffer, num_streams=num, stream_id=index)
+  def batches(seed):
+    def stream(num, index):
+      return _stream(problem, data_dir, split, b, shuffle=shuffle, seed=seed, repeat=repeat,
+                     shuffle_buffer=shuffle_buffer, num_streams=num, stream_id=index)
 
-  if streams == 1:
-    return stream(b.num_pipelines, b.pipeline_id).prefetch(tf.data.AUTOTUNE)
-  # Each stream batches in its own prefetch thread; runs of `group` batches are taken from
-  # the streams in turn (an exhausted stream is skipped: one pass keeps every pair).
-  parts = [stream(b.num_pipelines * streams, b.pipeline_id * streams + i).prefetch(
-      tf.data.AUTOTUNE) for i in range(streams)]
-  turns = tf.data.Dataset.range(streams).repeat()
-  turns = turns.flat_map(lambda i: tf.data.Dataset.from_tensors(i).repeat(b.group))
-  return tf.data.Dataset.choose_from_datasets(parts, turns, stop_on_empty_dataset=False).prefetch(
-      tf.data.AUTOTUNE)
+    if streams == 1:
+      return stream(b.num_pipelines, b.pipeline_id)
+    # Each stream batches in its own prefetch thread; runs of `group` batches are taken
+    # from the streams in turn (an exhausted stream is skipped: one pass keeps every pair).
+    parts = [stream(b.num_pipelines * streams, b.pipeline_id * streams + i).prefetch(
+        tf.data.AUTOTUNE) for i in range(streams)]
+    turns = tf.data.Dataset.range(streams).repeat()
+    turns = turns.flat_map(lambda i: tf.data.Dataset.from_tensors(i).repeat(b.group))
+    return tf.data.Dataset.choose_from_datasets(parts, turns, stop_on_empty_dataset=False)
+
+  if data_service:
+    if not repeat:
+      raise ValueError("data_service serves repeated (training) streams only: each of its "
+                       "workers reads the whole split, so one pass would repeat every pair")
+    return service.distribute(batches, b.group, data_service)
+  return batches(seed).prefetch(tf.data.AUTOTUNE)
 
 
 def _stream(problem, data_dir, split, b, *, shuffle, seed, repeat, shuffle_buffer,

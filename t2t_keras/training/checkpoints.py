@@ -5,8 +5,9 @@ from t2t_keras import runs
 
 # The checkpoint's record of which input pipeline wrote its iterator state
 # (`t2t_keras.data.pipeline.VERSION`); checkpoints written before it was kept
-# hold version 1's.
+# hold version 1's; runs reading through the tf.data service record NO_INPUT_POSITION.
 PIPELINE_KEY = "input_pipeline"
+NO_INPUT_POSITION = 0  # the version a run reading through the tf.data service records
 _PIPELINE_TENSOR = PIPELINE_KEY + "/.ATTRIBUTES/VARIABLE_VALUE"
 
 

@@ -92,6 +92,9 @@ class Trainer:
       pipeline.DEFAULT_SHUFFLE_BUFFER, 10,000; a resumed run keeps its own).
     input_streams: batching streams of the training pipeline run in parallel
       (`make_dataset`'s `streams`; default 1; a resumed run keeps its own).
+    data_service_address: a tf.data service dispatcher ("grpc://host:port") whose
+      workers make the training batches (`data/service.py`); checkpoints then hold no
+      input position and a resumed run's stream starts afresh. None: this process.
     log: a print-like function.
   """
 
@@ -101,7 +104,7 @@ class Trainer:
                keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
                log_every=50, warm_start_from=None, warm_start_optimizer=False,
                early_stopping_steps=0, early_stopping_metric="loss", shuffle_buffer=None,
-               input_streams=None,
+               input_streams=None, data_service_address=None,
                log=functools.partial(print, flush=True)):
     self.problem, self.hparams, self.hparams_set = problem, hparams, hparams_set
     self.model_name, self.data_dir, self.output_dir = model_name, data_dir, output_dir
@@ -133,7 +136,9 @@ class Trainer:
                                       seed=seed, repeat=True, bucket_mode=self.bucket_mode,
                                       shuffle_buffer=self.shuffle_buffer,
                                       streams=self.input_streams,
+                                      data_service=data_service_address,
                                       input_context=self.input_context))
+    self.data_service_address = data_service_address
     self._make_checkpoints(keep_checkpoints)
     self.step_fn = TrainStep(self.model, self.optimizer, hparams, self.strategy,
                              self.iterator.element_spec, use_xla=self.use_xla,
@@ -251,9 +256,13 @@ class Trainer:
                  rng_states=rng_states)
     # Without the iterator: for checkpoints whose iterator another pipeline wrote.
     self._checkpoint_without_data = tf.train.Checkpoint(**state)
-    self.checkpoint = tf.train.Checkpoint(
-        iterator=self.iterator, **state,
-        **{checkpoints.PIPELINE_KEY: tf.Variable(pipeline.VERSION, trainable=False)})
+    if self.data_service_address:  # the service's stream has no position to save
+      self.checkpoint = tf.train.Checkpoint(**state, **{checkpoints.PIPELINE_KEY: tf.Variable(
+          checkpoints.NO_INPUT_POSITION, trainable=False)})
+    else:
+      self.checkpoint = tf.train.Checkpoint(
+          iterator=self.iterator, **state,
+          **{checkpoints.PIPELINE_KEY: tf.Variable(pipeline.VERSION, trainable=False)})
     directory = self.output_dir if self.chief else os.path.join(
         self.output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}")
     self.manager = tf.train.CheckpointManager(
@@ -308,8 +317,16 @@ class Trainer:
     input position when an earlier input pipeline wrote it (a tf.data iterator
     restores only into the graph that saved it)."""
     written = checkpoints.input_pipeline_version(path)
+    if self.data_service_address:
+      self.log("the tf.data service's training stream starts afresh at the resumed step "
+               "(its position cannot be checkpointed)")
+      return self._checkpoint_without_data
     if written == pipeline.VERSION:
       return self.checkpoint
+    if written == checkpoints.NO_INPUT_POSITION:
+      self.log(f"warning: {path} was written reading through the tf.data service, which "
+               f"keeps no input position: the data order starts afresh from --seed={self.seed}")
+      return self._checkpoint_without_data
     self.log(f"warning: {path} holds its place in the training data for input pipeline "
              f"version {written}, and this t2t-keras reads with version {pipeline.VERSION}: "
              f"the model, optimizer and step resume; the data order starts afresh from "
@@ -391,6 +408,8 @@ class Trainer:
                f"max_length={self.hparams.max_length} and are dropped")
     batching = ("packed rows" if self.hparams.get("packed_length", 0)
                 else self.bucket_mode + " buckets")
+    if self.data_service_address:
+      batching += f" made by the tf.data service at {self.data_service_address}"
     self.log(f"training {self.problem.name} with {self.model.count_params():,} parameters "
              f"on {self.strategy.num_replicas_in_sync} replica(s), XLA "
              f"{'on' if self.use_xla else 'off'}, {batching}, "
