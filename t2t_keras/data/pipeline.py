@@ -154,16 +154,13 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
       instead of bucketing (see the module docstring); batches then have the
       `packing.FEATURES` keys, each int32 [R, packed_length]. Default
       hparams.packed_length if present, else 0 (no packing).
-    streams: independent batching streams, run in parallel and interleaved a run of
-      `replicas per pipeline` batches at a time: each reads a 1/streams shard of this
-      pipeline's files (of its records when there are fewer files than streams) and
-      batches it on its own, so bucketing's `group_by_window` and packing's `scan`,
-      serial within a stream, use up to `streams` cores. 1 (default): one stream; the
-      order depends on `streams`, so a resumed run must keep it.
-    data_service: a tf.data service dispatcher ("grpc://host:port"): the batches are
-      made on its workers (`t2t_keras.data.service`; they must reach data_dir), each
-      over the whole split in its own order; not deterministic, and the iterator
-      cannot be checkpointed. Repeated streams only.
+    streams: batching streams run in parallel, each over a shard of this pipeline's
+      files (records when there are fewer files), taken in turn a run at a time:
+      bucketing and packing, serial within one, use up to `streams` cores. The order
+      depends on it (default 1).
+    data_service: a tf.data service dispatcher ("grpc://host:port") whose workers make
+      the batches (`data/service.py`): repeated streams only, not deterministic, not
+      checkpointable.
   """
   b = _batching(hparams, input_context, batch_size, max_length, bucket_step, bucket_mode,
                 packed_length)
@@ -177,13 +174,8 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
 
     if streams == 1:
       return stream(b.num_pipelines, b.pipeline_id)
-    # Each stream batches in its own prefetch thread; runs of `group` batches are taken
-    # from the streams in turn (an exhausted stream is skipped: one pass keeps every pair).
-    parts = [stream(b.num_pipelines * streams, b.pipeline_id * streams + i).prefetch(
-        tf.data.AUTOTUNE) for i in range(streams)]
-    turns = tf.data.Dataset.range(streams).repeat()
-    turns = turns.flat_map(lambda i: tf.data.Dataset.from_tensors(i).repeat(b.group))
-    return tf.data.Dataset.choose_from_datasets(parts, turns, stop_on_empty_dataset=False)
+    return _in_turn([stream(b.num_pipelines * streams, b.pipeline_id * streams + i)
+                     for i in range(streams)], b.group)
 
   if data_service:
     if not repeat:
@@ -191,6 +183,16 @@ def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
                        "workers reads the whole split, so one pass would repeat every pair")
     return service.distribute(batches, b.group, data_service)
   return batches(seed).prefetch(tf.data.AUTOTUNE)
+
+
+def _in_turn(streams, group):
+  """Batches of `streams` taken in turn, `group` (a run of one shape) at a time; each
+  stream batches in its own prefetch thread, and an exhausted one is skipped (one pass
+  keeps every pair)."""
+  parts = [s.prefetch(tf.data.AUTOTUNE) for s in streams]
+  turns = tf.data.Dataset.range(len(parts)).repeat().flat_map(
+      lambda i: tf.data.Dataset.from_tensors(i).repeat(group))
+  return tf.data.Dataset.choose_from_datasets(parts, turns, stop_on_empty_dataset=False)
 
 
 def _stream(problem, data_dir, split, b, *, shuffle, seed, repeat, shuffle_buffer,

@@ -4,8 +4,9 @@
     # batches(seed) -> the local batch stream; elements as make_dataset's
 
 A dispatcher and its workers run elsewhere (`t2t-data-service --port=5050` starts a
-dispatcher and a worker in one process; `--dispatcher_address=HOST:5050` more workers). Every worker builds the whole stream from the split's files
-(`parallel_epochs`), so each seeds its shuffles from its own clock when it starts:
+dispatcher and a worker in one process; `--dispatcher_address=HOST:5050` more workers).
+Every worker builds the whole stream from the split's files (`parallel_epochs`), so
+each seeds its shuffles from its own clock when it starts:
 with one fixed seed every worker would make the same batches and the trainer would see
 each one once per worker. A run of `group` batches (one per replica of a step, one
 shape) travels as one element, so the replicas of a step still get one shape. The
