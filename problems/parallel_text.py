@@ -137,9 +137,10 @@ class ParallelTextProblem(Text2TextProblem):
       raise FileNotFoundError(
           f"{self.data_name}: missing input file(s): {', '.join(missing)}")
 
-  def count_forward_samples(self, split, tmp_dir=None):
+  def count_forward_samples(self, split, tmp_dir=None, limit=None):
     """The source file's line count (read in 1 MiB blocks; the target's is checked when
-    the pairs are read)."""
+    the pairs are read); `limit` is not needed."""
+    del limit
     source, _ = self.split_files(split, tmp_dir)
     lines, last = 0, b"\n"
     with _open_binary(source) as f:

@@ -42,15 +42,15 @@ class Wmt14Problem(Text2TextProblem):
     if not tmp_dir:
       raise ValueError(f"{self.data_name} needs --tmp_dir (tfds download and prepare area)")
 
-  def count_forward_samples(self, split, tmp_dir=None):
+  def count_forward_samples(self, split, tmp_dir=None, limit=None):
     """The split's size from the prepared tfds dataset's info (no pass over it), else
-    (info without split sizes, as under tfds' mock) a pass."""
+    (info without split sizes, as under tfds' mock) a pass of at most `limit`."""
     builder = self.tfds_builder(tmp_dir)
     builder.download_and_prepare(download_dir=os.path.join(tmp_dir, "tfds", "downloads"))
     try:
       return builder.info.splits[_TFDS_SPLITS[split]].num_examples
     except KeyError:
-      return super().count_forward_samples(split, tmp_dir)
+      return super().count_forward_samples(split, tmp_dir, limit)
 
   def generate_forward_samples(self, split, tmp_dir=None):
     import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel

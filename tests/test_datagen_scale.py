@@ -155,10 +155,24 @@ def test_another_shard_count_in_the_same_data_dir_is_refused(files, tmp_path):
                                               (500, "400 samples, but 500 were counted")])
 def test_a_wrong_count_fails_instead_of_dropping_pairs(files, tmp_path, counted, message):
   problem = _problem(files, num_train_shards=2)
-  problem.count_forward_samples = lambda split, tmp_dir=None: counted
+  problem.count_forward_samples = lambda split, tmp_dir=None, limit=None: counted
   with pytest.raises(ValueError, match=message):
     problem.generate_data(str(tmp_path))
   assert not any(n.endswith(".incomplete") for n in os.listdir(tmp_path))
+
+
+def test_a_capped_split_is_counted_without_reading_past_the_cap():
+  """--max_pairs=4 on a problem without a cheap count: the count is 4 and the samples
+  after the fourth are never read (a pass over a WMT-size split otherwise)."""
+  problem = datagen.make_problem("algorithmic_copy", max_pairs=4)
+
+  def samples(split, tmp_dir=None):
+    del split, tmp_dir
+    yield from ({"inputs": "1 2", "targets": "1 2"} for _ in range(4))
+    raise AssertionError("read past max_pairs")
+
+  problem.generate_forward_samples = samples
+  assert problem.count_raw_samples("train") == 4
 
 
 def test_sample_in_order_is_uniform_ordered_and_seeded():

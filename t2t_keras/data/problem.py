@@ -27,6 +27,7 @@ complete, so a failed run never leaves a finished-looking file behind.
 """
 
 import collections
+import itertools
 import json
 import os
 import time
@@ -135,13 +136,15 @@ class Text2TextProblem:
 
   def count_raw_samples(self, split, tmp_dir=None):
     """How many samples `raw_samples` yields: the shards' ranges of a split written in
-    several shards. A pass over the samples; a problem that knows its sizes overrides
-    `count_forward_samples`."""
-    n = self.count_forward_samples(split, tmp_dir)
+    several shards."""
+    n = self.count_forward_samples(split, tmp_dir, limit=self.max_pairs)
     return n if self.max_pairs is None else min(n, self.max_pairs)
 
-  def count_forward_samples(self, split, tmp_dir=None):
-    return sum(1 for _ in self.generate_forward_samples(split, tmp_dir))
+  def count_forward_samples(self, split, tmp_dir=None, limit=None):
+    """The forward samples of `split`, counted no further than `limit` (None: all) by a
+    pass over them; a problem that knows its sizes overrides this (and may ignore
+    `limit`)."""
+    return sum(1 for _ in itertools.islice(self.generate_forward_samples(split, tmp_dir), limit))
 
   def generate_samples(self, split, tmp_dir=None):
     """Raw text pairs of `split`, swapped when the problem is reversed."""
