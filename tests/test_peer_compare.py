@@ -54,7 +54,7 @@ def test_parse_peer_multi30k_done():
 
 
 def test_parse_trainer_progress_and_start():
-  line = "step     200  loss 6.1234  lr 1.250e-03  2,457 tgt tok/s  ETA 10:02:03"
+  line = "step     200  loss 6.1234  lr 1.250e-03  2,457 tgt tok/s  ETA 10:02:03  input wait 0.4%"
   assert pc.parse_trainer_progress(line) == (200, 2457.0)
   assert pc.parse_trainer_progress("step     200  dev loss 5.1  ppl 160.2  acc 0.1") is None
   assert pc.is_trainer_start("training translate_ende_multi30k with 7,569,408 parameters on 1 "
