@@ -85,6 +85,33 @@ def test_top_k_and_top_p_filters_by_hand():
   assert kept(sampling.filter_top_p(log_probs, 1.0)) == [[1, 1, 1, 1], [1, 1, 1, 1]]
 
 
+def _nucleus_reference(log_probs, p):
+  """The nucleus by the definition, in float64 NumPy: sort, keep while the mass before
+  a token is < p, and every token tied with the last kept one."""
+  kept = np.zeros(log_probs.shape, bool)
+  for row, lp in enumerate(np.asarray(log_probs, np.float64)):
+    order = np.argsort(-lp, kind="stable")
+    before = np.concatenate([[0.0], np.cumsum(np.exp(lp[order]))[:-1]])
+    least = lp[order][before < p].min()
+    kept[row] = lp >= least
+  return kept
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_nucleus_by_bisection_equals_sorting_by_the_definition(jit):
+  """Rows of 2,048 log probs, peaked and flat, with ties, at several p: the tokens kept
+  are those of a float64 sort by the definition, eagerly and under XLA."""
+  rng = np.random.RandomState(3)
+  logits = np.concatenate([rng.normal(size=(6, 2048)) * 4.0, rng.normal(size=(2, 2048)) * 0.3,
+                           np.round(rng.normal(size=(2, 2048)))])  # the last rows: ties
+  log_probs = tf.nn.log_softmax(tf.constant(logits, tf.float32))
+  fn = tf.function(sampling.filter_top_p, jit_compile=True) if jit else sampling.filter_top_p
+  for p in (0.05, 0.3, 0.9, 0.99):
+    kept = fn(log_probs, p).numpy() > -1e6
+    np.testing.assert_array_equal(kept, _nucleus_reference(log_probs.numpy(), p))
+  assert 1 < kept.sum(axis=-1).min() < 2048  # p=0.99 kept more than one and not all
+
+
 def _search(model, sampling_settings, beam_size=1, inputs=INPUTS, **kwargs):
   kwargs.setdefault("extra_length", 6)
   ids, scores = search.search(model, tf.constant(inputs), beam_size=beam_size,

@@ -67,13 +67,27 @@ def filter_top_k(log_probs, k):
 
 def filter_top_p(log_probs, p):
   """log_probs (normalized) keeping each row's nucleus: the most probable tokens whose
-  probabilities sum to at least p (a token is kept when the mass before it is < p)."""
-  sorted_lp = tf.sort(log_probs, axis=-1, direction="DESCENDING")
-  probs = tf.exp(sorted_lp)
-  before = tf.cumsum(probs, axis=-1, exclusive=True)
-  kept = tf.where(before < p, sorted_lp, tf.constant(float("inf"), log_probs.dtype))
-  threshold = tf.reduce_min(kept, axis=-1, keepdims=True)
-  return tf.where(log_probs < threshold, tf.constant(NEG_INF, log_probs.dtype), log_probs)
+  probabilities sum to at least p (a token is kept when the mass before it is < p).
+
+  With ties that is: a token of probability q is kept when the mass of the tokens more
+  probable than q is below p. That mass only falls as q grows, so the least kept q is
+  found by bisection over float32 bit patterns (ordered as the non-negative floats
+  they encode): 31 masked sums over the vocabulary instead of sorting it, which XLA does
+  slowly on a CPU. No sort, no data-dependent shape.
+  """
+  bits = tf.bitcast(tf.exp(log_probs), tf.int32)                        # [n, vocab], >= 0
+
+  def mass_above(b):  # [n, 1] -> [n, 1]: the probability of the tokens with bits > b
+    return tf.reduce_sum(tf.where(bits > b, tf.exp(log_probs), 0.0), axis=-1, keepdims=True)
+
+  # Invariant: mass_above(lo) >= p > mass_above(hi); then hi is the least kept pattern.
+  lo = tf.fill(tf.shape(bits[:, :1]), tf.constant(-1, tf.int32))
+  hi = tf.reduce_max(bits, axis=-1, keepdims=True)
+  for _ in range(31):  # the range halves each time: 2 ** 31 patterns at most
+    mid = lo + (hi - lo) // 2
+    below = mass_above(mid) < p
+    lo, hi = tf.where(below, lo, mid), tf.where(below, mid, hi)
+  return tf.where(bits < hi, tf.constant(NEG_INF, log_probs.dtype), log_probs)
 
 
 def sampler(temperature, top_k, top_p, seed, inputs, vocab_size, copies=1):
