@@ -143,21 +143,25 @@ def run_datagen(paths, data_dir, processes, shards=16, vocab_size=32000):
           "peak_rss_gb": rss.peak / 2**30, "lengths": stats["lengths"]}
 
 
-_PIPELINE_CHILD = """
+# A child process pinned to `cores` cores, reading the train split as the trainer does
+# (argv: data_dir, cores, packed_length, streams, then the part's own): `it` its batches.
+_CHILD_SETUP = """
 import json, os, sys, time
 os.sched_setaffinity(0, set(range(int(sys.argv[2]))))
 import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.data import pipeline
-data_dir, cores, packed, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-streams = int(sys.argv[5])
+data_dir, cores, packed, streams = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 tf.config.threading.set_intra_op_parallelism_threads(cores)
 tf.config.threading.set_inter_op_parallelism_threads(cores)
 hp = registry.hparams("transformer_base").replace(batch_size=4096, max_length=256)
-ds = pipeline.make_dataset(registry.problem("translate_parallel_text"), data_dir, "train", hp,
-                           shuffle=True, seed=1, repeat=True, bucket_mode="max",
-                           packed_length=packed, streams=streams)
-it = iter(ds)
+it = iter(pipeline.make_dataset(registry.problem("translate_parallel_text"), data_dir, "train",
+                                hp, shuffle=True, seed=1, repeat=True, bucket_mode="max",
+                                packed_length=packed, streams=streams))
+"""
+
+_PIPELINE_CHILD = _CHILD_SETUP + """
+batches = int(sys.argv[5])
 for _ in range(20):
   next(it)
 tokens, start = 0, time.time()
@@ -167,19 +171,8 @@ for _ in range(batches):
 print("RESULT " + json.dumps({"tokens_per_s": tokens / (time.time() - start)}))
 """
 
-
-_FEED_CHILD = """
-import json, os, sys, time
-os.sched_setaffinity(0, set(range(int(sys.argv[2]))))
-import tensorflow as tf
-from t2t_keras import registry
-from t2t_keras.data import pipeline
-data_dir, cores, step_s, steps = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-tf.config.threading.set_intra_op_parallelism_threads(cores)
-tf.config.threading.set_inter_op_parallelism_threads(cores)
-hp = registry.hparams("transformer_base").replace(batch_size=4096, max_length=256)
-it = iter(pipeline.make_dataset(registry.problem("translate_parallel_text"), data_dir, "train",
-                                hp, shuffle=True, seed=1, repeat=True, bucket_mode="max"))
+_FEED_CHILD = _CHILD_SETUP + """
+step_s, steps = float(sys.argv[5]), int(sys.argv[6])
 waited = tokens = 0.0
 for step in range(steps + 5):
   if step == 5:  # the first steps fill the shuffle buffer
@@ -194,18 +187,19 @@ print("RESULT " + json.dumps({"input_wait": waited / (time.time() - start),
 """
 
 
-def run_feed(data_dir, cores, step_seconds, steps):
-  out = subprocess.run([sys.executable, "-c", _FEED_CHILD, data_dir, str(cores),
-                        str(step_seconds), str(steps)], capture_output=True, text=True,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=True)
+def _run_child(script, *args):
+  """The RESULT dict a child script printed (args: _CHILD_SETUP's, then its own)."""
+  out = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True,
+                       text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=True)
   return json.loads(out.stdout.split("RESULT ", 1)[1])
 
 
+def run_feed(data_dir, cores, step_seconds, steps):
+  return _run_child(_FEED_CHILD, data_dir, cores, 0, 1, step_seconds, steps)
+
+
 def run_pipeline(data_dir, cores, packed, batches, streams=1):
-  out = subprocess.run([sys.executable, "-c", _PIPELINE_CHILD, data_dir, str(cores),
-                        str(packed), str(batches), str(streams)], capture_output=True, text=True,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=True)
-  return json.loads(out.stdout.split("RESULT ", 1)[1])["tokens_per_s"]
+  return _run_child(_PIPELINE_CHILD, data_dir, cores, packed, streams, batches)["tokens_per_s"]
 
 
 def _free_ports(n):

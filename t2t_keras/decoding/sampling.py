@@ -75,10 +75,11 @@ def filter_top_p(log_probs, p):
   they encode): 31 masked sums over the vocabulary instead of sorting it, which XLA does
   slowly on a CPU. No sort, no data-dependent shape.
   """
-  bits = tf.bitcast(tf.exp(log_probs), tf.int32)                        # [n, vocab], >= 0
+  probs = tf.exp(log_probs)
+  bits = tf.bitcast(probs, tf.int32)                                    # [n, vocab], >= 0
 
   def mass_above(b):  # [n, 1] -> [n, 1]: the probability of the tokens with bits > b
-    return tf.reduce_sum(tf.where(bits > b, tf.exp(log_probs), 0.0), axis=-1, keepdims=True)
+    return tf.reduce_sum(tf.where(bits > b, probs, 0.0), axis=-1, keepdims=True)
 
   # Invariant: mass_above(lo) >= p > mass_above(hi); then hi is the least kept pattern.
   lo = tf.fill(tf.shape(bits[:, :1]), tf.constant(-1, tf.int32))

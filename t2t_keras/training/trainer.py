@@ -316,11 +316,11 @@ class Trainer:
     """The checkpoint object to restore `path` into: all of it, or all but the
     input position when an earlier input pipeline wrote it (a tf.data iterator
     restores only into the graph that saved it)."""
-    written = checkpoints.input_pipeline_version(path)
     if self.data_service_address:
       self.log("the tf.data service's training stream starts afresh at the resumed step "
                "(its position cannot be checkpointed)")
       return self._checkpoint_without_data
+    written = checkpoints.input_pipeline_version(path)
     if written == pipeline.VERSION:
       return self.checkpoint
     if written == checkpoints.NO_INPUT_POSITION:
