@@ -8,4 +8,5 @@ source ./setup_venv.sh
 export TF_CPP_MIN_LOG_LEVEL=3
 # Two pytest-xdist workers, each test file kept in one worker (its module fixtures built
 # once): most tests use one core at a time, so the suite takes about 0.65x the serial time.
-python -m pytest -q -n 2 --dist loadfile tests "$@"
+# --no-loadscope-reorder: files go out in conftest's order (longest first), not by test count.
+python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests "$@"
