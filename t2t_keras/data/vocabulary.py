@@ -149,3 +149,15 @@ class SubwordVocabulary:
 
   def __repr__(self):
     return f"SubwordVocabulary({self.model_path!r}, vocab_size={self.vocab_size})"
+
+
+def load(path):
+  """The vocabulary in `path`: a tensor2tensor `.subwords` file (plain or gzip; known by its
+  first line, '<pad>') as a `T2tSubwordVocabulary`, else a sentencepiece model. Either
+  gives encode(text) -> ids (no EOS), decode(ids) -> text and vocab_size."""
+  from t2t_keras.data import t2t_subwords  # pylint: disable=import-outside-toplevel
+  if not fileio.exists(path):
+    raise FileNotFoundError(f"vocabulary {path!r} not found")
+  if t2t_subwords.is_subwords_file(path):
+    return t2t_subwords.T2tSubwordVocabulary(path)
+  return SubwordVocabulary(path)
