@@ -28,7 +28,7 @@ import unicodedata
 
 from t2t_keras import fileio
 from t2t_keras.errors import InputError
-from t2t_keras.ids import EOS_ID as EOS, PAD_ID as PAD
+from t2t_keras.ids import content_ids
 
 ESCAPE_CHARS = frozenset("\\_u;0123456789")
 _UNESCAPE = re.compile(r"\\u|\\\\|\\([0-9]+);")
@@ -128,7 +128,7 @@ class T2tSubwordVocabulary:
       raise FileNotFoundError(f"vocabulary {path!r} not found")
     self.model_path = path
     self.subtokens = read_subtokens(path)
-    if len(self.subtokens) < 2 or self.subtokens[PAD] != "<pad>" or self.subtokens[EOS] != "<EOS>":
+    if self.subtokens[:2] != ["<pad>", "<EOS>"]:
       raise InputError(f"{path}: not a tensor2tensor subword vocabulary (its first two lines "
                        f"must be '<pad>' and '<EOS>', got {self.subtokens[:2]})")
     self._ids = {s: i for i, s in enumerate(self.subtokens) if s}
@@ -168,13 +168,7 @@ class T2tSubwordVocabulary:
 
   def decode(self, ids):
     """Ids -> text; stops at the first EOS and drops PAD (ids out of range give nothing)."""
-    pieces = []
-    for i in ids:
-      i = int(i)
-      if i == EOS:
-        break
-      if i != PAD and 0 <= i < len(self.subtokens):
-        pieces.append(self.subtokens[i])
+    pieces = [self.subtokens[i] for i in content_ids(ids) if 0 <= i < len(self.subtokens)]
     tokens = [unescape(t + "_") for t in "".join(pieces).split("_") if t]
     return detokenize([t for t in tokens if t])
 

@@ -15,7 +15,7 @@ import random
 import sentencepiece as spm
 
 from t2t_keras import fileio
-from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID  # noqa: E402  (re-exported)
+from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID, content_ids  # noqa: E402  (re-exported)
 
 PAD, EOS, UNK = PAD_ID, EOS_ID, UNK_ID
 
@@ -125,15 +125,7 @@ class SubwordVocabulary:
 
   def decode(self, ids):
     """Ids -> text; stops at the first EOS and drops PAD (and other control ids)."""
-    out = []
-    for i in ids:
-      i = int(i)
-      if i == EOS:
-        break
-      if i == PAD:
-        continue
-      out.append(i)
-    return self._sp.decode(out)
+    return self._sp.decode(content_ids(ids))
 
   def id_to_piece(self, i):
     return self._sp.id_to_piece(int(i))
