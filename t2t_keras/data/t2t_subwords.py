@@ -22,6 +22,7 @@ The conventions, from tensor2tensor's `data_generators/tokenizer.py` and
     not a code point becomes U+3013), empty pieces dropped, tokens joined.
 """
 
+import functools
 import gzip
 import re
 import unicodedata
@@ -32,15 +33,12 @@ from t2t_keras.ids import content_ids
 
 ESCAPE_CHARS = frozenset("\\_u;0123456789")
 _UNESCAPE = re.compile(r"\\u|\\\\|\\([0-9]+);")
-_ALNUM = {}  # character -> is it alphanumeric (category L* or N*), filled as seen
 
 
+@functools.lru_cache(maxsize=None)
 def is_alnum(char):
-  """Whether tensor2tensor's tokenizer counts `char` as alphanumeric."""
-  known = _ALNUM.get(char)
-  if known is None:
-    known = _ALNUM[char] = unicodedata.category(char)[0] in "LN"
-  return known
+  """Whether tensor2tensor's tokenizer counts `char` as alphanumeric (category L* or N*)."""
+  return unicodedata.category(char)[0] in "LN"
 
 
 def tokenize(text):
@@ -169,7 +167,7 @@ class T2tSubwordVocabulary:
   def decode(self, ids):
     """Ids -> text; stops at the first EOS and drops PAD (ids out of range give nothing)."""
     pieces = [self.subtokens[i] for i in content_ids(ids) if 0 <= i < len(self.subtokens)]
-    tokens = [unescape(t + "_") for t in "".join(pieces).split("_") if t]
+    tokens = [unescape(t) for t in "".join(pieces).split("_") if t]
     return detokenize([t for t in tokens if t])
 
   def id_to_piece(self, i):

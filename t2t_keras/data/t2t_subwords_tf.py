@@ -95,13 +95,13 @@ class T2tSubwordTokenizer(tf.Module):
     flat = pieces.flat_values
     length = tf.strings.length(flat)
     digits = tf.strings.substr(flat, tf.ones_like(length), tf.maximum(length - 2, 0))
-    numeric = tf.logical_and(tf.strings.regex_full_match(flat, r"\\[0-9]+;"),
-                             tf.strings.length(digits) <= 7)
+    is_code = tf.strings.regex_full_match(flat, r"\\[0-9]+;")
+    numeric = tf.logical_and(is_code, length <= 9)  # at most 7 digits: no int64 overflow
     code = tf.strings.to_number(tf.where(numeric, digits, "0"), tf.int64)
     code = tf.where(tf.logical_and(numeric, code <= 0x10FFFF), code, _NOT_A_CHARACTER)
     character = tf.strings.unicode_encode(tf.expand_dims(tf.cast(code, tf.int32), 1), "UTF-8",
                                           errors="replace")
-    flat = tf.where(tf.strings.regex_full_match(flat, r"\\[0-9]+;"), character, flat)
+    flat = tf.where(is_code, character, flat)
     flat = tf.where(tf.equal(flat, "\\u"), "_", tf.where(tf.equal(flat, "\\\\"), "\\", flat))
     return tf.strings.reduce_join(pieces.with_flat_values(flat), axis=-1)
 
