@@ -26,6 +26,7 @@ BINARIES = {
     "t2t-sweep": "sweep",
     "t2t-serve": "serve",
     "t2t-data-service": "data_service",
+    "t2t-import": "t2t_import",
 }
 
 setuptools.setup(

@@ -32,8 +32,16 @@ def _paper_defaults():
       relu_dropout=0.0,
       norm_type="post",  # "post": LayerNorm(x + Sublayer(x)); "pre": x + Sublayer(LayerNorm(x)).
       norm_epsilon=1e-6,
-      pos="timing",  # "timing": sinusoids (3.5); "emb": learned (Table 3 row E).
+      pos="timing",  # "timing": sinusoids (3.5); "emb": learned (Table 3 row E);
+      # "timing_t2t": tensor2tensor's layout of the sinusoids (imported models).
       max_positions=1024,  # Size of the learned position table (pos="emb").
+      # tensor2tensor's conventions, kept by imported models (docs/migrating.md);
+      # the defaults are the paper's.
+      shared_embedding_and_softmax_weights=True,  # False: a separate pre-softmax matrix
+      shared_source_target_embedding=True,  # False (with the above): a separate target one too
+      zero_pad_embedding=False,  # True: id 0 embeds as zeros (the decoder starts from zeros)
+      num_target_spaces=0,  # >0: a [num_target_spaces, d] table (t2t: 32) whose row
+      target_space_id=0,  # target_space_id is added to every encoder input
       # Training (section 5).
       label_smoothing=0.1,
       optimizer_adam_beta1=0.9,

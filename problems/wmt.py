@@ -10,12 +10,18 @@ Raw text comes from the `tensorflow_datasets` builder `wmt14_translate`
 
 Vocabulary: one joint BPE model, 37000 pieces for en-de and 32000 for en-fr
 (section 5.1 of the paper), trained on a 2M-sentence sample of train.
+
+Every problem here also reads a data_dir written by tensor2tensor's t2t-datagen
+under its name (`t2t_keras.data.t2t_data_dir`); translate_ende_wmt8k,
+translate_enfr_wmt8k and translate_encs_wmt32k are tensor2tensor's names whose
+vocabulary is t2t's SubwordTextEncoder (`T2tVocabularyWmt14Problem`).
 """
 
 import os
 
 from t2t_keras import registry
 from t2t_keras.data.problem import Text2TextProblem
+from t2t_keras.errors import InputError
 
 _TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 
@@ -76,3 +82,41 @@ class TranslateEnfrWmt32k(Wmt14Problem):
 
   target_language = "fr"
   vocab_size = 32000
+
+
+class T2tVocabularyWmt14Problem(Wmt14Problem):
+  """A tensor2tensor WMT problem whose vocabulary is t2t's SubwordTextEncoder.
+
+  Reads the data_dir tensor2tensor's t2t-datagen wrote (its shards and
+  `vocab.<name>.<size>.subwords`: `t2t_keras.data.t2t_data_dir`), so t2t users train,
+  evaluate and fine-tune on their data as it is. t2t-datagen here writes shards from
+  tfds' WMT14 with that vocabulary when it is in data_dir (tensor2tensor's own datagen
+  downloaded other WMT releases); it does not build t2t's vocabularies.
+  """
+
+  def _train_vocabulary(self, vocab_path, tmp_dir, limit, seed, log):
+    raise InputError(f"{self.data_name} uses tensor2tensor's SubwordTextEncoder vocabulary, "
+                     "which t2t-keras does not build: put t2t's "
+                     f"vocab.{self.data_name}.<size>.subwords into --data_dir (where t2t-datagen "
+                     "wrote it) and run again")
+
+
+@registry.register_problem
+class TranslateEndeWmt8k(T2tVocabularyWmt14Problem):
+  """tensor2tensor's English -> German with its 8k subword vocabulary."""
+
+  target_language = "de"
+
+
+@registry.register_problem
+class TranslateEnfrWmt8k(T2tVocabularyWmt14Problem):
+  """tensor2tensor's English -> French with its 8k subword vocabulary."""
+
+  target_language = "fr"
+
+
+@registry.register_problem
+class TranslateEncsWmt32k(T2tVocabularyWmt14Problem):
+  """tensor2tensor's English -> Czech with its 32k subword vocabulary."""
+
+  target_language = "cs"

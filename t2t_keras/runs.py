@@ -226,7 +226,7 @@ def load(output_dir, checkpoint_path=None):
   (hparams.json, run.json, a checkpoint, the vocabulary copy) and InputError for
   an unreadable checkpoint.
   """
-  from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
+  from t2t_keras.data import vocabulary  # pylint: disable=import-outside-toplevel
   if is_ensemble(output_dir):
     return load_ensemble(split_runs(output_dir), checkpoint_path)
   model, hparams, info, path = load_model(output_dir, checkpoint_path)
@@ -234,7 +234,7 @@ def load(output_dir, checkpoint_path=None):
   if not vocab_path or not fileio.exists(vocab_path):
     raise FileNotFoundError(f"{output_dir} has no vocabulary copy ({VOCAB_FILE}, "
                             f"named by {RUN_FILE}'s vocab_file)")
-  return Run(model, SubwordVocabulary(vocab_path), hparams, info, path)
+  return Run(model, vocabulary.load(vocab_path), hparams, info, path)
 
 
 def split_runs(output_dir):

@@ -232,6 +232,17 @@ def test_pre_norm_formula():
   assert model.count_params() == analytic_param_count(hp, VOCAB)
 
 
+@pytest.mark.parametrize("shared_target", [True, False])
+def test_t2t_conventions_formula(shared_target):
+  """Separate pre-softmax (and target) matrices and the target-space table (imported runs)."""
+  hp = registry.hparams("transformer_tiny").replace(
+      shared_embedding_and_softmax_weights=False, shared_source_target_embedding=shared_target,
+      num_target_spaces=32, target_space_id=8, pos="timing_t2t", zero_pad_embedding=True)
+  model = Transformer(VOCAB, hp)
+  model.build_for_ids()
+  assert model.count_params() == analytic_param_count(hp, VOCAB)
+
+
 # Packed rows: the model on packed rows equals the model on the same pairs unpacked.
 
 ROW = 16

@@ -11,7 +11,7 @@ class does the rest:
   generate_data(data_dir, tmp_dir)  trains the vocabulary on both sides of train,
                                     writes TFRecord shards of ids (EOS appended)
                                     and returns a summary dict; idempotent.
-  get_vocabulary(data_dir)          -> SubwordVocabulary
+  get_vocabulary(data_dir)          -> the vocabulary (`vocabulary.load`)
   dataset(data_dir, split)          -> tf.data of {"inputs", "targets"} int32 ids
 
 Files in data_dir (the reversed problem `<name>_rev` shares them and swaps
@@ -21,6 +21,10 @@ features when reading):
   <name>-<split>-<i:05d>-of-<n:05d>.tfrecord  tf.train.Example with int64 lists
                                               "inputs" and "targets"
   <name>-<split>.stats.json                   pairs written / skipped for that split
+
+A data_dir written by tensor2tensor's t2t-datagen (`data.t2t_data_dir`: shards
+without the .tfrecord suffix, a `.subwords` vocabulary) is read where these files
+are absent; `vocabulary.load` reads either kind of vocabulary.
 
 Every file is written under a temporary `.incomplete` name and renamed when
 complete, so a failed run never leaves a finished-looking file behind.
@@ -34,7 +38,7 @@ import time
 
 from t2t_keras import fileio, registry
 from t2t_keras.errors import InputError
-from t2t_keras.data import shards
+from t2t_keras.data import shards, t2t_data_dir
 from t2t_keras.data import vocabulary as vocab_lib
 
 SPLITS = ("train", "dev", "test")
@@ -97,7 +101,11 @@ class Text2TextProblem:
     return f"vocab.{self.data_name}.model"
 
   def vocab_path(self, data_dir):
-    return os.path.join(data_dir, self.vocab_filename)
+    """Ours (vocab.<name>.model), else tensor2tensor's where t2t-datagen wrote data_dir."""
+    ours = os.path.join(data_dir, self.vocab_filename)
+    if fileio.exists(ours):
+      return ours
+    return t2t_data_dir.vocab_path(data_dir, self.data_name) or ours
 
   def shard_paths(self, data_dir, split):
     _check_split(split)
@@ -106,8 +114,13 @@ class Text2TextProblem:
             for i in range(n)]
 
   def filepattern(self, data_dir, split):
+    """Our shards' glob, else tensor2tensor's where only t2t's shards are there."""
     _check_split(split)
-    return os.path.join(data_dir, f"{self.data_name}-{split}-*-of-*.tfrecord")
+    ours = os.path.join(data_dir, f"{self.data_name}-{split}-*-of-*.tfrecord")
+    theirs = t2t_data_dir.shard_pattern(data_dir, self.data_name, split)
+    if not fileio.glob(ours) and fileio.glob(theirs):
+      return theirs
+    return ours
 
   def stats_path(self, data_dir, split):
     return os.path.join(data_dir, f"{self.data_name}-{split}.stats.json")
@@ -176,7 +189,7 @@ class Text2TextProblem:
   # Data generation.
 
   def get_vocabulary(self, data_dir):
-    return vocab_lib.SubwordVocabulary(self.vocab_path(data_dir))
+    return vocab_lib.load(self.vocab_path(data_dir))
 
   def generate_data(self, data_dir, tmp_dir=None, log=None, *, num_workers=1,
                     vocab_sample_pairs=None, vocab_sample_seed=1, usr_dir=None):
@@ -206,7 +219,7 @@ class Text2TextProblem:
     vocab_trained = False
     if fileio.exists(vocab_path):
       log(f"vocabulary {vocab_path} exists; reusing it")
-      vocab = vocab_lib.SubwordVocabulary(vocab_path)
+      vocab = vocab_lib.load(vocab_path)
     else:
       limit = self.vocab_sample_pairs if vocab_sample_pairs is None else vocab_sample_pairs
       vocab = self._train_vocabulary(vocab_path, tmp_dir, limit, vocab_sample_seed, log)

@@ -4,7 +4,8 @@ from t2t_keras.layers.dropout import Dropout
 from t2t_keras.layers.attention import (MultiHeadAttention, beam_history_mask,
                                         cache_step_mask, causal_mask, packed_masks,
                                         padding_mask, scaled_dot_product_attention)
-from t2t_keras.layers.embedding import PositionalEncoding, SharedEmbedding, sinusoid_encoding
+from t2t_keras.layers.embedding import (PositionalEncoding, SharedEmbedding, TargetSpaceEmbedding,
+                                        sinusoid_encoding, t2t_timing_signal)
 from t2t_keras.layers.feed_forward import FeedForward
 from t2t_keras.layers.layer_norm import LayerNorm, layer_norm
 from t2t_keras.layers.residual import Residual

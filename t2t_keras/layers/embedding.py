@@ -11,11 +11,14 @@ class SharedEmbedding(keras.layers.Layer):
   """One [vocab, d_model] matrix for source, target and the pre-softmax projection.
 
   `call(ids)` returns embeddings multiplied by sqrt(d_model) (section 3.4);
-  `logits(x)` projects decoder outputs onto the same matrix.
+  `logits(x)` projects decoder outputs onto the same matrix. (A model imported
+  from tensor2tensor with separate matrices has one of these per role.)
 
   Args:
     vocab_size: V, shared by source and target.
     hidden_size: d_model.
+    zero_pad: id 0 (PAD, the decoder's start symbol) embeds as zeros, as
+      tensor2tensor's symbol modality does; its row still gives PAD's logit.
 
   Example:
     emb = SharedEmbedding(37000, 512)
@@ -23,10 +26,11 @@ class SharedEmbedding(keras.layers.Layer):
     logits = emb.logits(x)  # [batch, len, 512] -> [batch, len, 37000]
   """
 
-  def __init__(self, vocab_size, hidden_size, **kwargs):
+  def __init__(self, vocab_size, hidden_size, zero_pad=False, **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
+    self.zero_pad = zero_pad
 
   def build(self, input_shape=None):
     self.embeddings = self.add_weight(
@@ -36,10 +40,15 @@ class SharedEmbedding(keras.layers.Layer):
 
   def call(self, ids):
     table = tf.cast(self.embeddings, self.compute_dtype)
-    return tf.gather(table, ids) * math.sqrt(self.hidden_size)
+    x = tf.gather(table, ids) * math.sqrt(self.hidden_size)
+    if self.zero_pad:
+      x *= tf.cast(tf.not_equal(ids, 0), x.dtype)[..., None]
+    return x
 
   def logits(self, x):
     """[batch, len, d_model] -> float32 logits [batch, len, vocab]."""
+    if not self.built:  # a separate pre-softmax matrix is never called as an embedding
+      self.build()
     table = tf.cast(self.embeddings, x.dtype)
     # A 2-D matmul against the transposed table (forward and gradients are
     # plain matmuls); it measured level with the einsum it replaced.
@@ -49,7 +58,44 @@ class SharedEmbedding(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size)
+    config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                  zero_pad=self.zero_pad)
+    return config
+
+
+class TargetSpaceEmbedding(keras.layers.Layer):
+  """tensor2tensor's target-space embedding: one learned row, chosen by the problem's
+  target space id, added to every encoder input (before the positions).
+
+  Args:
+    num_spaces: rows of the table (t2t: 32).
+    hidden_size: d_model.
+    space_id: the row added (t2t's `problem.target_space_id`, e.g. 8 for German).
+
+  Call: x [batch, len, d_model] -> x + table[space_id].
+  """
+
+  def __init__(self, num_spaces, hidden_size, space_id, **kwargs):
+    super().__init__(**kwargs)
+    if not 0 <= space_id < num_spaces:
+      raise ValueError(f"target_space_id must be in [0, {num_spaces}), got {space_id}")
+    self.num_spaces = num_spaces
+    self.hidden_size = hidden_size
+    self.space_id = space_id
+
+  def build(self, input_shape=None):
+    self.embeddings = self.add_weight(
+        name="embeddings", shape=(self.num_spaces, self.hidden_size),
+        initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
+    self.built = True
+
+  def call(self, x):
+    return x + tf.cast(self.embeddings[self.space_id], x.dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_spaces=self.num_spaces, hidden_size=self.hidden_size,
+                  space_id=self.space_id)
     return config
 
 
@@ -69,12 +115,38 @@ def sinusoid_encoding(positions, hidden_size):
   return tf.reshape(stacked, tf.concat([tf.shape(angles)[:-1], [hidden_size]], 0))
 
 
+def t2t_timing_signal(positions, hidden_size):
+  """tensor2tensor's sinusoids (`common_attention.get_timing_signal_1d`): d/2
+  timescales from 1 to 10^4, geometric with ratio 10^(-4 / (d/2 - 1)); the sines of
+  all timescales, then their cosines (a zero column after them when d is odd).
+
+  Args:
+    positions: int [len] (or any int tensor).
+    hidden_size: d_model.
+  Returns:
+    float32 [..., d_model].
+  """
+  half = hidden_size // 2
+  increment = math.log(1.0e4) / max(half - 1, 1)
+  inv_timescales = np.exp(np.arange(half, dtype=np.float64) * -increment).astype(np.float32)
+  angles = tf.cast(positions, tf.float32)[..., None] * inv_timescales
+  signal = tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
+  if hidden_size % 2:
+    signal = tf.pad(signal, [[0, 0]] * (signal.shape.rank - 1) + [[0, 1]])
+  return signal
+
+
+_SINUSOIDS = {"timing": sinusoid_encoding, "timing_t2t": t2t_timing_signal}
+
+
 class PositionalEncoding(keras.layers.Layer):
   """Adds position information to embeddings: sinusoids, or a learned table (row E).
 
   Args:
     hidden_size: d_model.
-    kind: "timing" (sinusoids, any length) or "emb" (learned, up to max_positions).
+    kind: "timing" (the paper's sinusoids, any length), "timing_t2t"
+      (tensor2tensor's layout of them, `t2t_timing_signal`) or "emb" (learned, up to
+      max_positions).
     max_positions: size of the learned table.
 
   Call args:
@@ -88,8 +160,8 @@ class PositionalEncoding(keras.layers.Layer):
 
   def __init__(self, hidden_size, kind="timing", max_positions=1024, **kwargs):
     super().__init__(**kwargs)
-    if kind not in ("timing", "emb"):
-      raise ValueError(f"pos must be 'timing' or 'emb', got {kind!r}")
+    if kind not in ("timing", "timing_t2t", "emb"):
+      raise ValueError(f"pos must be 'timing', 'timing_t2t' or 'emb', got {kind!r}")
     self.hidden_size = hidden_size
     self.kind = kind
     self.max_positions = max_positions
@@ -105,8 +177,8 @@ class PositionalEncoding(keras.layers.Layer):
     per_row = positions is not None
     if not per_row:
       positions = start_index + tf.range(tf.shape(x)[1])
-    if self.kind == "timing":
-      table = sinusoid_encoding(positions, self.hidden_size)
+    if self.kind in _SINUSOIDS:
+      table = _SINUSOIDS[self.kind](positions, self.hidden_size)
     else:
       table = tf.gather(self.position_embeddings, positions)
     table = tf.cast(table, x.dtype)

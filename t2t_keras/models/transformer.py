@@ -8,6 +8,13 @@
 
 Ids: 0 is padding (and the decoder's start symbol, as in t2t), 1 is EOS.
 
+Models imported from tensor2tensor (`t2t_keras.importing`) keep t2t's conventions,
+each an hparam whose default is the paper's: separate input / target / pre-softmax
+matrices (`shared_embedding_and_softmax_weights`, `shared_source_target_embedding`),
+id 0 embedding as zeros (`zero_pad_embedding`), a target-space row added to the
+encoder input (`num_target_spaces`, `target_space_id`) and t2t's layout of the
+sinusoids (pos="timing_t2t").
+
 Packed rows (t2t's packed datasets, `t2t_keras.data.packing`) add
 "inputs_segmentation", "targets_segmentation", "inputs_position" and
 "targets_position" to the features: attention stays within a segment, positions
@@ -20,7 +27,7 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.hparam import HParams
 from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, LayerNorm, PositionalEncoding,
-                              SharedEmbedding, beam_history_mask, cache_step_mask,
+                              SharedEmbedding, TargetSpaceEmbedding, beam_history_mask, cache_step_mask,
                               causal_mask, packed_masks, padding_mask)
 from t2t_keras.layers.residual import fused_add_norm
 
@@ -45,7 +52,7 @@ def head_sizes(hparams):
 
 @registry.register_model
 class Transformer(keras.Model):
-  """Encoder-decoder Transformer with one shared embedding / softmax matrix.
+  """Encoder-decoder Transformer with one shared embedding / softmax matrix (by default).
 
   Args:
     vocab_size: size of the shared source/target vocabulary.
@@ -63,8 +70,21 @@ class Transformer(keras.Model):
         key_size=key_size, value_size=value_size, dropout=hp.layer_prepostprocess_dropout,
         attention_dropout=hp.attention_dropout, relu_dropout=hp.relu_dropout,
         norm_type=hp.norm_type, norm_epsilon=hp.norm_epsilon, dtype=self.dtype_policy)
-    self.embedding = SharedEmbedding(vocab_size, hp.hidden_size, name="shared_embedding",
-                                     dtype=self.dtype_policy)
+    table = lambda name: SharedEmbedding(vocab_size, hp.hidden_size, name=name,
+                                         zero_pad=hp.get("zero_pad_embedding", False),
+                                         dtype=self.dtype_policy)
+    self.embedding = table("shared_embedding")  # the source's; all three roles when shared
+    # Separate matrices only where t2t had them (attributes, so checkpoints name them);
+    # `target_embedding` / `softmax_embedding` give the one each role uses.
+    if not hp.get("shared_embedding_and_softmax_weights", True):
+      self.softmax_table = table("softmax_embedding")
+      if not hp.get("shared_source_target_embedding", True):
+        self.target_table = table("target_embedding")
+    self.target_space = None
+    if hp.get("num_target_spaces", 0):
+      self.target_space = TargetSpaceEmbedding(
+          hp.num_target_spaces, hp.hidden_size, hp.target_space_id,
+          name="target_space_embedding", dtype=self.dtype_policy)
     positions = lambda name: PositionalEncoding(hp.hidden_size, hp.pos, hp.max_positions,
                                                 name=name, dtype=self.dtype_policy)
     self.encoder_positions = positions("encoder_positions")
@@ -83,6 +103,16 @@ class Transformer(keras.Model):
           epsilon=hp.norm_epsilon, name=name, dtype=self.dtype_policy)
       self.encoder_norm = norm("encoder_norm")
       self.decoder_norm = norm("decoder_norm")
+
+  @property
+  def target_embedding(self):
+    """The decoder input's embedding layer (`embedding` unless t2t's separate one)."""
+    return getattr(self, "target_table", self.embedding)
+
+  @property
+  def softmax_embedding(self):
+    """The pre-softmax projection's layer (`embedding` unless t2t's separate one)."""
+    return getattr(self, "softmax_table", self.embedding)
 
   @property
   def encoder_layers(self):
@@ -112,7 +142,10 @@ class Transformer(keras.Model):
     """
     if mask is None:
       mask = padding_mask(inputs)
-    x = self.encoder_positions(self.embedding(inputs), positions=positions)
+    x = self.embedding(inputs)
+    if self.target_space is not None:
+      x = self.target_space(x)
+    x = self.encoder_positions(x, positions=positions)
     x = self._run_stack(x, self.encoder_dropout, self.encoder_layers,
                         self.encoder_norm if self.pre_norm else None, training,
                         lambda i, layer, x, **kw: layer(x, attention_mask=mask,
@@ -181,7 +214,7 @@ class Transformer(keras.Model):
     x, new_cache, attention = self.decoder_stack(
         decoder_input, memory, memory_mask, cache=cache, cache_index=cache_index,
         training=training, self_mask=self_mask, positions=positions)
-    logits = self.embedding.logits(x)
+    logits = self.softmax_embedding.logits(x)
     if return_attention:
       return logits, new_cache, attention
     return logits, new_cache
@@ -191,7 +224,7 @@ class Transformer(keras.Model):
     """`decode` up to the pre-softmax: (x [batch, tgt_len, d_model] in the compute dtype,
     updated cache or None, the encoder-decoder attention weights of each layer)."""
     start = 0 if cache is None else cache_index
-    x = self.decoder_positions(self.embedding(decoder_input), start_index=start,
+    x = self.decoder_positions(self.target_embedding(decoder_input), start_index=start,
                                positions=positions)
     new_cache = None if cache is None else {}
     if cache is None:
@@ -229,11 +262,11 @@ class Transformer(keras.Model):
 
     Packed rows also carry the four segmentation/position features (module docstring).
     """
-    return self.embedding.logits(self.decoder_output(features, training=training))
+    return self.softmax_embedding.logits(self.decoder_output(features, training=training))
 
   def softmax_weights(self, dtype):
-    """The tied pre-softmax matrix [vocab, d_model] (the shared embedding's), in `dtype`."""
-    return tf.cast(self.embedding.embeddings, dtype)
+    """The pre-softmax matrix [vocab, d_model] (the shared embedding's when tied), in `dtype`."""
+    return tf.cast(self.softmax_embedding.embeddings, dtype)
 
   def decoder_output(self, features, training=False):
     """`call` without the pre-softmax projection: [batch, tgt_len, d_model] in the
