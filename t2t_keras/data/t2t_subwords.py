@@ -86,7 +86,8 @@ def unescape(escaped):
   return _UNESCAPE.sub(_unescape_match, escaped[:-1] if escaped.endswith("_") else escaped)
 
 
-def _read(path):
+def read_plain(path):
+  """The file's bytes, gunzipped when it is gzip."""
   data = fileio.read_bytes(path)
   return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
@@ -94,14 +95,14 @@ def _read(path):
 def is_subwords_file(path):
   """Whether `path` (plain or gzip) starts as tensor2tensor's vocabularies do: '<pad>'."""
   try:
-    return _read(path).lstrip()[:7] in (b"'<pad>'", b'"<pad>"')
+    return read_plain(path).lstrip()[:7] in (b"'<pad>'", b'"<pad>"')
   except (OSError, EOFError):
     return False
 
 
 def read_subtokens(path):
   """The subtoken strings of a `.subwords` file (plain or gzip), in id order."""
-  data = _read(path)
+  data = read_plain(path)
   lines = data.decode("utf-8").split("\n")
   if lines and not lines[-1]:
     lines.pop()  # the final newline ends the last line

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras import fileio, runs
+from t2t_keras.data import t2t_subwords
 from t2t_keras.data import vocabulary as vocab_lib
 from t2t_keras.errors import InputError
 from t2t_keras.importing import t2t_hparams
@@ -197,7 +198,6 @@ def checkpoint_paths(t2t_dir, checkpoint_path=None, all_checkpoints=False):
 
 def find_vocabulary(t2t_dir, given=None):
   """--vocab, else the one tensor2tensor vocabulary (`vocab.*`) in t2t_dir."""
-  from t2t_keras.data import t2t_subwords  # pylint: disable=import-outside-toplevel
   if given:
     if not fileio.exists(given):
       raise InputError(f"--vocab={given}: no such file")
@@ -245,6 +245,10 @@ def import_run(t2t_dir, output_dir, *, checkpoint_path=None, all_checkpoints=Fal
     written.append(manager.save(checkpoint_number=step))
     log(f"imported {path} (step {step}) -> {written[-1]}")
   runs.save_run_info(output_dir, hparams, problem, vocab.vocab_size, vocab_path)
+  # Stored plain (as t2t-datagen writes it), so a warm start from this run accepts the
+  # vocabulary file of a t2t data_dir byte for byte.
+  fileio.write_atomic(os.path.join(output_dir, runs.VOCAB_FILE),
+                      t2t_subwords.read_plain(vocab_path))
   runs.record(output_dir, imported_from={
       "t2t_dir": t2t_dir, "checkpoints": paths, "target_space_id": space,
       "vocab": vocab_path})

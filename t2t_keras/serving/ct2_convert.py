@@ -61,12 +61,26 @@ def import_ctranslate2():
   return ctranslate2
 
 
+# The values the converter writes of the hparams that hold tensor2tensor's conventions
+# (imported runs).
+_T2T_CONVENTIONS = {"pos": ("timing", "emb"), "zero_pad_embedding": (False,),
+                    "num_target_spaces": (0,), "shared_embedding_and_softmax_weights": (True,)}
+
+
 def check_supported(hparams, model_name="transformer"):
   """UnsupportedError (one line) for a run CTranslate2 cannot run exactly."""
   if model_name != "transformer":
     raise UnsupportedError(f"CTranslate2 export supports the 'transformer' model, not "
                            f"{model_name!r}")
   from t2t_keras.models.transformer import head_sizes  # pylint: disable=import-outside-toplevel
+  t2t = [f"{key}={hparams.get(key)!r}" for key, written in _T2T_CONVENTIONS.items()
+         if hparams.get(key, written[0]) not in written]
+  if t2t:
+    raise UnsupportedError(
+        f"CTranslate2 export of tensor2tensor's conventions ({', '.join(t2t)}) is not built: "
+        "a converter would fold the target-space row into the source embeddings and zero "
+        "the decoder's start row, and ct2_translate.py would need t2t's subword tokenizer "
+        "beside sentencepiece; decode, export a SavedModel or serve this run instead")
   d_k, d_v = head_sizes(hparams)
   if d_k != d_v:
     raise UnsupportedError(

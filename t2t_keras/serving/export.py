@@ -30,8 +30,9 @@ Layout (TF Serving's versioned directories, written to a temporary directory
 and renamed, so a server polling export_dir never sees a partial version):
 
     export_dir/<version>/saved_model.pb, variables/,
-        assets/vocab.model         the sentencepiece model (the tokenizer op also
-                                   holds it in the graph: its model is an op attribute)
+        assets/vocab.model         the run's vocabulary (sentencepiece, or tensor2tensor's
+                                   subwords); the graph's tokenizer holds it too (an op
+                                   attribute, or constants and a lookup table)
         assets/export_info.json    checkpoint, hparams and decode hparams used
 """
 
@@ -43,9 +44,9 @@ import tempfile
 import time
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from t2t_keras import fileio, registry, runs
+from t2t_keras.data import vocabulary
 from t2t_keras.decoding import search as search_lib
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
 from t2t_keras.decoding.decoder import problem_constraint
@@ -86,8 +87,7 @@ class Translator(tf.Module):
     # SavedModel holds them and the functions' captures resolve to them.
     self.__dict__["_model"] = model
     self.model_variables = list(model.variables)
-    proto = fileio.read_bytes(vocab_path)
-    self.tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+    self.tokenizer = vocabulary.load(vocab_path).tf_tokenizer()
     self.vocab_asset = tf.saved_model.Asset(vocab_path)
     self.info_asset = None
     self.beam_size = int(hp.beam_size)
