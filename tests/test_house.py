@@ -59,13 +59,17 @@ def test_the_crossing_finder_sees_an_import_across_a_wall():
 @pytest.mark.parametrize("sources, forbidden", [
     # No flags below bin/: only binaries import binaries.
     ([p for p in ("layers/", "models/", "data/", "training/", "decoding/", "metrics/",
-                  "serving/", "tuning/", "runs.py", "registry.py", "hparam.py", "errors.py",
+                  "serving/", "tuning/", "importing/", "runs.py", "registry.py", "hparam.py", "errors.py",
                   "tf_startup.py", "xla_cache.py", "usr_dir.py", "ids.py")],
      ["t2t_keras.bin"]),
     # Serving ships without the training code.
     (["serving/"], ["t2t_keras.training", "t2t_keras.tuning"]),
     # Training is the loop only: choosing among runs sits above it.
     (["training/", "decoding/", "data/", "models/", "layers/"], ["t2t_keras.tuning"]),
+    # An importer writes a run; nothing below it reads another system's checkpoints.
+    ([p for p in ("layers/", "models/", "data/", "training/", "decoding/", "serving/",
+                  "tuning/", "runs.py")], ["t2t_keras.importing"]),
+    (["importing/"], ["t2t_keras.training", "t2t_keras.tuning", "t2t_keras.serving"]),
     # The two searches depend on search_common only, not on each other.
     (["decoding/beam_search.py"], ["t2t_keras.decoding.greedy"]),
     (["decoding/greedy.py"], ["t2t_keras.decoding.beam_search"]),

@@ -241,3 +241,43 @@ def test_finetune_on_a_t2t_data_dir(imported, tmp_path, capsys):
   # A model one step into training (about ln 8190 = 9.0 nats per token) fitted to 64 pairs
   # for 60 steps: the training pairs' loss drops by far more than one nat.
   assert before > 8.0 and after < before - 1.0, (before, after)
+
+
+@pytest.mark.parametrize("name, vocab_name", [
+    ("translate_ende_wmt8k", "vocab.translate_ende_wmt8k.8192.subwords"),
+    ("translate_ende_wmt32k", "vocab.ende.32768"),  # tensor2tensor 1.4's name
+    ("translate_enfr_wmt8k", "vocab.translate_enfr_wmt8k.8192.subwords"),
+    ("translate_enfr_wmt32k", "vocab.translate_enfr_wmt32k.32768.subwords"),
+    ("translate_encs_wmt32k", "vocab.translate_encs_wmt32k.32768.subwords"),
+])
+def test_t2t_problem_names_read_a_t2t_data_dir(name, vocab_name, tmp_path):
+  """Each of t2t's WMT names finds t2t's shards and vocabulary; ids come back as written."""
+  from t2t_keras import registry  # pylint: disable=import-outside-toplevel
+  (tmp_path / vocab_name).write_text("".join(f"'{s}'\n" for s in writer.VOCAB), encoding="utf-8")
+  records = {"train": [([5, 6, 1], [7, 1]), ([8, 1], [9, 10, 11, 1])], "dev": [([12, 1], [13, 1])]}
+  for split, pairs in records.items():
+    with tf.io.TFRecordWriter(str(tmp_path / f"{name}-{split}-00000-of-00001")) as w:
+      for inputs, targets in pairs:
+        w.write(example(inputs, targets))
+  (tmp_path / f"{name}-train-00000-of-00001.stats.json").write_text("{}")  # not a shard
+  problem = registry.problem(name)
+  assert problem.vocab_path(str(tmp_path)) == str(tmp_path / vocab_name)
+  assert problem.get_vocabulary(str(tmp_path)).vocab_size == len(writer.VOCAB)
+  for split, pairs in records.items():
+    got = [(list(f["inputs"].numpy()), list(f["targets"].numpy()))
+           for f in problem.dataset(str(tmp_path), split)]
+    assert got == pairs
+
+
+def test_datagen_does_not_build_t2t_vocabularies(tmp_path):
+  """translate_ende_wmt8k without t2t's vocabulary in data_dir: an InputError saying what to do."""
+  from t2t_keras.errors import InputError  # pylint: disable=import-outside-toplevel
+  from t2t_keras.registry import problem  # pylint: disable=import-outside-toplevel
+  instance = problem("translate_ende_wmt8k")
+  instance.generate_forward_samples = lambda split, tmp_dir=None: iter(
+      [{"inputs": "a house", "targets": "ein Haus"}])  # no download in a test
+  with pytest.raises(InputError, match="uses tensor2tensor's SubwordTextEncoder vocabulary, "
+                                      "which t2t-keras does not build: put t2t's "
+                                      r"vocab.translate_ende_wmt8k.<size>.subwords into "
+                                      "--data_dir"):
+    instance.generate_data(str(tmp_path / "data"), str(tmp_path / "tmp"))
