@@ -192,3 +192,20 @@ def test_target_space_flag_when_the_checkpoint_cannot_tell(tmp_path, capsys):
   np.testing.assert_allclose(our_logits(run.model, inputs, targets),
                              reference.forward_logits(written[1000], hp, inputs, targets, 0),
                              atol=TOL, rtol=0)
+
+
+def test_no_target_space_embedding(tmp_path):
+  """t2t 1.15's use_target_space_embedding=False: no row is added (the reference with a zero
+  table computes the same)."""
+  hp = dict(SMALL, use_target_space_embedding=False)
+  table = "transformer/body/target_space_embedding/kernel"
+  written = writer.write_t2t_dir(str(tmp_path / "t2t"), hp, np.random.default_rng(2),
+                                 target_space=None, drop=(table,))
+  t2t_checkpoint.import_run(str(tmp_path / "t2t"), str(tmp_path / "run"), log=lambda *_: None)
+  run = runs.load(str(tmp_path / "run"))
+  assert run.hparams.num_target_spaces == 0 and run.model.target_space is None
+  variables = dict(written[1000], **{table: np.zeros((32, 8), np.float32)})
+  inputs, targets = [3, 4, 5, 1], [6, 7, 1]
+  np.testing.assert_allclose(our_logits(run.model, inputs, targets),
+                             reference.forward_logits(variables, dict(SMALL), inputs, targets, 0),
+                             atol=TOL, rtol=0)

@@ -230,16 +230,17 @@ def test_finetune_on_a_t2t_data_dir(imported, tmp_path, capsys):
   before = loss(run.model)
   code, _, err = run_binary(
       capsys, "trainer", "--problem=translate_ende_wmt8k", f"--data_dir={data_dir}",
-      f"--warm_start_from={run_dir}", f"--output_dir={tmp_path / 'ft'}", "--train_steps=60",
-      "--hparams=batch_size=512,learning_rate_warmup_steps=20,layer_prepostprocess_dropout=0.0",
-      "--eval_every=60", "--eval_steps=2", "--seed=1")
+      f"--warm_start_from={run_dir}", f"--output_dir={tmp_path / 'ft'}", "--train_steps=30",
+      "--hparams=batch_size=512,learning_rate_warmup_steps=10,layer_prepostprocess_dropout=0.0",
+      "--eval_every=30", "--eval_steps=2", "--seed=1")
   assert code == 0, err
   tuned = runs.load(str(tmp_path / "ft"))
   assert tuned.info["warm_start"]["from"].startswith(run_dir)
   assert tuned.hparams.target_space_id == 8 and tuned.hparams.pos == "timing_t2t"
   after = loss(tuned.model)
   # A model one step into training (about ln 8190 = 9.0 nats per token) fitted to 64 pairs
-  # for 60 steps: the training pairs' loss drops by far more than one nat.
+  # for 30 steps: the training pairs' loss drops by far more than one nat.
+  print(f"loss per token before {before:.3f}, after {after:.3f}")
   assert before > 8.0 and after < before - 1.0, (before, after)
 
 

@@ -202,13 +202,21 @@ def find_vocabulary(t2t_dir, given=None):
     if not fileio.exists(given):
       raise InputError(f"--vocab={given}: no such file")
     return given
-  found = [p for p in sorted(tf.io.gfile.glob(os.path.join(t2t_dir, "vocab.*")))
+  found = [p for p in fileio.glob(os.path.join(t2t_dir, "vocab.*"))
            if t2t_subwords.is_subwords_file(p)]
   if len(found) != 1:
     raise InputError(f"give --vocab: the problem's .subwords vocabulary (t2t-datagen wrote "
                      f"it into its --data_dir); {t2t_dir} holds "
                      f"{'none' if not found else ', '.join(found)}")
   return found[0]
+
+
+def _step(reader, path):
+  """t2t's global_step of a checkpoint, else the N of its name model.ckpt-N (else 0)."""
+  if reader.has_tensor("global_step"):
+    return int(reader.get_tensor("global_step"))
+  match = re.search(r"-(\d+)$", path)
+  return int(match.group(1)) if match else 0
 
 
 def import_run(t2t_dir, output_dir, *, checkpoint_path=None, all_checkpoints=False,
@@ -231,7 +239,9 @@ def import_run(t2t_dir, output_dir, *, checkpoint_path=None, all_checkpoints=Fal
   vocab_path = find_vocabulary(t2t_dir, vocab_path)
   vocab = vocab_lib.load(vocab_path)
   newest = runs.checkpoint_reader(paths[-1])
-  space = t2t_hparams.target_space_id(problem, target_space_id, trained_target_spaces(newest))
+  space = 0  # 1.15's use_target_space_embedding=False: no target-space row at all
+  if settings.hparams.get("use_target_space_embedding", True):
+    space = t2t_hparams.target_space_id(problem, target_space_id, trained_target_spaces(newest))
   hparams = t2t_hparams.to_hparams(settings.hparams, space)
   model = runs.build_model(hparams, vocab.vocab_size)
   load_weights(model, newest)  # every check before anything is written
@@ -241,7 +251,7 @@ def import_run(t2t_dir, output_dir, *, checkpoint_path=None, all_checkpoints=Fal
   for path in paths:
     reader = runs.checkpoint_reader(path)
     load_weights(model, reader)
-    step = int(reader.get_tensor("global_step")) if reader.has_tensor("global_step") else 0
+    step = _step(reader, path)
     written.append(manager.save(checkpoint_number=step))
     log(f"imported {path} (step {step}) -> {written[-1]}")
   runs.save_run_info(output_dir, hparams, problem, vocab.vocab_size, vocab_path)
