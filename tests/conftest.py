@@ -60,10 +60,30 @@ LONGEST_FIRST = ("test_main_job.py", "test_trainer.py", "test_trainer_processes.
                  "test_server.py", "test_ensemble.py", "test_data_service.py")
 
 
+HEAVY_TESTS = os.path.join(os.path.dirname(__file__), "heavy_tests.txt")
+
+
+def _heavy(nodeid, prefixes):
+  """Whether a test's node id is one of heavy_tests.txt's files or tests (any parameters)."""
+  return any(nodeid == p or nodeid.startswith(p + "[") or nodeid.startswith(p + "::")
+             for p in prefixes)
+
+
+def _quick_tier(config, items):
+  """With T2T_QUICK=1, deselects the tests listed in heavy_tests.txt (the inner loop's tier)."""
+  with open(HEAVY_TESTS) as f:
+    prefixes = [l.strip() for l in f if l.strip() and not l.startswith("#")]
+  heavy = [item for item in items if _heavy(item.nodeid, prefixes)]
+  if heavy:
+    config.hook.pytest_deselected(items=heavy)
+    items[:] = [item for item in items if not _heavy(item.nodeid, prefixes)]
+
+
 def pytest_collection_modifyitems(config, items):
-  del config
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
   items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
+  if os.environ.get("T2T_QUICK") == "1":
+    _quick_tier(config, items)
   if os.environ.get("T2T_SLOW_TESTS") == "1":
     return
   skip = pytest.mark.skip(reason="slow (a faster default test covers it); T2T_SLOW_TESTS=1 "
