@@ -1,6 +1,7 @@
 """A tensor2tensor `transformer` checkpoint -> a t2t-keras run directory.
 
-    import_run("t2t_train/ende", "runs/ende", vocab_path="t2t_data/vocab.translate_ende_wmt8k.8192.subwords")
+    import_run("t2t_train/ende", "runs/ende",
+               vocab_path="t2t_data/vocab.translate_ende_wmt8k.8192.subwords")
     run = runs.load("runs/ende")      # decodes, fine-tunes, exports and serves as any run
 
 Every model variable of the checkpoint is read by its t2t name (`variable_map`

@@ -27,8 +27,8 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.hparam import HParams
 from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, LayerNorm, PositionalEncoding,
-                              SharedEmbedding, TargetSpaceEmbedding, beam_history_mask, cache_step_mask,
-                              causal_mask, packed_masks, padding_mask)
+                              SharedEmbedding, TargetSpaceEmbedding, beam_history_mask,
+                              cache_step_mask, causal_mask, packed_masks, padding_mask)
 from t2t_keras.layers.residual import fused_add_norm
 
 
