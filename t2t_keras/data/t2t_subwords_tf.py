@@ -19,13 +19,18 @@ _ESCAPE = r"\\u|\\\\|\\[0-9]+;"
 _NOT_A_CHARACTER = 0x3013  # t2t's stand-in for an escape that is not a code point
 
 
+def _position_in_row(ragged):
+  """int64 [values]: each flat value's index within its row."""
+  return (tf.range(tf.size(ragged.flat_values, out_type=tf.int64))
+          - tf.gather(ragged.row_starts(), ragged.value_rowids()))
+
+
 def _runs(texts):
   """string [n] -> ragged string [n, (tokens)]: runs of alphanumeric / other characters."""
   chars = tf.strings.unicode_split(texts, "UTF-8")                   # [n, (chars)]
   flat = chars.flat_values
   alnum = tf.strings.regex_full_match(flat, ALNUM)
-  position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.gather(
-      chars.row_starts(), chars.value_rowids())
+  position = _position_in_row(chars)
   previous = tf.concat([[False], alnum[:-1]], 0)
   starts = tf.logical_or(tf.equal(position, 0), tf.not_equal(alnum, previous))
   segment = tf.cumsum(tf.cast(starts, tf.int64)) - 1
@@ -41,7 +46,7 @@ def _drop_inner_spaces(tokens):
   neither first nor last in their row (those between two alphanumeric runs). On the
   flat values: ragged masks and comparisons add about a thousand graph ops."""
   flat, rows = tokens.flat_values, tokens.value_rowids()
-  index = tf.range(tf.size(flat, out_type=tf.int64)) - tf.gather(tokens.row_starts(), rows)
+  index = _position_in_row(tokens)
   last = tf.equal(index, tf.gather(tokens.row_lengths(), rows) - 1)
   keep = tf.logical_or(tf.not_equal(flat, " "), tf.logical_or(tf.equal(index, 0), last))
   lengths = tf.math.bincount(tf.boolean_mask(rows, keep), minlength=tokens.nrows(),
@@ -121,7 +126,7 @@ class T2tSubwordTokenizer(tf.Module):
     tokens = tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
     first = tf.strings.substr(tokens, 0, 1, unit="UTF8_CHAR")
     alnum = tf.strings.regex_full_match(first.flat_values, ALNUM)
-    index = tf.ragged.range(tokens.row_lengths()).flat_values
+    index = _position_in_row(tokens)
     previous = tf.concat([[False], alnum[:-1]], 0)
     space = tf.logical_and(tf.logical_and(alnum, previous), index > 0)
     flat = tf.where(space, " " + tokens.flat_values, tokens.flat_values)

@@ -119,11 +119,13 @@ def variable_map(model):
   return pairs
 
 
-def _assign(variable, value, name):
-  if list(value.shape) != list(variable.shape):
+def _assign(variable, value, name, kind=None):
+  """variable <- value, t2t's shape checked (`_t2t_shape`; conv1d kernels' 1s dropped)."""
+  squeezed = [s for s in value.shape if s != 1] if value.ndim > 2 else list(value.shape)
+  if squeezed != _t2t_shape(variable.shape, kind):
     raise InputError(f"the checkpoint's {name} has shape {list(value.shape)}; the model of "
-                     f"hparams.json and the vocabulary needs {list(variable.shape)}")
-  variable.assign(value.astype(np.float32))
+                     f"hparams.json and the vocabulary needs {_t2t_shape(variable.shape, kind)}")
+  variable.assign(value.reshape(variable.shape).astype(np.float32))
 
 
 def trained_target_spaces(reader):
@@ -163,12 +165,7 @@ def load_weights(model, reader):
     if name not in names:
       raise InputError(f"the checkpoint has no {name}, which the model of its "
                        f"hparams.json needs (is hparams.json this checkpoint's?)")
-    value = reader.get_tensor(name)
-    squeezed = [s for s in value.shape if s != 1] if value.ndim > 2 else list(value.shape)
-    if squeezed != _t2t_shape(variable.shape, kind):
-      raise InputError(f"checkpoint variable {name} has shape {list(value.shape)}; the model "
-                       f"of hparams.json needs {_t2t_shape(variable.shape, kind)}")
-    variable.assign(value.reshape(variable.shape).astype(np.float32))
+    _assign(variable, reader.get_tensor(name), name, kind)
     used.add(name)
   left = sorted(set(names) - used)
   if left:
