@@ -32,7 +32,7 @@ import math
 import os
 import re
 
-from t2t_keras import registry
+from t2t_keras import fileio, registry
 from t2t_keras.data import trees
 from t2t_keras.data.problem import Text2TextProblem
 
@@ -109,9 +109,7 @@ class ParsingEnglishPtb8k(Text2TextProblem):
             sentences.append(" ".join(cleaned.leaves()))
             gold.append(trees.tree_string(cleaned))
       for path, lines in ((words_path, sentences), (trees_path, gold)):
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-          f.writelines(line + "\n" for line in lines)
-        os.replace(path + ".tmp", path)
+        fileio.write_atomic(path, "".join(line + "\n" for line in lines))
       (log or (lambda m: None))(f"wrote {words_path} and {trees_path} ({len(gold)} trees)")
     return summary
 

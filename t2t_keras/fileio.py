@@ -16,8 +16,13 @@ can see a half-written file only on a store, never locally.
 """
 
 import builtins
+import contextlib
 import os
 import shutil
+
+# The one temporary suffix of files being written (`atomic_open`, datagen's shards): a file
+# with it is incomplete, and the next run overwrites it.
+TMP_SUFFIX = ".incomplete"
 
 
 def is_remote(path):
@@ -129,8 +134,8 @@ def copy(src, dst):
 
 def copy_atomic(src, dst):
   """Copies src to dst under a temporary name first, so dst is never half-written locally."""
-  copy(src, dst + ".tmp")
-  replace(dst + ".tmp", dst)
+  copy(src, dst + TMP_SUFFIX)
+  replace(dst + TMP_SUFFIX, dst)
 
 
 def upload_tree(local_dir, path):
@@ -153,12 +158,27 @@ def read_text(path):
     return f.read()
 
 
+@contextlib.contextmanager
+def atomic_open(path, mode="w"):
+  """A file object that writes `path` + TMP_SUFFIX, renamed to `path` when the block ends.
+
+  The one way this project writes a file a reader may see: an error in the block removes
+  the partial file and leaves `path` as it was.
+  """
+  tmp = str(path) + TMP_SUFFIX
+  try:
+    with open(tmp, mode) as f:
+      yield f
+  except BaseException:
+    remove(tmp)
+    raise
+  replace(tmp, path)
+
+
 def write_atomic(path, data):
   """Writes str (UTF-8) or bytes to path under a temporary name, then renames it."""
-  tmp = str(path) + ".tmp"
-  with open(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+  with atomic_open(path, "wb" if isinstance(data, bytes) else "w") as f:
     f.write(data)
-  replace(tmp, path)
 
 
 def same_content(a, b):

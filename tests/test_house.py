@@ -98,3 +98,44 @@ def test_training_holds_the_loop_only():
   assert names <= {"adam", "checkpoints", "curves", "evaluation", "loss", "loss_guard",
                    "precision", "reporting", "schedule", "signals", "step", "strategy",
                    "trainer", "warm_start", "early_stopping"}, names
+
+
+# Renames outside fileio.atomic_open / write_atomic, each for a reason that function cannot
+# serve: a directory put in place whole, a checkpoint's file set, or a cache file that
+# several processes may write at once (a per-process temporary name).
+_RENAMES_ALLOWED = {
+    "serving/export.py": "a SavedModel directory",
+    "serving/ct2_convert.py": "a CTranslate2 model directory",
+    "tuning/averaging.py": "a checkpoint's data and index files",
+    "tuning/selection.py": "a checkpoint's data and index files",
+    "data/shards.py": "a TFRecord shard (TensorFlow's writer takes a path, not a file)",
+    "xla_cache.py": "a cache file several processes may write",
+}
+
+
+def _renames(path):
+  """Lines of `path` that call a rename (os.replace / os.rename / gfile.rename / replace)."""
+  found = []
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in ("replace", "rename") and isinstance(node.func.value, ast.Name) \
+        and node.func.value.id in ("os", "gfile", "fileio"):
+      found.append(node.lineno)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr == "rename" and "gfile" in ast.unparse(node.func.value):
+      found.append(node.lineno)
+  return found
+
+
+def test_files_are_written_atomically_one_way():
+  """fileio.atomic_open is the one write-then-rename; only _RENAMES_ALLOWED rename themselves."""
+  sources = _modules() + sorted((ROOT.parent / "problems").glob("*.py"))
+  bad = []
+  for path in sources:
+    rel = path.relative_to(ROOT).as_posix() if ROOT in path.parents else \
+        path.relative_to(ROOT.parent).as_posix()
+    if rel == "fileio.py" or rel in _RENAMES_ALLOWED:
+      continue
+    bad += [f"{rel}:{line}" for line in _renames(path)]
+  assert bad == [], "write through fileio.atomic_open or fileio.write_atomic"
+  assert _renames(ROOT / "serving" / "export.py")  # the finder sees a rename

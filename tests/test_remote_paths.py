@@ -117,7 +117,8 @@ def test_whole_run_under_ram_filesystem(capsys, tmp_path, monkeypatch):
 
 def test_fileio_local_and_remote_agree(tmp_path):
   """The same calls on a local directory and on ram:// give the same listing and bytes;
-  write_atomic leaves no temporary file; upload_tree copies nested directories."""
+  write_atomic leaves no temporary file, and an error inside atomic_open none either, with
+  the old file kept; upload_tree copies nested directories."""
   for root in (str(tmp_path / "local"), "ram://t2t_fileio"):
     fileio.makedirs(f"{root}/a/b")
     fileio.write_atomic(f"{root}/a/x.json", '{"k": 1}')
@@ -131,6 +132,13 @@ def test_fileio_local_and_remote_agree(tmp_path):
     fileio.replace(f"{root}/a/z.json", f"{root}/a/x.json")
     assert fileio.listdir(f"{root}/a") == ["b", "x.json"]
     assert fileio.glob(f"{root}/a/*.json") == [f"{root}/a/x.json"]
+    with pytest.raises(ZeroDivisionError):  # an error while writing keeps the old file
+      with fileio.atomic_open(f"{root}/a/x.json", "w") as f:
+        f.write("half")
+        assert fileio.exists(f"{root}/a/x.json{fileio.TMP_SUFFIX}")
+        1 / 0  # pylint: disable=pointless-statement
+    assert fileio.listdir(f"{root}/a") == ["b", "x.json"]
+    assert fileio.read_text(f"{root}/a/x.json") == '{"k": 1}'
     fileio.remove(f"{root}/a/x.json")
     fileio.remove(f"{root}/a/x.json")  # missing: fine
     assert not fileio.exists(f"{root}/a/x.json")

@@ -26,8 +26,8 @@ A data_dir written by tensor2tensor's t2t-datagen (`data.t2t_data_dir`: shards
 without the .tfrecord suffix, a `.subwords` vocabulary) is read where these files
 are absent; `vocabulary.load` reads either kind of vocabulary.
 
-Every file is written under a temporary `.incomplete` name and renamed when
-complete, so a failed run never leaves a finished-looking file behind.
+Every file is written under a temporary `.incomplete` name (`fileio.TMP_SUFFIX`) and
+renamed when complete, so a failed run never leaves a finished-looking file behind.
 """
 
 import collections
@@ -42,7 +42,6 @@ from t2t_keras.data import shards, t2t_data_dir
 from t2t_keras.data import vocabulary as vocab_lib
 
 SPLITS = ("train", "dev", "test")
-_TMP_SUFFIX = ".incomplete"
 
 
 def _check_split(split):
@@ -277,7 +276,7 @@ class Text2TextProblem:
                        "remove them, or generate with their count")
     stats = shards.write_split(self, tmp_dir, split, paths, vocab, num_workers=num_workers,
                                usr_dir=usr_dir, log=log)
-    _write_json_atomic(stats_path, stats)
+    fileio.write_atomic(stats_path, json.dumps(stats, indent=2, sort_keys=True))
     for p in paths:
       fileio.remove(shards.shard_stats_path(p))
     log(f"{split}: {stats['pairs']} pairs in {len(paths)} file(s); skipped "
@@ -365,9 +364,3 @@ def _count_records(paths):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return sum(1 for p in paths for _ in tf.data.TFRecordDataset(p).as_numpy_iterator())
 
-
-def _write_json_atomic(path, obj):
-  tmp = path + _TMP_SUFFIX
-  with fileio.open(tmp, "w") as f:
-    json.dump(obj, f, indent=2, sort_keys=True)
-  fileio.replace(tmp, path)

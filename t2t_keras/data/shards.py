@@ -27,7 +27,7 @@ import time
 
 from t2t_keras import fileio
 
-TMP_SUFFIX = ".incomplete"
+TMP_SUFFIX = fileio.TMP_SUFFIX
 ENCODE_CHUNK = 4096
 LOG_EVERY_S = 30.0
 

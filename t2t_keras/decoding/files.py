@@ -27,11 +27,9 @@ def write_lines(path, lines):
   """Writes one line per item (newlines inside an item become spaces), under a temporary
   name first; any fileio path."""
   fileio.makedirs(fileio.dirname(fileio.abspath(path)))
-  tmp = path + ".incomplete"
-  with fileio.open(tmp, "w") as f:
+  with fileio.atomic_open(path, "w") as f:
     for line in lines:
       f.write(line.replace("\n", " ") + "\n")
-  fileio.replace(tmp, path)
 
 
 def read_lines(path):

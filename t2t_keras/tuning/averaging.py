@@ -162,10 +162,8 @@ def write_checkpoint_index(*prefixes):
   tf.train.latest_checkpoint(dir) finds the last."""
   names = [os.path.basename(p) for p in prefixes]
   path = os.path.join(os.path.dirname(prefixes[-1]), "checkpoint")
-  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    f.write(f'model_checkpoint_path: "{names[-1]}"\n')
-    f.write("".join(f'all_model_checkpoint_paths: "{n}"\n' for n in names))
-  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+  fileio.write_atomic(path, f'model_checkpoint_path: "{names[-1]}"\n'
+                      + "".join(f'all_model_checkpoint_paths: "{n}"\n' for n in names))
 
 
 def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_minutes=0.0,

@@ -22,6 +22,7 @@ import re
 import signal
 import subprocess
 
+from t2t_keras import fileio
 from t2t_keras.errors import InputError
 from t2t_keras.tuning import sweep_report, trial
 
@@ -69,7 +70,7 @@ def parse_row(spec):
 def read_rows_file(path):
   """Rows of a file: one spec per line; blank lines and '#' comments skipped."""
   rows = []
-  with open(path, encoding="utf-8") as f:
+  with fileio.open(path, "r") as f:
     for number, line in enumerate(f, 1):
       line = line.split("#", 1)[0].strip()
       if line:
@@ -176,7 +177,7 @@ def run_sweep(rows, *, problem, data_dir, output_dir, train_steps, hparams="", r
   """
   check_rows(rows, hparams)
   extra = parse_trainer_flags(trainer_flags)
-  os.makedirs(output_dir, exist_ok=True)
+  fileio.makedirs(output_dir)
   results = {}
   with _Forward() as forward:
     for i, row in enumerate(rows):
@@ -242,7 +243,7 @@ def training_minutes(run_dir):
   """
   from t2t_keras.training import curves  # pylint: disable=import-outside-toplevel
   path = os.path.join(run_dir, curves.HISTORY_FILE)
-  if not os.path.exists(path):
+  if not fileio.exists(path):
     return 0.0
   times = [r["time"] for r in curves.read(path) if "time" in r]
   gaps = [b - a for a, b in zip(times, times[1:]) if b > a]
@@ -259,13 +260,8 @@ def _write_tables(output_dir, rows, results):
 
 
 def _read_result(path):
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
+  return json.loads(fileio.read_text(path)) if fileio.exists(path) else None
 
 
 def _write_json(path, obj):
-  with open(path + ".tmp", "w") as f:
-    json.dump(obj, f, indent=1)
-  os.replace(path + ".tmp", path)
+  fileio.write_atomic(path, json.dumps(obj, indent=1))

@@ -10,6 +10,8 @@ import csv
 import os
 import statistics
 
+from t2t_keras import fileio
+
 CSV_FILE, MD_FILE, PNG_FILE = "results.csv", "results.md", "results.png"
 COLUMNS = ["row", "hparams_set", "overrides", "seed", "params", "steps", "minutes",
            "dev_perplexity", "dev_bleu", "dev_tok_bleu", "paper_row", "paper_perplexity",
@@ -148,17 +150,12 @@ def format_markdown(results, pending=()):
 
 def write_tables(output_dir, results, pending=()):
   """results.csv and results.md in output_dir (atomically); the PNG once rows have numbers."""
-  tmp = os.path.join(output_dir, CSV_FILE + ".tmp")
-  with open(tmp, "w", newline="") as f:
+  with fileio.atomic_open(os.path.join(output_dir, CSV_FILE), "w") as f:
     writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
     writer.writeheader()
     for r in results:
       writer.writerow(with_paper(r))
-  os.replace(tmp, os.path.join(output_dir, CSV_FILE))
-  tmp = os.path.join(output_dir, MD_FILE + ".tmp")
-  with open(tmp, "w") as f:
-    f.write(format_markdown(results, pending))
-  os.replace(tmp, os.path.join(output_dir, MD_FILE))
+  fileio.write_atomic(os.path.join(output_dir, MD_FILE), format_markdown(results, pending))
   if by_paper_row(results):
     plot(results, os.path.join(output_dir, PNG_FILE))
 
@@ -196,7 +193,6 @@ def plot(results, path):
   axes[1].set_xticklabels([r.upper() for r in order])
   axes[0].set_title("Table 3 rows: ours (left axis) and the paper's (right axis)")
   fig.tight_layout()
-  tmp = path + ".tmp.png"
-  fig.savefig(tmp, dpi=110)
+  with fileio.atomic_open(path, "wb") as f:
+    fig.savefig(f, format="png", dpi=110)
   plt.close(fig)
-  os.replace(tmp, path)
