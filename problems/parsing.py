@@ -119,10 +119,10 @@ class ParsingEnglishPtb8k(Text2TextProblem):
     return trees.delinearize(output.split(), source.split())
 
   @classmethod
-  def dev_score(cls):
+  def dev_score(cls):  # pylint: disable=arguments-differ
     """How t2t-avg-all's selection compares checkpoint averages on dev: EVALB F1 (all
     sentences, COLLINS.prm) of the trees `postprocess` builds, ties to complete match."""
-    from t2t_keras.tuning.selection import DevScore  # pylint: disable=import-outside-toplevel
+    from t2t_keras.metrics.dev_score import DevScore  # pylint: disable=import-outside-toplevel
 
     def scores(sources, outputs, references):
       return _evalb_scores([cls.postprocess(s, o) for s, o in zip(sources, outputs)],

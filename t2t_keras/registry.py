@@ -114,19 +114,6 @@ def problem(name):
   return cls(was_reversed=reverse)
 
 
-def problem_hook(name, attr, default=None):
-  """A registered problem's optional attribute (e.g. `postprocess`, `decode_defaults`), or
-  `default` for a reversed problem, an unregistered one (a user problem whose usr dir
-  was not imported) or one without it."""
-  if not name:
-    return default
-  try:
-    instance = problem(name)
-  except RegistryError:
-    return default
-  return default if instance.was_reversed else getattr(instance, attr, default)
-
-
 def list_problems():
   return _PROBLEMS.names()
 

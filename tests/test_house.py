@@ -1,4 +1,5 @@
-"""The walls between the packages (WORKSPACE.md) and the length rule, read from the source.
+"""The walls between the packages (WORKSPACE.md), the length rule, one atomic write and
+declared problem hooks, read from the source.
 
 Each check parses every module under t2t_keras/ with `ast`; a new import across a
 wall, or a long function without its reason, fails here with the file and line.
@@ -139,3 +140,23 @@ def test_files_are_written_atomically_one_way():
     bad += [f"{rel}:{line}" for line in _renames(path)]
   assert bad == [], "write through fileio.atomic_open or fileio.write_atomic"
   assert _renames(ROOT / "serving" / "export.py")  # the finder sees a rename
+
+
+_HOOKS = ("decode_defaults", "postprocess", "decode_constraint", "serving_postprocess",
+          "dev_score")
+
+
+def test_problem_hooks_are_declared_and_never_looked_up_by_name():
+  """The five hooks are methods or attributes of Text2TextProblem (data/problem.py), reached
+  as attributes of `problem.hooks(name)`, never through getattr or hasattr with a string."""
+  from t2t_keras.data.problem import Text2TextProblem  # pylint: disable=import-outside-toplevel
+  assert all(hasattr(Text2TextProblem, h) for h in _HOOKS)
+  sources = _modules() + sorted((ROOT.parent / "problems").glob("*.py"))
+  bad = []
+  for path in sources:
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+          and node.func.id in ("getattr", "hasattr") and len(node.args) > 1 \
+          and isinstance(node.args[1], ast.Constant) and node.args[1].value in _HOOKS:
+        bad.append(f"{path.name}:{node.lineno}")
+  assert bad == []

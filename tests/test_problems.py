@@ -151,3 +151,15 @@ def test_wmt14_sample_detokenizes_train_only(tmp_path, monkeypatch):
   assert _pairs(p, "test") == [("It's raw , really.", "Es ist roh , wirklich.")]
   assert [s["targets"] for s in registry.problem("translate_ende_wmt14_sample_rev")
           .generate_samples("train")] == ["It's a test.", "", "Two, three."]
+
+
+def test_hooks_are_the_problems_own_or_the_defaults():
+  """A registered problem's hooks; the base class's for its reverse, an unknown name or none."""
+  parsing = problem_lib.hooks("parsing_english_ptb8k")
+  assert parsing.decode_defaults == "extra_length=300,beam_size=21,alpha=0.3"
+  assert parsing.postprocess("a b", "(S (NP XX XX )NP )S") == "(S (NP (XX a) (XX b)))"
+  for name in ("parsing_english_ptb8k_rev", "no_such_problem", None, "translate_ende_numbers"):
+    hooks = problem_lib.hooks(name)
+    assert hooks.decode_defaults == "" and hooks.postprocess("src", "out") == "out"
+    assert hooks.decode_constraint(vocab=None) is None and hooks.serving_postprocess() is None
+    assert hooks.dev_score().key == "bleu"

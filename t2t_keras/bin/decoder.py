@@ -39,8 +39,9 @@ import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
 from absl import app, flags
 
-from t2t_keras import fileio, registry
+from t2t_keras import fileio
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
+from t2t_keras.data import problem as problem_lib
 from t2t_keras.decoding import decoder, files, scoring
 from t2t_keras.errors import InputError
 
@@ -91,7 +92,8 @@ def main(argv):
   from t2t_keras import runs  # pylint: disable=import-outside-toplevel
   model, vocab, _, info, checkpoint_path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path)
   print(f"loaded {checkpoint_path} ({info['problem']}, vocab {vocab.vocab_size})")
-  defaults = registry.problem_hook(info["problem"], "decode_defaults", "")
+  hooks = problem_lib.hooks(info["problem"])
+  defaults = hooks.decode_defaults
   if defaults:
     hparams = decoder.decode_hparams(FLAGS.decode_hparams, defaults)
     print(f"decoding with {info['problem']}'s defaults {defaults}, then "
@@ -115,7 +117,7 @@ def main(argv):
     files.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,
                         reference_path=FLAGS.decode_reference,
                         attention_plot_dir=FLAGS.attention_plot_dir,
-                        postprocess=registry.problem_hook(info["problem"], "postprocess"),
+                        postprocess=hooks.postprocess,
                         search_fn=search_fn)
   else:
     files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,

@@ -22,6 +22,18 @@ features when reading):
                                               "inputs" and "targets"
   <name>-<split>.stats.json                   pairs written / skipped for that split
 
+Hooks: what decoding, serving and checkpoint selection ask of a problem, declared on
+the base class with defaults that suit translation; a problem overrides the ones it
+needs (problems/parsing.py overrides all five). Callers reach them through
+`hooks(problem_name)`, which gives the defaults for a reversed problem and for one not
+registered in this process:
+
+  decode_defaults                   decode hparams applied before the user's overrides
+  postprocess(source, output)       -> the text written for a decoded line
+  decode_constraint(vocab)          -> the searches' output constraint, or None
+  serving_postprocess()             -> `postprocess` as a TensorFlow module, or None
+  dev_score()                       -> how checkpoints compare on dev (metrics.dev_score)
+
 A data_dir written by tensor2tensor's t2t-datagen (`data.t2t_data_dir`: shards
 without the .tfrecord suffix, a `.subwords` vocabulary) is read where these files
 are absent; `vocabulary.load` reads either kind of vocabulary.
@@ -123,6 +135,32 @@ class Text2TextProblem:
 
   def stats_path(self, data_dir, split):
     return os.path.join(data_dir, f"{self.data_name}-{split}.stats.json")
+
+  # Hooks (the module docstring); a reversed problem gets these defaults (`hooks`).
+
+  decode_defaults = ""
+
+  @staticmethod
+  def postprocess(source, output):
+    """A decoded line (and its source) -> the text t2t-decoder writes; here the line."""
+    del source
+    return output
+
+  @staticmethod
+  def decode_constraint(vocab):
+    """The searches' output constraint (`decoding/constraints.py`) for `vocab`; None: free."""
+    del vocab
+
+  @staticmethod
+  def serving_postprocess():
+    """`postprocess` as a TensorFlow module, (outputs [n], sources [n]) -> texts [n], for
+    the export's graph; None: outputs are served as decoded."""
+
+  @staticmethod
+  def dev_score():
+    """How t2t-avg-all's selection compares checkpoints on dev: cased sacreBLEU, ties to chrF."""
+    from t2t_keras.metrics import dev_score  # pylint: disable=import-outside-toplevel
+    return dev_score.SACREBLEU
 
   # Samples.
 
@@ -342,6 +380,17 @@ class Text2TextProblem:
 
   def __repr__(self):
     return f"<{type(self).__name__} {self.name}>"
+
+
+def hooks(problem_name):
+  """The problem whose hooks apply to runs of `problem_name`: the registered problem, or a
+  plain Text2TextProblem (the defaults) for a reversed problem (its hooks read the other
+  direction), for one not registered in this process (a usr dir not imported) or None."""
+  try:
+    instance = registry.problem(problem_name) if problem_name else None
+  except registry.RegistryError:
+    instance = None
+  return instance if instance is not None and not instance.was_reversed else Text2TextProblem()
 
 
 def _features():

@@ -90,9 +90,8 @@ _LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_le
 def problem_constraint(problem_name, vocab, hparams):
   """The problem's `decode_constraint(vocab)` (`decoding/constraints.py`), or None when it
   has none or `hparams.constrain` is off."""
-  from t2t_keras import registry  # pylint: disable=import-outside-toplevel
-  make = registry.problem_hook(problem_name, "decode_constraint") if hparams.constrain else None
-  return make(vocab) if make else None
+  from t2t_keras.data import problem  # pylint: disable=import-outside-toplevel
+  return problem.hooks(problem_name).decode_constraint(vocab) if hparams.constrain else None
 
 
 def make_search_fn(model, hparams, constraint=None):

@@ -37,7 +37,8 @@ import tempfile
 
 import numpy as np
 
-from t2t_keras import registry, runs
+from t2t_keras import runs
+from t2t_keras.data import problem as problem_lib
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
 
@@ -258,8 +259,8 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
     raise FileExistsError(f"{ct2_dir} exists: pass --overwrite or another --export_dir")
   from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams  # pylint: disable=import-outside-toplevel
   from t2t_keras.serving.export import _input_limit  # pylint: disable=import-outside-toplevel
-  decode_hp = make_decode_hparams(decode_hparams, registry.problem_hook(
-      info.get("problem"), "decode_defaults", ""))
+  decode_hp = make_decode_hparams(decode_hparams, problem_lib.hooks(
+      info.get("problem")).decode_defaults)
   max_input_length = _input_limit(hparams, max_input_length)
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]

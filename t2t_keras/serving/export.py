@@ -45,7 +45,8 @@ import time
 
 import tensorflow as tf
 
-from t2t_keras import fileio, registry, runs
+from t2t_keras import fileio, runs
+from t2t_keras.data import problem as problem_lib
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import search as search_lib
 from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
@@ -268,8 +269,7 @@ class Translator(tf.Module):
 
 def _serving_postprocess(problem_name):
   """The problem's TF post-processing module (parsing: TreeBuilder), or None."""
-  make = registry.problem_hook(problem_name, "serving_postprocess")
-  return make() if make else None
+  return problem_lib.hooks(problem_name).serving_postprocess()
 
 
 def checkpoint_step(path):
@@ -310,8 +310,8 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     raise InputError(f"--output_dir={output_dir} names an ensemble: give --export_dir")
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   hp = (decode_hparams if not isinstance(decode_hparams, str)
-        else make_decode_hparams(decode_hparams, registry.problem_hook(
-            info.get("problem"), "decode_defaults", "")))
+        else make_decode_hparams(decode_hparams, problem_lib.hooks(
+            info.get("problem")).decode_defaults))
   max_input_length = _input_limit(hparams, max_input_length)
   export_dir = export_dir or os.path.join(output_dir, "export")
   version, final = _version_dir(export_dir, version, None if ensemble else ckpt, overwrite)

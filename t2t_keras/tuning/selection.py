@@ -29,11 +29,12 @@ import dataclasses
 import json
 import os
 import time
-from typing import Callable
 
-from t2t_keras import fileio, registry, runs
+from t2t_keras import fileio, runs
+from t2t_keras.data import problem as problem_lib
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParamsError
+from t2t_keras.metrics.dev_score import SACREBLEU, DevScore
 from t2t_keras.tuning import averaging
 
 SELECTION_JSON = "selection.json"
@@ -41,34 +42,10 @@ SELECTION_MD = "selection.md"
 _CANDIDATE_DIR = "candidates"
 
 
-@dataclasses.dataclass(frozen=True)
-class DevScore:
-  """How candidates are compared on dev: a metric, a tie-break metric (higher is better).
-
-  score(sources, outputs, references) -> {key: value, second_key: value,
-  "signature": text}; `name` and `second_name` are what reports call them.
-  """
-  name: str
-  key: str
-  second_name: str
-  second_key: str
-  score: Callable
-
-
-def _bleu_and_chrf(sources, outputs, references):
-  del sources
-  from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
-  result = bleu.sacrebleu_scores(outputs, references)
-  return {"bleu": result["bleu"], "chrf": result["chrf"], "signature": result["bleu_signature"]}
-
-
-SACREBLEU = DevScore("cased sacreBLEU", "bleu", "chrF", "chrf", _bleu_and_chrf)
-
-
 def dev_score_of(problem_name):
-  """The problem's `dev_score()` hook, else SACREBLEU."""
-  hook = registry.problem_hook(problem_name, "dev_score")
-  return hook() if hook else SACREBLEU
+  """How runs of the problem are compared on dev: its `dev_score()` hook (cased sacreBLEU,
+  ties to chrF, unless the problem names its own)."""
+  return problem_lib.hooks(problem_name).dev_score()
 
 
 def end_checkpoints(paths, ends):
@@ -183,7 +160,7 @@ class _Scorer:
   problem: str
   sources: list
   references: list
-  dev_score: "DevScore"
+  dev_score: DevScore
 
   @classmethod
   def load(cls, model_dir, checkpoint, sources, references):
@@ -202,7 +179,7 @@ class _Scorer:
     defaults (parsing: input + 300), then the overrides. A bad entry fails here,
     before anything is decoded or written."""
     from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
-    problem_defaults = registry.problem_hook(self.problem, "decode_defaults", "")
+    problem_defaults = problem_lib.hooks(self.problem).decode_defaults
     hp = decoder.decode_hparams(decode_overrides, problem_defaults)
     decode_overrides = merge_overrides(decode_overrides, "")
     grid, seen = [], {hp}
