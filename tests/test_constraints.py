@@ -14,6 +14,7 @@ from t2t_keras.decoding import beam_search as bs
 from t2t_keras.decoding import decoder
 from t2t_keras.decoding.constraints import NEG_INF, LeafCopyConstraint
 from t2t_keras.decoding.greedy import greedy_loop
+from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.ids import EOS_ID
 
 PIECES = ["<pad>", "</s>", "<unk>", "\u2581(", "\u2581)", "S", "NP", "VP", "\u2581the",
@@ -157,12 +158,12 @@ class _Vocab:
 def test_the_words_problem_constrains_unless_turned_off():
   hp = decoder.decode_hparams()
   assert hp.constrain
-  got = decoder.problem_constraint("parsing_english_ptb8k_words", _Vocab(), hp)
+  got = DecodingSpec.for_run("parsing_english_ptb8k_words").constraint(_Vocab())
   assert isinstance(got, LeafCopyConstraint) and got.open_id == OPEN
-  off = decoder.decode_hparams("constrain=false")
-  assert decoder.problem_constraint("parsing_english_ptb8k_words", _Vocab(), off) is None
-  assert decoder.problem_constraint("parsing_english_ptb8k", _Vocab(), hp) is None
-  assert decoder.problem_constraint("translate_ende_numbers", _Vocab(), hp) is None
+  off = DecodingSpec.for_run("parsing_english_ptb8k_words", "constrain=false")
+  assert off.constraint(_Vocab()) is None
+  assert DecodingSpec.for_run("parsing_english_ptb8k").constraint(_Vocab()) is None
+  assert DecodingSpec.for_run("translate_ende_numbers").constraint(_Vocab()) is None
 
 
 PTB = os.path.join(SHARED_DATA, "ptb_sample")

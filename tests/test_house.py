@@ -160,3 +160,18 @@ def test_problem_hooks_are_declared_and_never_looked_up_by_name():
           and isinstance(node.args[1], ast.Constant) and node.args[1].value in _HOOKS:
         bad.append(f"{path.name}:{node.lineno}")
   assert bad == []
+
+
+def test_a_runs_decoding_is_built_in_one_place():
+  """Only decoding/spec.py reads a problem's decode_defaults or constraint (the decoder,
+  the exporter, the CTranslate2 converter and selection get a DecodingSpec)."""
+  bad = []
+  for path in _modules():
+    rel = path.relative_to(ROOT).as_posix()
+    if rel in ("decoding/spec.py", "data/problem.py"):
+      continue
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.Attribute) and node.attr in ("decode_defaults",
+                                                          "decode_constraint"):
+        bad.append(f"{rel}:{node.lineno} .{node.attr}")
+  assert bad == []

@@ -16,6 +16,7 @@ from t2t_keras import registry
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.data import trees, vocabulary
 from t2t_keras.decoding import decoder as search
+from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.models.transformer import Transformer
 from t2t_keras.serving import export
 from t2t_keras.serving.tree_ops import TreeBuilder
@@ -123,7 +124,7 @@ def test_words_as_leaves_outputs_copy_their_input(parsing_run):
   constrained (parsing_english_ptb8k_words); the XX problem has no constraint."""
   model, vocab, _, info, _ = runs.load(parsing_run)
   hp = search.decode_hparams("beam_size=2,extra_length=200,jit=false")
-  constraint = search.problem_constraint(info["problem"], vocab, hp)
+  constraint = DecodingSpec.for_run(info["problem"], hp).constraint(vocab)
   if not info["problem"].endswith("_words"):
     assert constraint is None
     return

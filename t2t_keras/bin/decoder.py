@@ -41,8 +41,8 @@ from absl import app, flags
 
 from t2t_keras import fileio
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
-from t2t_keras.data import problem as problem_lib
 from t2t_keras.decoding import decoder, files, scoring
+from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 
 NAME = "t2t-decoder"
@@ -87,19 +87,17 @@ def main(argv):
   if FLAGS.score_file and not FLAGS.decode_to_file:
     raise InputError("--score_file needs --decode_to_file for the scores")
   run_flags.import_usr_dir()
-  hparams = decoder.decode_hparams(FLAGS.decode_hparams)
+  decoder.decode_hparams(FLAGS.decode_hparams)  # bad overrides fail before the model loads
   run_flags.check(FLAGS.output_dir)
   from t2t_keras import runs  # pylint: disable=import-outside-toplevel
   model, vocab, _, info, checkpoint_path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path)
   print(f"loaded {checkpoint_path} ({info['problem']}, vocab {vocab.vocab_size})")
-  hooks = problem_lib.hooks(info["problem"])
-  defaults = hooks.decode_defaults
-  if defaults:
-    hparams = decoder.decode_hparams(FLAGS.decode_hparams, defaults)
-    print(f"decoding with {info['problem']}'s defaults {defaults}, then "
+  decoding = DecodingSpec.for_run(info["problem"], FLAGS.decode_hparams)
+  hparams = decoding.hparams
+  if decoding.defaults:
+    print(f"decoding with {info['problem']}'s defaults {decoding.defaults}, then "
           f"--decode_hparams={FLAGS.decode_hparams!r}")
-  constraint = None if FLAGS.score_file else decoder.problem_constraint(
-      info["problem"], vocab, hparams)
+  constraint = None if FLAGS.score_file else decoding.constraint(vocab)
   search_fn = None
   if FLAGS.engine == "ctranslate2":
     search_fn = _ct2_search_fn(hparams, constraint)
@@ -117,7 +115,7 @@ def main(argv):
     files.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,
                         reference_path=FLAGS.decode_reference,
                         attention_plot_dir=FLAGS.attention_plot_dir,
-                        postprocess=hooks.postprocess,
+                        postprocess=decoding.hooks.postprocess,
                         search_fn=search_fn)
   else:
     files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,

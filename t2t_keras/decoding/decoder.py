@@ -44,7 +44,7 @@ def decode_hparams(overrides="", defaults=""):
     search_shards    search the batch as N slices at once (0: auto, 2 on a CPU
                      with 2+ cores, 1 with a GPU; `decoding/sharding.py`).
     constrain        apply the problem's output constraint where it has one
-                     (`problem_constraint`; parsing with words as leaves: the
+                     (`spec.DecodingSpec.constraint`; parsing with words as leaves: the
                      leaves copy the input).
     stop_early       t2t's early termination of beam search.
     sampling_method  "argmax" (beam or greedy search) or "random": sample each token
@@ -85,13 +85,6 @@ _LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_le
                  "batch_size": 1, "length_bucket": 1, "num_samples": -1,
                  "max_attention_plots": 0, "search_shards": 0, "sampling_temp": 0.0,
                  "sampling_keep_top_k": -1}
-
-
-def problem_constraint(problem_name, vocab, hparams):
-  """The problem's `decode_constraint(vocab)` (`decoding/constraints.py`), or None when it
-  has none or `hparams.constrain` is off."""
-  from t2t_keras.data import problem  # pylint: disable=import-outside-toplevel
-  return problem.hooks(problem_name).decode_constraint(vocab) if hparams.constrain else None
 
 
 def make_search_fn(model, hparams, constraint=None):

@@ -38,7 +38,7 @@ import tempfile
 import numpy as np
 
 from t2t_keras import runs
-from t2t_keras.data import problem as problem_lib
+from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
 
@@ -257,15 +257,13 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
     ct2_dir = os.path.join(output_dir, "ctranslate2" + suffix)
   if os.path.exists(ct2_dir) and not overwrite:
     raise FileExistsError(f"{ct2_dir} exists: pass --overwrite or another --export_dir")
-  from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams  # pylint: disable=import-outside-toplevel
-  from t2t_keras.serving.export import _input_limit  # pylint: disable=import-outside-toplevel
-  decode_hp = make_decode_hparams(decode_hparams, problem_lib.hooks(
-      info.get("problem")).decode_defaults)
-  max_input_length = _input_limit(hparams, max_input_length)
+  decoding = DecodingSpec.for_run(info.get("problem"), decode_hparams, hparams,
+                                  max_input_length)
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]
   spec = build_spec(model, pieces)
-  settings = decoding_settings(decode_hp, max_input_length, hparams, info.get("problem"))
+  settings = decoding_settings(decoding.hparams, decoding.input_limit, hparams,
+                               info.get("problem"))
   parent = os.path.dirname(os.path.abspath(ct2_dir))
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(prefix=".ct2-", dir=parent)

@@ -46,11 +46,9 @@ import time
 import tensorflow as tf
 
 from t2t_keras import fileio, runs
-from t2t_keras.data import problem as problem_lib
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import search as search_lib
-from t2t_keras.decoding.decoder import decode_hparams as make_decode_hparams
-from t2t_keras.decoding.decoder import problem_constraint
+from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
@@ -267,11 +265,6 @@ class Translator(tf.Module):
             "weights": tf.where(valid, weights, 0.0)}
 
 
-def _serving_postprocess(problem_name):
-  """The problem's TF post-processing module (parsing: TreeBuilder), or None."""
-  return problem_lib.hooks(problem_name).serving_postprocess()
-
-
 def checkpoint_step(path):
   """The step in a checkpoint prefix ".../ckpt-1234" (None when the name has none)."""
   match = re.search(r"-(\d+)$", os.path.basename(path or ""))
@@ -309,10 +302,9 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   if ensemble and not export_dir:
     raise InputError(f"--output_dir={output_dir} names an ensemble: give --export_dir")
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
-  hp = (decode_hparams if not isinstance(decode_hparams, str)
-        else make_decode_hparams(decode_hparams, problem_lib.hooks(
-            info.get("problem")).decode_defaults))
-  max_input_length = _input_limit(hparams, max_input_length)
+  decoding = DecodingSpec.for_run(info.get("problem"), decode_hparams, hparams,
+                                  max_input_length)
+  hp, max_input_length = decoding.hparams, decoding.input_limit
   export_dir = export_dir or os.path.join(output_dir, "export")
   version, final = _version_dir(export_dir, version, None if ensemble else ckpt, overwrite)
   # Saved beside the target where that is a local disk (then renamed into place at once),
@@ -327,8 +319,8 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
                    "decode_hparams": hp.values(), "hparams": hparams.values(),
                    "signatures": SIGNATURES}
     translator = Translator(model, info["vocab_path"], hp, max_input_length,
-                            postprocess=_serving_postprocess(info.get("problem")),
-                            constraint=problem_constraint(info.get("problem"), vocab, hp),
+                            postprocess=decoding.hooks.serving_postprocess(),
+                            constraint=decoding.constraint(vocab),
                             max_positions=(hparams.max_positions
                                            if hparams.get("pos") == "emb" else None))
     _save(translator, export_info, tmp)
@@ -365,18 +357,6 @@ def _version_dir(export_dir, version, checkpoint, overwrite):
                           f"version (--export_version)")
   fileio.makedirs(export_dir)
   return version, final
-
-
-def _input_limit(hparams, max_input_length):
-  """The ids an input keeps, EOS included: given, or the training max_length (capped by
-  learned positions); InputError below 2."""
-  if max_input_length is None:
-    max_input_length = hparams.get("max_length", 0) or 256
-    if hparams.get("pos") == "emb":
-      max_input_length = min(max_input_length, hparams.max_positions)
-  if max_input_length < 2:
-    raise InputError(f"max_input_length must be >= 2 (a token and EOS), got {max_input_length}")
-  return max_input_length
 
 
 def _save(translator, export_info, directory):

@@ -178,23 +178,21 @@ class _Scorer:
     of every distinct grid entry over it). As t2t-decoder: the problem's decode
     defaults (parsing: input + 300), then the overrides. A bad entry fails here,
     before anything is decoded or written."""
-    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
-    problem_defaults = problem_lib.hooks(self.problem).decode_defaults
-    hp = decoder.decode_hparams(decode_overrides, problem_defaults)
+    from t2t_keras.decoding.spec import DecodingSpec  # pylint: disable=import-outside-toplevel
+    hp = DecodingSpec.for_run(self.problem, decode_overrides).hparams
     decode_overrides = merge_overrides(decode_overrides, "")
     grid, seen = [], {hp}
     for extra in decode_grid:
       overrides = merge_overrides(decode_overrides, extra)
-      grid_hp = decoder.decode_hparams(overrides, problem_defaults)
+      grid_hp = DecodingSpec.for_run(self.problem, overrides).hparams
       if grid_hp not in seen:
         seen.add(grid_hp)
         grid.append((overrides, grid_hp))
     return hp, decode_overrides, grid
 
   def search_fn(self, decode_hp):
-    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
-    return decoder.make_search_fn(
-        self.model, decode_hp, decoder.problem_constraint(self.problem, self.vocab, decode_hp))
+    from t2t_keras.decoding.spec import DecodingSpec  # pylint: disable=import-outside-toplevel
+    return DecodingSpec.for_run(self.problem, decode_hp).search_fn(self.model, self.vocab)
 
   def score(self, decode_hp, search_fn):
     """(the dev score dict, the rounded figures a candidate records) of the model now."""

@@ -1,0 +1,74 @@
+"""How a run decodes, resolved once: the problem's defaults, the user's overrides, the output
+constraint, the input limit and the search.
+
+    spec = DecodingSpec.for_run(info["problem"], "beam_size=4,alpha=0.6", train_hparams)
+    spec.hparams                    # decode HParams: problem defaults, then the overrides
+    spec.input_limit                # ids an input keeps, EOS included
+    spec.search_fn(model, vocab)    # the compiled search, constraint included
+    spec.hooks.postprocess(source, output)
+
+t2t-decoder, the exporter, the CTranslate2 converter and checkpoint selection each build
+the decoding of a run here, so a problem's defaults and constraint apply alike in all four.
+"""
+
+import dataclasses
+
+from t2t_keras.errors import InputError
+from t2t_keras.hparam import HParams
+
+
+def input_limit(train_hparams, max_input_length=None):
+  """The ids an input keeps, EOS included: `max_input_length` when given, else the training
+  max_length (longer pairs never trained; 256 when unset), capped by learned positions;
+  InputError below 2."""
+  if max_input_length is None:
+    max_input_length = train_hparams.get("max_length", 0) or 256
+    if train_hparams.get("pos") == "emb":
+      max_input_length = min(max_input_length, train_hparams.max_positions)
+  if max_input_length < 2:
+    raise InputError(f"max_input_length must be >= 2 (a token and EOS), got {max_input_length}")
+  return max_input_length
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodingSpec:
+  """The decoding of a run of `problem` (a registry name, or None).
+
+  hparams: the decode HParams (`decoder.decode_hparams`); defaults: the problem's
+  `decode_defaults` they start from; input_limit: see `input_limit` (None where the
+  caller has no training hparams).
+  """
+  problem: object
+  hparams: HParams
+  defaults: str = ""
+  input_limit: object = None
+
+  @classmethod
+  def for_run(cls, problem, overrides="", train_hparams=None, max_input_length=None):
+    """overrides: "beam_size=4,..." applied over the problem's defaults, or decode HParams
+    taken as they are. train_hparams: the run's, for the input limit."""
+    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
+    defaults = cls._hooks(problem).decode_defaults
+    hp = (overrides if isinstance(overrides, HParams)
+          else decoder.decode_hparams(overrides, defaults))
+    limit = None if train_hparams is None else input_limit(train_hparams, max_input_length)
+    return cls(problem, hp, defaults, limit)
+
+  @staticmethod
+  def _hooks(problem):
+    from t2t_keras.data import problem as problem_lib  # pylint: disable=import-outside-toplevel
+    return problem_lib.hooks(problem)
+
+  @property
+  def hooks(self):
+    """The problem's hooks (`data/problem.py`; the defaults for an unknown problem)."""
+    return self._hooks(self.problem)
+
+  def constraint(self, vocab):
+    """The problem's output constraint for `vocab`, or None (none, or constrain=false)."""
+    return self.hooks.decode_constraint(vocab) if self.hparams.constrain else None
+
+  def search_fn(self, model, vocab):
+    """The compiled search (`decoder.make_search_fn`) with this spec's constraint."""
+    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
+    return decoder.make_search_fn(model, self.hparams, self.constraint(vocab))
