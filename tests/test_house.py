@@ -175,3 +175,30 @@ def test_a_runs_decoding_is_built_in_one_place():
                                                           "decode_constraint"):
         bad.append(f"{rel}:{node.lineno} .{node.attr}")
   assert bad == []
+
+
+def _module_name(path):
+  parts = ("t2t_keras",) + path.relative_to(ROOT).with_suffix("").parts
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_circles():
+  """No modules import each other in a loop, lazy imports (inside functions) included."""
+  names = {_module_name(p): p for p in _modules()}
+  graph = {name: sorted({i for _, i in _imports(path) if i in names and i != name})
+           for name, path in names.items()}
+  circles, state = [], {}
+
+  def visit(node, stack):
+    state[node] = "open"
+    for nxt in graph[node]:
+      if state.get(nxt) == "open":
+        circles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+      elif nxt not in state:
+        visit(nxt, stack + [nxt])
+    state[node] = "done"
+
+  for name in sorted(graph):
+    if name not in state:
+      visit(name, [name])
+  assert circles == []

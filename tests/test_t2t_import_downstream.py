@@ -29,7 +29,7 @@ from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.bin import t2t_import as import_bin
 from t2t_keras.bin import trainer as trainer_bin
-from t2t_keras.data.problem import example
+from t2t_keras.data.shards import example
 from t2t_keras.decoding import decoder
 
 T2T_CKPT = os.path.join(SHARED_DATA, "t2t", "transformer_test_ckpt")

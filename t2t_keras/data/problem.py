@@ -398,17 +398,6 @@ def _features():
   return {"inputs": tf.io.RaggedFeature(tf.int64), "targets": tf.io.RaggedFeature(tf.int64)}
 
 
-def example(inputs, targets):
-  """A serialized tf.train.Example of two id lists (the datagen record format)."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  feature = {
-      "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
-      "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
-  }
-  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
-      deterministic=True)  # map keys sorted: the same bytes in every process
-
-
 def _count_records(paths):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return sum(1 for p in paths for _ in tf.data.TFRecordDataset(p).as_numpy_iterator())

@@ -26,6 +26,7 @@ import pickle
 import time
 
 from t2t_keras import fileio
+from t2t_keras.ids import EOS_ID
 
 TMP_SUFFIX = fileio.TMP_SUFFIX
 ENCODE_CHUNK = 4096
@@ -54,6 +55,17 @@ def shard_bounds(total, n):
   return [i * total // n for i in range(n + 1)]
 
 
+def example(inputs, targets):
+  """A serialized tf.train.Example of two id lists (the datagen record format)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  feature = {
+      "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
+      "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
+  }
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
+      deterministic=True)  # map keys sorted: the same bytes in every process
+
+
 class _Shard:
   """One shard being written: a TFRecordWriter under the temporary name, and its counts."""
 
@@ -73,12 +85,11 @@ class _Shard:
     return self.flush() if len(self.chunk) >= ENCODE_CHUNK else 0
 
   def flush(self):
-    from t2t_keras.data import problem as problem_lib  # pylint: disable=import-outside-toplevel
-    eos = problem_lib.vocab_lib.EOS
+    eos = EOS_ID
     ids_in = self.vocab.encode_batch([c[0] for c in self.chunk], num_threads=self.encode_threads)
     ids_tg = self.vocab.encode_batch([c[1] for c in self.chunk], num_threads=self.encode_threads)
     for a, b in zip(ids_in, ids_tg):
-      self.writer.write(problem_lib.example(a + [eos], b + [eos]))
+      self.writer.write(example(a + [eos], b + [eos]))
       self.lengths[max(len(a), len(b)) + 1] += 1
     self.pairs += len(self.chunk)
     self.chunk.clear()

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.errors import InputError
-from t2t_keras.decoding.scoring import pad_ids
+from t2t_keras.decoding.decoder import pad_ids
 from t2t_keras.ids import EOS_ID
 from t2t_keras.models.transformer import shift_right
 

@@ -87,6 +87,14 @@ _LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_le
                  "sampling_keep_top_k": -1}
 
 
+def pad_ids(rows):
+  """int32 [len(rows), longest] of id lists, 0-padded (a tf constant)."""
+  out = np.zeros([len(rows), max(len(r) for r in rows)], np.int32)
+  for i, r in enumerate(rows):
+    out[i, :len(r)] = r
+  return tf.constant(out)
+
+
 def make_search_fn(model, hparams, constraint=None):
   """A tf.function: int32 [batch, len] source ids -> (ids [batch, beam, max_len], scores [batch, beam]).
 

@@ -4,10 +4,9 @@
     scoring.score_file(model, vocab, "pairs.tsv", "scores.txt")          # "source<TAB>target" lines
 """
 
-import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding.decoder import encode_sources
+from t2t_keras.decoding.decoder import encode_sources, pad_ids
 from t2t_keras.decoding.files import read_lines, write_lines
 from t2t_keras.errors import InputError
 
@@ -39,14 +38,6 @@ def score_ids(model, src_ids, tgt_ids, batch_size=32):
     mask = tf.cast(batch["targets"] != 0, tf.float32)
     scores.extend(float(x) for x in tf.reduce_sum(log_probs * mask, axis=1).numpy())
   return scores
-
-
-def pad_ids(rows):
-  """int32 [len(rows), longest] of id lists, 0-padded (a tf constant)."""
-  out = np.zeros([len(rows), max(len(r) for r in rows)], np.int32)
-  for i, r in enumerate(rows):
-    out[i, :len(r)] = r
-  return tf.constant(out)
 
 
 def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=print):
