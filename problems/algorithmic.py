@@ -13,6 +13,7 @@ import random
 import string
 import zlib
 
+from t2t_keras.errors import InputError
 from t2t_keras import registry
 from t2t_keras.data.problem import Text2TextProblem
 
@@ -26,7 +27,7 @@ class AlgorithmicProblem(Text2TextProblem):
                num_train=20000, num_dev=500, num_test=500, seed=1234, **kwargs):
     super().__init__(was_reversed, **kwargs)
     if not 2 <= num_symbols <= 26:
-      raise ValueError(f"num_symbols must be in [2, 26], got {num_symbols}")
+      raise InputError(f"num_symbols must be in [2, 26], got {num_symbols}")
     self.symbols = string.ascii_lowercase[:num_symbols]
     self.max_length = max_length
     self.sizes = {"train": num_train, "dev": num_dev, "test": num_test}
@@ -46,7 +47,7 @@ class AlgorithmicProblem(Text2TextProblem):
     while len(seen) < self.sizes[split]:
       tries += 1
       if tries > 100 * self.sizes[split] + 1000:
-        raise ValueError(f"cannot draw {self.sizes[split]} distinct {split} sequences")
+        raise InputError(f"cannot draw {self.sizes[split]} distinct {split} sequences")
       length = rng.randint(1, self.max_length)
       seq = [rng.choice(self.symbols) for _ in range(length)]
       text = " ".join(seq)

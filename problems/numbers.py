@@ -28,6 +28,7 @@ import zlib
 
 from num2words import num2words
 
+from t2t_keras.errors import InputError
 from t2t_keras import registry
 from t2t_keras.data.problem import Text2TextProblem
 
@@ -62,7 +63,7 @@ def sample_numbers(split, count, seed, max_digits=6):
     return sample_numbers_weighted(rng, count, seed, max_digits)
   digits = list(range(len(str(SMALL)), max_digits + 1))
   if not digits or count > 10 ** max_digits // 200:
-    raise ValueError(f"cannot draw {count} distinct {split} numbers below {10 ** max_digits}")
+    raise InputError(f"cannot draw {count} distinct {split} numbers below {10 ** max_digits}")
   seen, out = set(), []
   while len(out) < count:
     d = rng.choice(digits)
@@ -105,7 +106,7 @@ def independent_sample(per_range, seed=1234, sample_seed=0, num_train=40000):
   out = {}
   for name, (low, high) in ranges.items():
     if high - low < per_range:
-      raise ValueError(f"range {name} has fewer than {per_range} numbers")
+      raise InputError(f"range {name} has fewer than {per_range} numbers")
     pool = [n for n in range(low, high)
             if n < SMALL or (n not in train and number_split(n, seed) == "train")]
     out[name] = sorted(rng.sample(pool, per_range))

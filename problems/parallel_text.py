@@ -37,6 +37,7 @@ import gzip
 import itertools
 import os
 
+from t2t_keras.errors import InputError
 from t2t_keras import fileio, registry
 from t2t_keras.data.problem import SPLITS, Text2TextProblem
 
@@ -60,13 +61,13 @@ def _decode_lines(path):
       try:
         yield raw.decode("utf-8").rstrip("\r\n")
       except UnicodeDecodeError as e:
-        raise ValueError(
+        raise InputError(
             f"{path}:{lineno}: invalid UTF-8 ({e.reason} at byte {e.start} of the line)"
         ) from None
 
 
 def read_parallel(source_path, target_path):
-  """Yields (source, target) line pairs; raises ValueError on bad input.
+  """Yields (source, target) line pairs; raises InputError on bad input.
 
   Line counts are checked as the files are read: if one file runs out first,
   the rest of the other is counted and the error names both files and counts.
@@ -78,7 +79,7 @@ def read_parallel(source_path, target_path):
     if src is sentinel or tgt is sentinel:
       n_src = count + (0 if src is sentinel else 1 + sum(1 for _ in src_lines))
       n_tgt = count + (0 if tgt is sentinel else 1 + sum(1 for _ in tgt_lines))
-      raise ValueError(
+      raise InputError(
           f"parallel files have different line counts: {source_path} has {n_src} "
           f"lines, {target_path} has {n_tgt} lines")
     count += 1
@@ -111,7 +112,7 @@ class ParallelTextProblem(Text2TextProblem):
   def split_files(self, split, tmp_dir):
     """(source path, target path) of `split`."""
     if not self.files or split not in self.files:
-      raise ValueError(
+      raise InputError(
           f"problem {self.data_name} has no files for split {split!r}; "
           f"give files for {', '.join(SPLITS)}")
     raw_dir = self.resolve_raw_dir(tmp_dir)
@@ -122,7 +123,7 @@ class ParallelTextProblem(Text2TextProblem):
         if not raw_dir:
           where = (f"--raw_dir, ${self.raw_dir_env} or --tmp_dir" if self.raw_dir_env
                    else "--raw_dir or --tmp_dir")
-          raise ValueError(f"{self.data_name}: relative file {p!r} needs a directory: set {where}")
+          raise InputError(f"{self.data_name}: relative file {p!r} needs a directory: set {where}")
         p = os.path.join(raw_dir, p)
       paths.append(p)
     return tuple(paths)
@@ -164,7 +165,7 @@ def _env_pair(name):
     return None
   parts = [p.strip() for p in value.split(",")]
   if len(parts) != 2 or not all(parts):
-    raise ValueError(f"${name} must be 'SOURCE,TARGET', got {value!r}")
+    raise InputError(f"${name} must be 'SOURCE,TARGET', got {value!r}")
   return tuple(parts)
 
 
@@ -187,7 +188,7 @@ class TranslateParallelText(ParallelTextProblem):
         if isinstance(pair, str):
           pair = tuple(p.strip() for p in pair.split(","))
         if len(pair) != 2:
-          raise ValueError(f"{split} files must be (source, target), got {pair!r}")
+          raise InputError(f"{split} files must be (source, target), got {pair!r}")
         files[split] = tuple(pair)
     self.files = files
 
@@ -198,7 +199,7 @@ class TranslateParallelText(ParallelTextProblem):
 
   def split_files(self, split, tmp_dir):
     if split not in self.files:
-      raise ValueError(
+      raise InputError(
           f"translate_parallel_text: no {split} files; pass --parallel_{split}=SRC,TGT "
           f"(or set ${self.ENV[split]})")
     return super().split_files(split, tmp_dir)

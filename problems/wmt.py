@@ -41,12 +41,12 @@ class Wmt14Problem(Text2TextProblem):
   def tfds_builder(self, tmp_dir):
     import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
     if not tmp_dir:
-      raise ValueError(f"{self.data_name} needs --tmp_dir (tfds download and prepare area)")
+      raise InputError(f"{self.data_name} needs --tmp_dir (tfds download and prepare area)")
     return tfds.builder(self.tfds_name, data_dir=os.path.join(tmp_dir, "tfds"))
 
   def check_inputs(self, tmp_dir):
     if not tmp_dir:
-      raise ValueError(f"{self.data_name} needs --tmp_dir (tfds download and prepare area)")
+      raise InputError(f"{self.data_name} needs --tmp_dir (tfds download and prepare area)")
 
   def count_forward_samples(self, split, tmp_dir=None, limit=None):
     """The split's size from the prepared tfds dataset's info (no pass over it), else

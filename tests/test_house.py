@@ -202,3 +202,18 @@ def test_no_import_circles():
     if name not in state:
       visit(name, [name])
   assert circles == []
+
+
+def test_binaries_turn_only_user_errors_into_one_line():
+  """No binary catches OSError, TypeError or Exception to print it as a user error: a
+  library raises InputError (errors.py) for input a user can fix; anything else is a bug
+  and keeps its traceback."""
+  broad = {"OSError", "TypeError", "Exception", "BaseException", "IOError"}
+  bad = []
+  for path in sorted((ROOT / "bin").glob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.ExceptHandler) and node.type is not None:
+        names = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
+        if names & broad:
+          bad.append(f"bin/{path.name}:{node.lineno}")
+  assert bad == []

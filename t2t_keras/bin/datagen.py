@@ -19,7 +19,6 @@ from absl import flags  # noqa: E402
 
 from t2t_keras import registry  # noqa: E402
 from t2t_keras.data import datagen  # noqa: E402
-from t2t_keras.errors import InputError  # noqa: E402
 from t2t_keras.usr_dir import import_usr_dir  # noqa: E402
 
 NAME = "t2t-datagen"
@@ -65,15 +64,12 @@ def main(argv):
     return 0
   if not FLAGS.problem or not FLAGS.data_dir:
     raise app.UsageError("--problem and --data_dir are required (see --registry_help)")
-  try:
-    summary = datagen.generate(FLAGS.problem, FLAGS.data_dir, FLAGS.tmp_dir,
-                               t2t_usr_dir=FLAGS.t2t_usr_dir,
-                               num_workers=FLAGS.num_concurrent_processes,
-                               vocab_sample_pairs=FLAGS.vocab_sample_pairs,
-                               vocab_sample_seed=FLAGS.vocab_sample_seed,
-                               **_problem_kwargs())
-  except (ValueError, OSError, TypeError) as e:  # bad files or problem arguments
-    raise InputError(str(e)) from None
+  summary = datagen.generate(FLAGS.problem, FLAGS.data_dir, FLAGS.tmp_dir,
+                             t2t_usr_dir=FLAGS.t2t_usr_dir,
+                             num_workers=FLAGS.num_concurrent_processes,
+                             vocab_sample_pairs=FLAGS.vocab_sample_pairs,
+                             vocab_sample_seed=FLAGS.vocab_sample_seed,
+                             **_problem_kwargs())
   print(datagen.format_summary(summary))
   return 0
 

@@ -10,6 +10,7 @@ import time
 
 from t2t_keras import fileio, registry
 from t2t_keras.data.problem import SPLITS
+from t2t_keras.errors import InputError
 from t2t_keras.usr_dir import import_usr_dir
 
 
@@ -21,7 +22,7 @@ def make_problem(problem_name, **problem_kwargs):
     try:
       problem = type(problem)(was_reversed=problem.was_reversed, **kwargs)
     except TypeError as e:
-      raise TypeError(f"problem {problem_name!r} does not accept {sorted(kwargs)}: {e}") from None
+      raise InputError(f"problem {problem_name!r} does not accept {sorted(kwargs)}: {e}") from None
   return problem
 
 

@@ -92,7 +92,7 @@ class Text2TextProblem:
     self.max_pairs = max_pairs
     if num_train_shards is not None:
       if int(num_train_shards) < 1:
-        raise ValueError(f"num_train_shards must be >= 1, got {num_train_shards}")
+        raise InputError(f"num_train_shards must be >= 1, got {num_train_shards}")
       self.num_shards = dict(self.num_shards, train=int(num_train_shards))
 
   # Names and files.

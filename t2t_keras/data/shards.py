@@ -26,6 +26,7 @@ import pickle
 import time
 
 from t2t_keras import fileio
+from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 
 TMP_SUFFIX = fileio.TMP_SUFFIX
@@ -160,7 +161,7 @@ def write_shards(problem, tmp_dir, split, paths, indices, bounds, vocab, *,
         finish_first()
       if not todo:
         if k >= bounds[-1]:
-          raise ValueError(f"{problem.data_name} {split}: more than the {bounds[-1]} samples "
+          raise InputError(f"{problem.data_name} {split}: more than the {bounds[-1]} samples "
                            "counted (count_raw_samples); no pair may be dropped")
         break  # the rest belongs to other workers' shards
       if k < bounds[todo[0]]:
@@ -169,7 +170,7 @@ def write_shards(problem, tmp_dir, split, paths, indices, bounds, vocab, *,
       progress.add(shard.add(problem.clean_pair(sample)))
     else:  # the samples ran out
       if todo and bounds[-1] != math.inf and k + 1 < bounds[todo[-1] + 1]:
-        raise ValueError(f"{problem.data_name} {split}: {k + 1} samples, but "
+        raise InputError(f"{problem.data_name} {split}: {k + 1} samples, but "
                          f"{bounds[-1]} were counted (count_raw_samples)")
       while todo:
         finish_first()
