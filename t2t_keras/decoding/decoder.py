@@ -104,7 +104,7 @@ def make_search_fn(model, hparams, constraint=None):
   # One trace for every shape; XLA still compiles one program per input shape.
   signature = [tf.TensorSpec([None, None], tf.int32)]
   search_fn = tf.function(search.from_hparams(model, hparams, constraint),
-                          jit_compile=hparams.jit, input_signature=signature)
+                          jit_compile=hparams.jit, autograph=False, input_signature=signature)
   return shard_search_fn(search_fn, hparams.search_shards, signature)
 
 

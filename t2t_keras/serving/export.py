@@ -211,14 +211,14 @@ class Translator(tf.Module):
 
   # --- signatures -----------------------------------------------------------
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def translate(self, inputs):
     """strings [batch] -> {"outputs": best translation [batch], "scores": [batch],
     "truncated": bool [batch], true where the input lost pieces past max_input_length}."""
     texts, scores, truncated = self._nbest(inputs)
     return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def nbest(self, inputs):
     """strings [batch] -> {"outputs": [batch, beam], "scores": [batch, beam],
     "truncated": [batch]}, best first. Beams that found no hypothesis are "" with score -1e7.
@@ -226,7 +226,7 @@ class Translator(tf.Module):
     texts, scores, truncated = self._nbest(inputs)
     return {"outputs": texts, "scores": scores, "truncated": truncated}
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
                                 tf.TensorSpec([], tf.int32, name="seed")])
   def sample(self, inputs, seed):
     """strings [batch], int32 seed -> {"outputs": one sampled translation [batch],
@@ -239,7 +239,7 @@ class Translator(tf.Module):
         inputs, lambda batch: self._sample_search(batch, seed), 1)
     return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
                                 tf.TensorSpec([None], tf.string, name="outputs")])
   def attention(self, inputs, outputs):
     """Teacher-forced encoder-decoder attention of given (input, output) pairs.

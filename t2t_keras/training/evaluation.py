@@ -43,7 +43,7 @@ class Evaluator:
   def _make_step(self):
     model = self.model
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def eval_step(batch):
       def replica(batch):
         return token_metrics(model(batch, training=False), batch["targets"])

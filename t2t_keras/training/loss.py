@@ -53,7 +53,7 @@ def _p_minus_q(e, total, labels, dy, smoothing):
   return tf.tensor_scatter_nd_add(g, at, -(1.0 - smoothing - off) * dy)
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _smoothed_xent(logits, labels, smoothing):
 
   @tf.custom_gradient
@@ -68,7 +68,7 @@ def _smoothed_xent(logits, labels, smoothing):
   return fn(logits)
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _loss_and_grad(z, labels, smoothing):
   """float32 logits z [N, V], labels int32 [N] (0: padding, weight 0) ->
   (sum of the non-pad rows' losses, their gradient dloss/dz [N, V])."""

@@ -62,7 +62,7 @@ class WorkerAgreement:
     if self.num_workers <= 1:
       return stop, save
     if self._fn is None:
-      @tf.function
+      @tf.function(autograph=False)
       def agree(flags):
         summed = self.strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
             tf.distribute.ReduceOp.SUM, tf.identity(flags)))  # on each replica's device
@@ -77,7 +77,7 @@ class WorkerAgreement:
     if self.num_workers <= 1:
       return [float(v) for v in values]
     if self._sum_fn is None:
-      @tf.function
+      @tf.function(autograph=False)
       def summed(x):
         out = self.strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
             tf.distribute.ReduceOp.SUM, tf.identity(x)))

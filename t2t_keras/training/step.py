@@ -120,8 +120,9 @@ class TrainStep:
     self.accumulate = hparams.gradient_accumulation_steps
     self.scaler = optimizer if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else None
     self.fused_apply = use_xla and single_device and self.accumulate == 1
-    self._forward_backward = tf.function(self._gradients, jit_compile=use_xla)
-    self._compiled_update = tf.function(self._gradients_and_apply, jit_compile=True)
+    self._forward_backward = tf.function(self._gradients, jit_compile=use_xla, autograph=False)
+    self._compiled_update = tf.function(self._gradients_and_apply, jit_compile=True,
+                                        autograph=False)
     if self.accumulate > 1:
       self._make_accumulators()
       self.micro_step = self._compile(self._micro_step)
@@ -201,7 +202,7 @@ class TrainStep:
       acc.assign(tf.zeros_like(acc))
     self._accumulated_tokens.assign(0.0)
 
-  @tf.function
+  @tf.function(autograph=False)
   def apply_step(self):
     """Applies the accumulated gradient (divided by the update's target tokens) and resets."""
     self.strategy.run(self._replica_apply_step)
@@ -210,14 +211,14 @@ class TrainStep:
     if self.use_xla or not self.single_device:
       # One trace per batch shape (the pipeline's buckets keep them few): XLA
       # compiles per shape anyway, and distributed values carry no signature.
-      return tf.function(fn)
+      return tf.function(fn, autograph=False)
     # One trace for every batch shape: each retrace of forward, backward and Adam
     # costs seconds and memory (docs/notebook.md). The graph does not depend on
     # which shape came first, so a resumed run runs the same kernels and resume
     # stays bit-exact.
     spec = {k: tf.TensorSpec([None] * v.shape.rank, v.dtype)
             for k, v in self.element_spec.items()}
-    return tf.function(fn, input_signature=[spec])
+    return tf.function(fn, input_signature=[spec], autograph=False)
 
   def update(self, next_batches):
     """One update from `next_batches()` (called once per micro-batch): (loss per target
