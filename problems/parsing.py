@@ -7,8 +7,8 @@ part-of-speech tag normalized to XX (`t2t_keras.data.trees`):
     Pierre Vinken , 61 years old , will join ...
     (S (NP (NP XX XX )NP XX (ADJP (NP XX XX )NP XX )ADJP XX )NP (VP XX (VP XX ...
 
-The trees are read from `--raw_dir` (else $T2T_PTB_DIR, else
-../shared/data/ptb_sample), in either layout:
+The trees are read from `--raw_dir` (else $T2T_PTB_DIR, else --tmp_dir; recipes/ptb_parsing.sh
+passes the sample's directory), in either layout:
   * the full LDC WSJ treebank, `parsed/mrg/wsj/SS/wsj_SSNN.mrg`: the standard
     splits, train sections 02-21, dev 22, test 23;
   * a flat directory of `wsj_NNNN.mrg` files, as the 3,669-tree sample
@@ -33,10 +33,10 @@ import os
 import re
 
 from t2t_keras import fileio, registry
+from t2t_keras.errors import InputError
 from t2t_keras.data import trees
 from t2t_keras.data.problem import Text2TextProblem
 
-DEFAULT_RAW_DIR = os.path.join("..", "shared", "data", "ptb_sample")
 LDC_SECTIONS = {"train": range(2, 22), "dev": [22], "test": [23]}
 SAMPLE_LAST_TRAIN_FILE = 159
 _SAMPLE_FILE = re.compile(r"wsj_(\d{4})\.mrg$")
@@ -59,8 +59,12 @@ class ParsingEnglishPtb8k(Text2TextProblem):
     self.raw_dir = raw_dir
 
   def resolve_raw_dir(self, tmp_dir=None):
-    del tmp_dir
-    return self.raw_dir or os.environ.get(self.raw_dir_env) or DEFAULT_RAW_DIR
+    """--raw_dir, else $T2T_PTB_DIR, else tmp_dir; InputError when none is given."""
+    root = self.raw_dir or os.environ.get(self.raw_dir_env) or tmp_dir
+    if not root:
+      raise InputError(f"{self.data_name} reads the Penn Treebank's .mrg files: set --raw_dir "
+                       f"(or ${self.raw_dir_env}) to the treebank or the sample's directory")
+    return root
 
   def split_files(self, split, tmp_dir=None):
     """The `.mrg` files of `split`, sorted, in whichever layout the raw directory has."""

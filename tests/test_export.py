@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -168,19 +169,20 @@ def test_mixed_batch_equals_one_by_one(loaded):
     np.testing.assert_allclose(scores[i], alone_scores[0], rtol=1e-4)
 
 
-def test_existing_version_and_overwrite(run_dir, exported):
+def test_existing_version_and_overwrite(run_dir, exported, loaded):
   with pytest.raises(FileExistsError, match="overwrite"):
     export.export_model(run_dir, decode_hparams=DECODE, log=None)
   other = os.path.join(run_dir, "other_exports")
-  path = export.export_model(run_dir, export_dir=other, version=3,
-                             decode_hparams=DECODE + ",jit=false", log=None)
+  shutil.copytree(exported, os.path.join(other, "3"))  # an earlier export, version 3
+  with pytest.raises(FileExistsError, match="overwrite"):
+    export.export_model(run_dir, export_dir=other, version=3, log=None)
   again = export.export_model(run_dir, export_dir=other, version=3, overwrite=True,
                               checkpoint_path=os.path.join(run_dir, f"ckpt-{STEP}"),
                               decode_hparams="beam_size=1,jit=false", log=None)
-  assert path == again == os.path.join(other, "3") and os.listdir(other) == ["3"]
-  one = tf.saved_model.load(again)
+  assert again == os.path.join(other, "3") and os.listdir(other) == ["3"]
+  one = tf.saved_model.load(again)  # the new export replaced it: one beam, not the earlier's
   texts, scores = _translate(one, ["nine"], "nbest")
-  assert texts.shape == (1, 1)
+  assert texts.shape == (1, 1) and _translate(loaded, ["nine"], "nbest")[0].shape == (1, 2)
 
 
 def test_exporter_binary(run_dir, capsys):

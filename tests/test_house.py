@@ -23,9 +23,22 @@ def _modules():
   return sorted(p for p in ROOT.rglob("*.py"))
 
 
+def _installed_modules():
+  """_modules() and the top-level problems/ and hparams/ (installed as t2t_keras.problems
+  and t2t_keras.hparams)."""
+  return _modules() + sorted(p for d in ("problems", "hparams")
+                             for p in (ROOT.parent / d).rglob("*.py"))
+
+
+def _rel(path):
+  """A source's path as installed under t2t_keras/ ("training/step.py", "problems/wmt.py")."""
+  return (path.relative_to(ROOT) if ROOT in path.parents
+          else path.relative_to(ROOT.parent)).as_posix()
+
+
 def _imports(path):
   """[(line, imported module name)] of a file, relative imports resolved."""
-  package = ".".join(("t2t_keras",) + path.relative_to(ROOT).parent.parts)
+  package = ".".join(("t2t_keras",) + pathlib.PurePosixPath(_rel(path)).parent.parts)
   found = []
   for node in ast.walk(ast.parse(path.read_text())):
     if isinstance(node, ast.Import):
@@ -42,8 +55,8 @@ def _imports(path):
 def _crossings(sources, forbidden):
   """'file:line imports name' for every import from a `sources` file into `forbidden`."""
   bad = []
-  for path in _modules():
-    rel = path.relative_to(ROOT).as_posix()
+  for path in _installed_modules():
+    rel = _rel(path)
     if not any(rel.startswith(s) for s in sources):
       continue
     for line, name in _imports(path):
@@ -71,6 +84,14 @@ def test_the_crossing_finder_sees_an_import_across_a_wall():
     ([p for p in ("layers/", "models/", "data/", "training/", "decoding/", "serving/",
                   "tuning/", "runs.py")], ["t2t_keras.importing"]),
     (["importing/"], ["t2t_keras.training", "t2t_keras.tuning", "t2t_keras.serving"]),
+    # Problems know their data, not the loop, the sweeps or the binaries; hparams sets are
+    # values (docs/data.md).
+    (["problems/"], ["t2t_keras.training", "t2t_keras.tuning", "t2t_keras.bin",
+                     "t2t_keras.importing", "t2t_keras.runs"]),
+    (["hparams/"], [f"t2t_keras.{p}" for p in _PACKAGES if p not in ("registry", "hparam")]),
+    # metrics/ is pure scoring: errors, and fileio to read files.
+    (["metrics/"], [f"t2t_keras.{p}" for p in _PACKAGES
+                    if p not in ("metrics", "errors", "fileio")]),
     # The two searches depend on search_common only, not on each other.
     (["decoding/beam_search.py"], ["t2t_keras.decoding.greedy"]),
     (["decoding/greedy.py"], ["t2t_keras.decoding.beam_search"]),
@@ -130,11 +151,9 @@ def _renames(path):
 
 def test_files_are_written_atomically_one_way():
   """fileio.atomic_open is the one write-then-rename; only _RENAMES_ALLOWED rename themselves."""
-  sources = _modules() + sorted((ROOT.parent / "problems").glob("*.py"))
   bad = []
-  for path in sources:
-    rel = path.relative_to(ROOT).as_posix() if ROOT in path.parents else \
-        path.relative_to(ROOT.parent).as_posix()
+  for path in _installed_modules():
+    rel = _rel(path)
     if rel == "fileio.py" or rel in _RENAMES_ALLOWED:
       continue
     bad += [f"{rel}:{line}" for line in _renames(path)]
@@ -151,14 +170,13 @@ def test_problem_hooks_are_declared_and_never_looked_up_by_name():
   as attributes of `problem.hooks(name)`, never through getattr or hasattr with a string."""
   from t2t_keras.data.problem import Text2TextProblem  # pylint: disable=import-outside-toplevel
   assert all(hasattr(Text2TextProblem, h) for h in _HOOKS)
-  sources = _modules() + sorted((ROOT.parent / "problems").glob("*.py"))
   bad = []
-  for path in sources:
+  for path in _installed_modules():
     for node in ast.walk(ast.parse(path.read_text())):
       if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
           and node.func.id in ("getattr", "hasattr") and len(node.args) > 1 \
           and isinstance(node.args[1], ast.Constant) and node.args[1].value in _HOOKS:
-        bad.append(f"{path.name}:{node.lineno}")
+        bad.append(f"{_rel(path)}:{node.lineno}")
   assert bad == []
 
 
@@ -216,4 +234,20 @@ def test_binaries_turn_only_user_errors_into_one_line():
         names = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
         if names & broad:
           bad.append(f"bin/{path.name}:{node.lineno}")
+  assert bad == []
+
+
+def test_layers_and_models_do_no_file_io():
+  """layers/ and models/ compute: no open(), os, fileio or tf.io.gfile (runs.py reads runs)."""
+  bad = []
+  for path in _modules():
+    rel = _rel(path)
+    if not rel.startswith(("layers/", "models/")):
+      continue
+    for node in ast.walk(ast.parse(path.read_text())):
+      name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+      imported = [n for _, n in _imports(path)] if isinstance(node, ast.Module) else []
+      if name == "open" or "gfile" in name or any(
+          i in ("os", "shutil", "t2t_keras.fileio") or i.startswith("os.") for i in imported):
+        bad.append(f"{rel}:{getattr(node, 'lineno', 1)}")
   assert bad == []

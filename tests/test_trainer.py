@@ -217,10 +217,11 @@ def test_accumulated_micro_batches_equal_one_batch_of_their_union(copy_data, tmp
     np.testing.assert_allclose(x, y, atol=2e-6)
 
 
-@pytest.mark.parametrize("clip", [0.0, 0.05])
-def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_path, clip,
+def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_path,
                                                              two_cpu_strategy):
-  """Clipping scales by the norm of the gradient summed over replicas (0.05: always active)."""
+  """Clipping scales by the norm of the gradient summed over replicas (0.05: always active;
+  one device against two replicas without clipping is test_mirrored_two_logical_cpus_...)."""
+  clip = 0.05
   rng = np.random.RandomState(2)
   batch = _random_batch(rng, 8, 6, 5)
   batch["targets"][:4, 3:] = 0  # uneven token counts across the replicas
@@ -240,7 +241,7 @@ def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_pa
     np.testing.assert_allclose(x, y, atol=1e-5)
   # Clipping changed the updates (Adam's first step moves by ~lr whatever the scale).
   changed = max(np.abs(x - y).max() for x, y in zip(_weights(one), _weights(unclipped)))
-  assert (changed > 1e-5) == bool(clip)
+  assert changed > 1e-5
 
 
 @pytest.mark.parametrize("precision,rtol,update_rtol", [("float32", 1e-5, 1e-4),

@@ -127,6 +127,9 @@ def test_parsing_problem_datagen_and_a_missing_directory(tmp_path):
   with pytest.raises((FileNotFoundError, InputError), match="no .mrg files for train, dev, test"):
     datagen.generate("parsing_english_ptb8k", str(tmp_path / "data2"), None,
                      raw_dir=str(tmp_path / "nowhere"), log=None)
+  with pytest.raises(InputError, match=r"reads the Penn Treebank's \.mrg files: set --raw_dir "
+                                       r"\(or \$T2T_PTB_DIR\)"):
+    datagen.generate("parsing_english_ptb8k", str(tmp_path / "data3"), None, log=None)
 
 
 @pytest.mark.skipif(not os.path.isdir(PTB), reason=f"no Penn Treebank sample at {PTB}")
