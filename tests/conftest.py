@@ -52,12 +52,13 @@ def pytest_configure(config):
 
 
 # The longest test files (by `--durations`), longest first: `--dist loadfile` hands files
-# to the two workers in collection order, so these start early and the short files fill
+# to the workers in collection order, so these start early and the short files fill
 # the end, instead of a long file starting last while the other worker idles.
-LONGEST_FIRST = ("test_main_job.py", "test_trainer.py", "test_trainer_processes.py",
-                 "test_t2t_walkthrough.py", "test_export.py", "test_ctranslate2.py",
-                 "test_sweep.py", "test_remote_paths.py", "test_parsing_serving.py",
-                 "test_server.py", "test_ensemble.py", "test_data_service.py")
+LONGEST_FIRST = ("test_trainer.py", "test_trainer_processes.py", "test_main_job.py",
+                 "test_t2t_walkthrough.py", "test_export.py", "test_t2t_import_downstream.py",
+                 "test_ctranslate2.py", "test_parsing_serving.py", "test_ensemble.py",
+                 "test_transformer.py", "test_server.py", "test_cli.py", "test_sweep.py",
+                 "test_remote_paths.py", "test_data_service.py")
 
 
 HEAVY_TESTS = os.path.join(os.path.dirname(__file__), "heavy_tests.txt")
