@@ -136,17 +136,11 @@ _RENAMES_ALLOWED = {
 
 
 def _renames(path):
-  """Lines of `path` that call a rename (os.replace / os.rename / gfile.rename / replace)."""
-  found = []
-  for node in ast.walk(ast.parse(path.read_text())):
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-        and node.func.attr in ("replace", "rename") and isinstance(node.func.value, ast.Name) \
-        and node.func.value.id in ("os", "gfile", "fileio"):
-      found.append(node.lineno)
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-        and node.func.attr == "rename" and "gfile" in ast.unparse(node.func.value):
-      found.append(node.lineno)
-  return found
+  """Lines of `path` that call os / fileio / tf.io.gfile's replace or rename."""
+  return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+          if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+          and node.func.attr in ("replace", "rename")
+          and ast.unparse(node.func.value) in ("os", "fileio", "gfile", "tf.io.gfile")]
 
 
 def test_files_are_written_atomically_one_way():
@@ -244,10 +238,9 @@ def test_layers_and_models_do_no_file_io():
     rel = _rel(path)
     if not rel.startswith(("layers/", "models/")):
       continue
-    for node in ast.walk(ast.parse(path.read_text())):
-      name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
-      imported = [n for _, n in _imports(path)] if isinstance(node, ast.Module) else []
-      if name == "open" or "gfile" in name or any(
-          i in ("os", "shutil", "t2t_keras.fileio") or i.startswith("os.") for i in imported):
-        bad.append(f"{rel}:{getattr(node, 'lineno', 1)}")
+    bad += [f"{rel}:{line} imports {name}" for line, name in _imports(path)
+            if name.split(".")[0] in ("os", "shutil") or name == "t2t_keras.fileio"]
+    bad += [f"{rel}:{node.lineno} calls {ast.unparse(node.func)}"
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+            and (ast.unparse(node.func) == "open" or "gfile" in ast.unparse(node.func))]
   assert bad == []

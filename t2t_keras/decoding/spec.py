@@ -13,6 +13,8 @@ the decoding of a run here, so a problem's defaults and constraint apply alike i
 
 import dataclasses
 
+from t2t_keras.data import problem as problem_lib
+from t2t_keras.decoding import decoder
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams
 
@@ -47,22 +49,16 @@ class DecodingSpec:
   def for_run(cls, problem, overrides="", train_hparams=None, max_input_length=None):
     """overrides: "beam_size=4,..." applied over the problem's defaults, or decode HParams
     taken as they are. train_hparams: the run's, for the input limit."""
-    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
-    defaults = cls._hooks(problem).decode_defaults
+    defaults = problem_lib.hooks(problem).decode_defaults
     hp = (overrides if isinstance(overrides, HParams)
           else decoder.decode_hparams(overrides, defaults))
     limit = None if train_hparams is None else input_limit(train_hparams, max_input_length)
     return cls(problem, hp, defaults, limit)
 
-  @staticmethod
-  def _hooks(problem):
-    from t2t_keras.data import problem as problem_lib  # pylint: disable=import-outside-toplevel
-    return problem_lib.hooks(problem)
-
   @property
   def hooks(self):
     """The problem's hooks (`data/problem.py`; the defaults for an unknown problem)."""
-    return self._hooks(self.problem)
+    return problem_lib.hooks(self.problem)
 
   def constraint(self, vocab):
     """The problem's output constraint for `vocab`, or None (none, or constrain=false)."""
@@ -70,5 +66,4 @@ class DecodingSpec:
 
   def search_fn(self, model, vocab):
     """The compiled search (`decoder.make_search_fn`) with this spec's constraint."""
-    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
     return decoder.make_search_fn(model, self.hparams, self.constraint(vocab))
