@@ -232,8 +232,8 @@ def test_encoder_and_decoder_layer_shapes_and_weight_counts():
   # 4 attention kernels, 2 dense kernels + 2 biases, 2 LayerNorms x (gamma, beta)
   assert len(enc.weights) == 4 + 4 + 4
   dec = layers.DecoderLayer(8, 16, 2, 4, 4)
-  y, cache = dec(tf.zeros([2, 3, 8]), tf.zeros([2, 5, 8]))
-  assert y.shape == (2, 3, 8) and cache is None
+  y, cache, weights = dec(tf.zeros([2, 3, 8]), tf.zeros([2, 5, 8]))
+  assert y.shape == (2, 3, 8) and cache is None and weights.shape == (2, 2, 3, 5)
   assert len(dec.weights) == 8 + 4 + 6
 
 

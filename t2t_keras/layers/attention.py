@@ -65,8 +65,11 @@ class MultiHeadAttention(keras.layers.Layer):
       For self-attention, this step's keys/values are written at `cache_index`
       (q_len must then be 1) and attention runs over the whole cache under
       `mask`. With `memory_kv=True`, the cache holds the encoder's keys/values
-      and `memory` is not used; with `beams` too, the cache holds them once per
-      sentence ([batch, h, src_len, d]) for a query of batch * beams rows.
+      and `memory` is not used.
+    beams: with a cache, the beam size when the cache is beam-folded: the
+      self-attention cache is [batch, h, beams, L, d] and the encoder's
+      keys/values are held once per sentence ([batch, h, src_len, d]), for a
+      query of batch * beams rows.
   Returns:
     (output [batch, q_len, d_model], updated cache or None).
 
@@ -149,7 +152,7 @@ class MultiHeadAttention(keras.layers.Layer):
       (q,) = self._project(query, [self.query_dense])
       k, v = cache["k"], cache["v"]
     elif memory is None:
-      if cache is not None and cache["k"].shape.rank == 5:
+      if cache is not None and beams:
         return self._beam_folded_step(query, cache, cache_index, attention_mask,
                                       training, return_weights)
       q, k, v = self._project(query, [self.query_dense, self.key_dense, self.value_dense])

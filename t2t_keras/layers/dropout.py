@@ -76,18 +76,19 @@ def random_bits(shape, seed):
   return tf.reshape(bits, shape)
 
 
-def _threshold(rate):
+def drop_threshold(rate):
   """Drop where the 32 random bits are below this: probability rate to 2^-32."""
   return min(round(rate * 2.0 ** 32), 2 ** 32 - 1)
 
 
-def _keep(shape, seed, threshold):
+def kept(shape, seed, threshold):
+  """bool `shape`: True where `random_bits(shape, seed)` >= threshold (`drop_threshold`)."""
   return random_bits(shape, seed) >= tf.constant(threshold, tf.uint32)
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _keep_mask(shape, seed, threshold):
-  return _keep(shape, seed, threshold)
+  return kept(shape, seed, threshold)
 
 
 def keep_mask(shape, rate, seed):
@@ -100,10 +101,11 @@ def keep_mask(shape, rate, seed):
     seed: int64 [2], a stateless seed.
   """
   return _keep_mask(tf.convert_to_tensor(shape, tf.int32), tf.cast(seed, tf.int64),
-                    _threshold(rate))
+                    drop_threshold(rate))
 
 
-def _masked_scale(x, keep, scale):
+def masked_scale(x, keep, scale):
+  """x * scale where `keep`, else 0 (x's dtype)."""
   return tf.where(keep, x * tf.cast(scale, x.dtype), tf.zeros_like(x))
 
 
@@ -115,8 +117,8 @@ def _drop(x, seed, threshold, scale):
   Without XLA the same took four TF kernels and passes over x (compare, scale,
   zeros, select), forward and again backward.
   """
-  keep = _keep(tf.shape(x), seed, threshold)
-  return _masked_scale(x, keep, scale), keep
+  keep = kept(tf.shape(x), seed, threshold)
+  return masked_scale(x, keep, scale), keep
 
 
 def _drop_grad(dy, keep, scale):
@@ -138,7 +140,7 @@ def dropout(x, rate, seed):
     rate: drop probability in (0, 1), a Python float.
     seed: int64 [2], a stateless seed.
   """
-  threshold, scale = _threshold(rate), 1.0 / (1.0 - rate)
+  threshold, scale = drop_threshold(rate), 1.0 / (1.0 - rate)
 
   @tf.custom_gradient
   def fn(x):
@@ -155,12 +157,12 @@ def dropout(x, rate, seed):
 
 @tf.function(jit_compile=True, autograph=False)
 def _bias_relu_drop(h, bias, seed, threshold, scale):
-  return _masked_scale(tf.nn.relu(h + bias), _keep(tf.shape(h), seed, threshold), scale)
+  return masked_scale(tf.nn.relu(h + bias), kept(tf.shape(h), seed, threshold), scale)
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _bias_relu_drop_grad(dy, y, scale):
-  dh = _masked_scale(dy, y > 0, scale)
+  dh = masked_scale(dy, y > 0, scale)
   return dh, tf.reduce_sum(tf.reshape(dh, [-1, dh.shape[-1]]), axis=0)
 
 
@@ -176,7 +178,7 @@ def bias_relu_dropout(h, bias, rate, seed):
     rate: drop probability in (0, 1), a Python float.
     seed: int64 [2], a stateless seed.
   """
-  threshold, scale = _threshold(rate), 1.0 / (1.0 - rate)
+  threshold, scale = drop_threshold(rate), 1.0 / (1.0 - rate)
 
   @tf.custom_gradient
   def fn(h, bias):

@@ -19,7 +19,7 @@ the backward hashes it again instead of storing it.
 
 import tensorflow as tf
 
-from t2t_keras.layers.dropout import _keep, _masked_scale, _threshold
+from t2t_keras.layers.dropout import drop_threshold, kept, masked_scale
 from t2t_keras.layers.layer_norm import normalize, normalize_grad
 
 _JIT = dict(jit_compile=True, autograph=False)
@@ -31,7 +31,7 @@ def _forward(x, y, bias, seed, threshold, scale, gamma, beta, epsilon, h_dtype):
   [rows, 1]) for x, y [rows, d]; statistics in float32, of z as stored."""
   y32 = tf.cast(y, tf.float32) + tf.cast(bias, tf.float32)
   if threshold is not None:
-    y32 = _masked_scale(y32, _keep(tf.shape(y), seed, threshold), scale)
+    y32 = masked_scale(y32, kept(tf.shape(y), seed, threshold), scale)
   z = tf.cast(tf.cast(x, tf.float32) + y32, x.dtype)
   h, rstd = normalize(tf.cast(z, tf.float32), gamma, beta, epsilon)
   return z, tf.cast(h, h_dtype), rstd
@@ -47,7 +47,7 @@ def _backward(dz, dh, z, rstd, gamma, y_dtype, bias_dtype, seed, threshold, scal
     dx = dx + tf.cast(dz, tf.float32)
   dy = dx
   if threshold is not None:
-    dy = _masked_scale(dx, _keep(tf.shape(dx), seed, threshold), scale)
+    dy = masked_scale(dx, kept(tf.shape(dx), seed, threshold), scale)
   return (tf.cast(dx, z.dtype), tf.cast(dy, y_dtype),
           tf.cast(tf.reduce_sum(dy, axis=0), bias_dtype),
           tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, gamma.dtype))
@@ -76,7 +76,7 @@ def add_dropout_norm(x, y, rate, seed, gamma, beta, epsilon, bias=None, h_dtype=
     without keep_stream.
   """
   if rate:
-    threshold, scale, seed = _threshold(rate), 1.0 / (1.0 - rate), tf.cast(seed, tf.int64)
+    threshold, scale, seed = drop_threshold(rate), 1.0 / (1.0 - rate), tf.cast(seed, tf.int64)
   else:
     threshold, scale, seed = None, 1.0, tf.zeros([2], tf.int64)
   shape, d = tf.shape(y), y.shape[-1]

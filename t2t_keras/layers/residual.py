@@ -53,31 +53,26 @@ class Residual(keras.layers.Layer):
     (in the stream's dtype; the sublayer casts it to its compute dtype)."""
     return self.layer_norm(x) if self.norm_type == "pre" else x
 
-  def call(self, x, sublayer_output, training=False, bias=None, next_norm=None):
+  def call(self, x, sublayer_output, training=False, bias=None):
     """Residual add of the sublayer output [batch, len, d] to x [batch, len, d], in x's dtype.
 
     bias: optional [d], added to the sublayer output before the dropout (the
       FFN's output bias: the fused kernel adds it, no pass of its own).
-    next_norm: pre-norm only: the LayerNorm of what comes next (the next
-      sublayer's `layer_norm`, or the stack's final one); then returns
-      (stream, next_norm(stream)).
-    Training, the add, bias, dropout and the LayerNorm after them (post-norm's
-    own, pre-norm's next_norm) run as one XLA kernel each way
-    (`fused_residual.add_dropout_norm`).
+    Training post-norm, the add, bias, dropout and the LayerNorm run as one XLA
+    kernel each way (`fused_add_norm`); a pre-norm stack fuses its LayerNorms the
+    same way in `residual_chain.py`.
     """
-    if next_norm is not None and self.norm_type != "pre":
-      raise ValueError("next_norm is for pre-norm residuals; a post-norm residual "
-                       "normalizes its own output")
-    norm = self.layer_norm if self.norm_type == "post" else next_norm
-    if training and norm is not None and norm.fusable(x):
-      return fused_add_norm(x, sublayer_output, self.dropout, norm, bias=bias,
-                            keep_stream=self.norm_type == "pre")
+    if training and self.norm_type == "post" and self.layer_norm.fusable(x):
+      return fused_add_norm(x, sublayer_output, self.dropout, self.layer_norm, bias=bias,
+                            keep_stream=False)
+    z = self.add(x, sublayer_output, training=training, bias=bias)
+    return self.layer_norm(z) if self.norm_type == "post" else z
+
+  def add(self, x, sublayer_output, training=False, bias=None):
+    """x + dropout(sublayer_output + bias), in x's dtype: the add without a LayerNorm."""
     y = sublayer_output if bias is None else sublayer_output + tf.cast(
         bias, sublayer_output.dtype)
-    z = x + tf.cast(self.dropout(y, training=training), x.dtype)
-    if self.norm_type == "post":
-      return self.layer_norm(z)
-    return z if next_norm is None else (z, next_norm(z))
+    return x + tf.cast(self.dropout(y, training=training), x.dtype)
 
   def get_config(self):
     config = super().get_config()

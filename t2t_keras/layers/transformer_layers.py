@@ -1,4 +1,16 @@
-"""One encoder layer and one decoder layer of the Transformer (section 3.1)."""
+"""One encoder layer and one decoder layer of the Transformer (section 3.1).
+
+A layer is a list of sublayers, each wrapped in a residual connection (`Residual`):
+
+    for residual, f in sublayers:  x = residual(x, f(residual.sublayer_input(x)))
+
+`call` runs exactly that (`run_sublayers`): the paper's layer, post-norm or pre-norm.
+`sublayers()` hands the list out, so that a pre-norm stack can train through the fused
+path of `layers/residual_chain.py` (each LayerNorm computed inside the residual add
+before it) without the layers knowing about it.
+"""
+
+import collections
 
 import keras
 import tensorflow as tf
@@ -6,6 +18,20 @@ import tensorflow as tf
 from t2t_keras.layers.attention import MultiHeadAttention
 from t2t_keras.layers.feed_forward import FeedForward
 from t2t_keras.layers.residual import Residual
+
+Sublayer = collections.namedtuple("Sublayer", ["residual", "fn", "bias"])
+Sublayer.__doc__ = """One sublayer and its residual connection.
+
+residual: its `Residual`; fn: h [batch, len, d_model] -> y [batch, len, d_model]
+(the sublayer's output before its residual add); bias: None or [d_model], added to y
+inside the residual (the FFN's output bias, so a fused kernel adds it).
+"""
+
+def run_sublayers(x, sublayers, training=False):
+  """x [batch, len, d_model] through each `Sublayer` in turn with its residual connection."""
+  for s in sublayers:
+    x = s.residual(x, s.fn(s.residual.sublayer_input(x)), training=training, bias=s.bias)
+  return x
 
 
 class _Layer(keras.layers.Layer):
@@ -24,12 +50,6 @@ class _Layer(keras.layers.Layer):
 
   The input x is not cast to the compute dtype: under a mixed-precision policy the
   residual stream stays float32 (see `Residual`).
-
-  Pre-norm layers chain their LayerNorms into the residual adds before them
-  (`Residual`'s `next_norm`): a layer can take its first sublayer's input `h`
-  (its first LayerNorm of x) from the layer before, and with `next_norm` (the
-  next layer's first LayerNorm, or the stack's final one) returns
-  (x, next_norm(x)) instead of x.
   """
 
   def __init__(self, hidden_size, filter_size, num_heads, key_size, value_size,
@@ -59,19 +79,11 @@ class _Layer(keras.layers.Layer):
     return FeedForward(a["hidden_size"], a["filter_size"], a["relu_dropout"],
                        name="ffn", dtype=self.dtype_policy)
 
-  @property
-  def first_norm(self):
-    """The LayerNorm of this layer's first sublayer input (pre-norm)."""
-    return self.self_attention_residual.layer_norm
-
-  def _then(self, residual):
-    """`next_norm` for the residual before `residual`: its LayerNorm when pre-norm."""
-    return residual.layer_norm if residual.norm_type == "pre" else None
-
-  def _add(self, residual, x, y, training, next_norm=None):
-    """(x after `residual`, the next sublayer's input)."""
-    out = residual(x, y, training=training, next_norm=next_norm)
-    return out if next_norm is not None else (out, out)
+  def _ffn_sublayer(self, training):
+    """The FFN as a `Sublayer`: its output bias is added by the residual."""
+    return Sublayer(self.ffn_residual,
+                    lambda h: self.ffn(h, training=training, output_bias=False),
+                    self.ffn.output_dense.bias)
 
   def get_config(self):
     config = super().get_config()
@@ -83,7 +95,7 @@ class EncoderLayer(_Layer):
   """Self-attention then FFN, each wrapped in residual + dropout + LayerNorm.
 
   Call: x [batch, src_len, d_model], attention_mask bool [batch, 1, 1, src_len]
-  -> [batch, src_len, d_model]; with `next_norm` (pre-norm), (that, next_norm of it).
+  -> [batch, src_len, d_model].
   """
 
   def __init__(self, *args, **kwargs):
@@ -99,36 +111,36 @@ class EncoderLayer(_Layer):
       layer.build(input_shape)
     self.built = True
 
-  def call(self, x, attention_mask=None, training=False, h=None, next_norm=None):
-    if h is None:
-      h = self.self_attention_residual.sublayer_input(x)
-    y, _ = self.self_attention(h, attention_mask=attention_mask, training=training)
-    x, h = self._add(self.self_attention_residual, x, y, training,
-                     next_norm=self._then(self.ffn_residual))
-    y = self.ffn(h, training=training, output_bias=False)
-    return self.ffn_residual(x, y, training=training, bias=self.ffn.output_dense.bias,
-                             next_norm=next_norm)
+  def sublayers(self, attention_mask=None, training=False):
+    """[self-attention, FFN] as `Sublayer`s."""
+    attend = lambda h: self.self_attention(h, attention_mask=attention_mask,
+                                           training=training)[0]
+    return [Sublayer(self.self_attention_residual, attend, None),
+            self._ffn_sublayer(training)]
+
+  def call(self, x, attention_mask=None, training=False):
+    return run_sublayers(x, self.sublayers(attention_mask, training), training)
 
 
 class DecoderLayer(_Layer):
   """Masked self-attention, encoder-decoder attention, FFN; each with residual + LayerNorm.
 
-  One code path for training (no cache, causal mask over the whole target) and
-  incremental decoding (a cache and the step index, one token per call).
+  Teacher forcing runs the whole target at once under a causal mask; incremental
+  decoding runs one token per call with a cache and the step's index.
 
   Call args:
-    x: [batch, tgt_len, d_model] (tgt_len 1 when decoding with a cache).
-    memory: encoder output [batch, src_len, d_model] (unused when the cache
-      holds its keys/values).
+    x: [batch, tgt_len, d_model] (tgt_len 1 with a step).
+    memory: encoder output [batch, src_len, d_model] (unused with a cache: it
+      holds the memory's keys/values).
     self_mask: bool, broadcastable to [batch, 1, tgt_len, keys].
     memory_mask: bool [batch, 1, 1, src_len] (one row per sentence with a
       beam-folded cache).
-    cache: None, or {"self": {"k", "v"}, "memory": {"k", "v"}} (see
-      `init_cache`); cache_index: the decoding step.
-    h, next_norm: as for `EncoderLayer` (pre-norm); with next_norm the output
-      is (x, next_norm(x)).
+    cache: None (teacher forcing) or the layer's {"self": {"k", "v"}, "memory":
+      {"k", "v"}} (`init_cache`); cache_index: int scalar, the step decoded.
+    beams: None, or the beam size when the cache is beam-folded.
   Returns:
-    (output [batch, tgt_len, d_model], updated cache or None).
+    (output [batch, tgt_len, d_model], the updated cache or None, the
+     encoder-decoder attention weights float32 [batch, heads, tgt_len, src_len]).
   """
 
   def __init__(self, *args, **kwargs):
@@ -159,38 +171,40 @@ class DecoderLayer(_Layer):
     """
     a = self._args
     rows = tf.shape(memory)[0]
-    if beam_size:
-      zeros = lambda size: tf.zeros(
-          [rows, a["num_heads"], beam_size, max_decode_length, size], self.compute_dtype)
-    else:
-      zeros = lambda size: tf.zeros([rows, a["num_heads"], max_decode_length, size],
-                                    self.compute_dtype)
+    beams = [beam_size] if beam_size else []
+    zeros = lambda size: tf.zeros([rows, a["num_heads"]] + beams + [max_decode_length, size],
+                                  self.compute_dtype)
     return {"self": {"k": zeros(a["key_size"]), "v": zeros(a["value_size"])},
             "memory": self.encdec_attention.project_memory(memory)}
 
+  def sublayers(self, memory, self_mask=None, memory_mask=None, cache=None,
+                cache_index=None, beams=None, training=False):
+    """([self-attention, encoder-decoder attention, FFN] as `Sublayer`s, a dict that
+    running them fills: "self_cache" (the self-attention cache after this step, with a
+    cache) and "attention" (the encoder-decoder attention weights))."""
+    out = {}
+
+    def attend_self(h):
+      y, out["self_cache"] = self.self_attention(
+          h, attention_mask=self_mask, cache=cache and cache["self"], cache_index=cache_index,
+          beams=beams, training=training)
+      return y
+
+    def attend_memory(h):
+      y, _, out["attention"] = self.encdec_attention(
+          h, memory, attention_mask=memory_mask, cache=cache and cache["memory"],
+          memory_kv=cache is not None, beams=beams, training=training, return_weights=True)
+      return y
+
+    return [Sublayer(self.self_attention_residual, attend_self, None),
+            Sublayer(self.encdec_attention_residual, attend_memory, None),
+            self._ffn_sublayer(training)], out
+
   def call(self, x, memory=None, self_mask=None, memory_mask=None, cache=None,
-           cache_index=None, training=False, return_attention=False, h=None,
-           next_norm=None):
-    if h is None:
-      h = self.self_attention_residual.sublayer_input(x)
-    y, self_cache = self.self_attention(
-        h, attention_mask=self_mask, cache=None if cache is None else cache["self"],
-        cache_index=cache_index, training=training)
-    x, h = self._add(self.self_attention_residual, x, y, training,
-                     next_norm=self._then(self.encdec_attention_residual))
-    folded = cache is not None and cache["self"]["k"].shape.rank == 5
-    y, _, weights = self.encdec_attention(
-        h, memory, attention_mask=memory_mask,
-        cache=None if cache is None else cache["memory"], memory_kv=cache is not None,
-        beams=cache["self"]["k"].shape[2] if folded else None, training=training,
-        return_weights=True)
-    x, h = self._add(self.encdec_attention_residual, x, y, training,
-                     next_norm=self._then(self.ffn_residual))
-    y = self.ffn(h, training=training, output_bias=False)
-    x = self.ffn_residual(x, y, training=training, bias=self.ffn.output_dense.bias,
-                          next_norm=next_norm)
+           cache_index=None, beams=None, training=False):
+    sublayers, out = self.sublayers(memory, self_mask, memory_mask, cache, cache_index, beams,
+                                    training)
+    x = run_sublayers(x, sublayers, training)
     if cache is not None:
-      cache = {"self": self_cache, "memory": cache["memory"]}
-    if return_attention:
-      return x, cache, weights
-    return x, cache
+      cache = {"self": out["self_cache"], "memory": cache["memory"]}
+    return x, cache, out["attention"]

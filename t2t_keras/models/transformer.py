@@ -27,9 +27,10 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.hparam import HParams
 from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, LayerNorm, PositionalEncoding,
-                              SharedEmbedding, TargetSpaceEmbedding, beam_history_mask,
-                              cache_step_mask, causal_mask, packed_masks, padding_mask)
-from t2t_keras.layers.residual import fused_add_norm
+                              SharedEmbedding, TargetSpaceEmbedding, causal_mask, packed_masks,
+                              padding_mask)
+from t2t_keras.layers.residual_chain import run_chained
+from t2t_keras.models import decode_cache
 
 
 def shift_right(targets, positions=None):
@@ -146,54 +147,33 @@ class Transformer(keras.Model):
     if self.target_space is not None:
       x = self.target_space(x)
     x = self.encoder_positions(x, positions=positions)
-    x = self._run_stack(x, self.encoder_dropout, self.encoder_layers,
-                        self.encoder_norm if self.pre_norm else None, training,
-                        lambda i, layer, x, **kw: layer(x, attention_mask=mask,
-                                                        training=training, **kw))
+    if self._chained(training, self.encoder_layers, x):
+      sublayers = [s for layer in self.encoder_layers for s in layer.sublayers(mask, True)]
+      x = run_chained(x, self.encoder_dropout, sublayers, self.encoder_norm,
+                      self.dtype_policy.variable_dtype)
+    else:
+      x = self._stream(self.encoder_dropout(x, training=training))
+      for layer in self.encoder_layers:
+        x = layer(x, attention_mask=mask, training=training)
+      if self.pre_norm:
+        x = self.encoder_norm(x)
     return tf.cast(x, self.compute_dtype), mask
 
-  def _run_stack(self, embedded, dropout, layers, final_norm, training, call):
-    """dropout(embedded) as the stream, through `layers`, then `final_norm` when given
-    (pre-norm); `call(i, layer, x, **kw)` runs layer i.
-
-    Pre-norm: each layer gets its first LayerNorm's output `h` from the step
-    before and returns (x, the next layer's first LayerNorm of x), the last one
-    `final_norm`'s, so every LayerNorm runs fused into the residual add before
-    it (`Residual`); the embeddings' dropout and the first LayerNorm are one
-    such add onto a zero stream. Returns the stack's output (after final_norm).
-    """
-    h = None
-    if training and final_norm is not None and layers:
-      zeros = tf.zeros(tf.shape(embedded), self.dtype_policy.variable_dtype)
-      x, h = fused_add_norm(zeros, embedded, dropout, layers[0].first_norm)
-    else:
-      x = self._stream(dropout(embedded, training=training))
-    if final_norm is None:
-      for i, layer in enumerate(layers):
-        x = call(i, layer, x)
-      return x
-    for i, layer in enumerate(layers):
-      next_norm = layers[i + 1].first_norm if i + 1 < len(layers) else final_norm
-      x, h = call(i, layer, x, h=h, next_norm=next_norm)
-    return final_norm(x) if h is None else h
+  def _chained(self, training, layers, x):
+    """Whether the stack of `layers` runs the pre-norm training path of `residual_chain`
+    (each LayerNorm fused into the add before it; the same values as the layers' `call`).
+    If so, builds the layers that are not yet (for input `x`), as their `call` would."""
+    if not (training and self.pre_norm and layers):
+      return False
+    for layer in layers:
+      if not layer.built:
+        layer.build(x.shape)
+    return True
 
   def init_cache(self, memory, max_decode_length, beam_size=None):
-    """Per-layer decoding cache for `max_decode_length` steps over `memory` [batch, src_len, d].
-
-    Without `beam_size`, one decoder row per memory row. With `beam_size`, the
-    decoder runs batch * beam_size rows (each sentence's beams adjacent) over
-    the untiled memory and its mask: the encoder's keys/values are kept once per
-    sentence, the self-attention caches are beam-folded and never reordered, and
-    the cache's "ancestry" int32 [batch * beam_size, max_decode_length] records
-    which beam slot each beam's history occupied at every step; it is the only
-    part of the cache a beam search reorders.
-    """
-    cache = {f"layer_{i}": layer.init_cache(memory, max_decode_length, beam_size)
-             for i, layer in enumerate(self.decoder_layers)}
-    if beam_size:
-      cache["ancestry"] = tf.zeros([tf.shape(memory)[0] * beam_size, max_decode_length],
-                                   tf.int32)
-    return cache
+    """Per-layer decoding cache for `max_decode_length` steps over `memory` [batch,
+    src_len, d] (`decode_cache.init`: the layout, plain or beam-folded)."""
+    return decode_cache.init(self.decoder_layers, memory, max_decode_length, beam_size)
 
   def decode(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
              training=False, return_attention=False, self_mask=None, positions=None):
@@ -226,35 +206,29 @@ class Transformer(keras.Model):
     start = 0 if cache is None else cache_index
     x = self.decoder_positions(self.target_embedding(decoder_input), start_index=start,
                                positions=positions)
-    new_cache = None if cache is None else {}
-    if cache is None:
-      if self_mask is None:
-        self_mask = causal_mask(tf.shape(decoder_input)[1])
-    elif "ancestry" in cache:  # beam-folded: this step's slot joins each beam's history
-      ancestry = cache["ancestry"]
-      beams = cache["layer_0"]["self"]["k"].shape[2]
-      slot = tf.range(tf.shape(ancestry)[0]) % beams
-      ancestry = tf.where(tf.equal(tf.range(tf.shape(ancestry)[1]), cache_index)[None],
-                          slot[:, None], ancestry)
-      self_mask = beam_history_mask(ancestry, beams, cache_index)
-      new_cache["ancestry"] = ancestry
-    elif self_mask is None:
-      self_mask = cache_step_mask(tf.shape(cache["layer_0"]["self"]["k"])[2], cache_index)
+    if cache is None and self_mask is None:
+      self_mask = causal_mask(tf.shape(decoder_input)[1])
+    if self._chained(training, self.decoder_layers, x):
+      runs = [layer.sublayers(memory, self_mask, memory_mask, training=True)
+              for layer in self.decoder_layers]
+      x = run_chained(x, self.decoder_dropout, [s for sublayers, _ in runs for s in sublayers],
+                      self.decoder_norm, self.dtype_policy.variable_dtype)
+      return tf.cast(x, self.compute_dtype), None, [out["attention"] for _, out in runs]
+    new_cache, beams = None, None
+    if cache is not None:
+      self_mask, new_cache, beams = decode_cache.step(cache, cache_index, self_mask)
+    x = self._stream(self.decoder_dropout(x, training=training))
     attention = []
-
-    def call(i, layer, x, **kw):
-      name = f"layer_{i}"
+    for i, layer in enumerate(self.decoder_layers):
       x, layer_cache, weights = layer(
           x, memory, self_mask=self_mask, memory_mask=memory_mask,
-          cache=None if cache is None else cache[name], cache_index=cache_index,
-          training=training, return_attention=True, **kw)
+          cache=None if cache is None else cache[f"layer_{i}"], cache_index=cache_index,
+          beams=beams, training=training)
       attention.append(weights)
       if cache is not None:
-        new_cache[name] = layer_cache
-      return x
-
-    x = self._run_stack(x, self.decoder_dropout, self.decoder_layers,
-                        self.decoder_norm if self.pre_norm else None, training, call)
+        new_cache[f"layer_{i}"] = layer_cache
+    if self.pre_norm:
+      x = self.decoder_norm(x)
     return tf.cast(x, self.compute_dtype), new_cache, attention
 
   def call(self, features, training=False):
