@@ -17,9 +17,9 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.errors import InputError
+from t2t_keras.decoding.attention import teacher_forced_attention
 from t2t_keras.decoding.decoder import pad_ids
 from t2t_keras.ids import EOS_ID
-from t2t_keras.models.transformer import shift_right
 
 WORD_START = "\u2581"  # sentencepiece's "▁"
 
@@ -55,9 +55,7 @@ def layer_attention(model, source_ids, output_ids, layer):
   float32 [batch, max output + 1, max source] (outputs get EOS appended)."""
   src = pad_ids([list(s) for s in source_ids])
   tgt = pad_ids([list(o) + [EOS_ID] for o in output_ids])
-  memory, mask = model.encode(src)
-  _, _, attention = model.decode(shift_right(tgt), memory, mask,
-                                 return_attention=True)
+  attention = teacher_forced_attention(model, src, tgt)
   try:
     chosen = attention[layer]
   except IndexError:

@@ -1,7 +1,8 @@
 """Encoder-decoder attention heatmaps of decoded sentences (PNG, matplotlib Agg).
 
-After decoding, one teacher-forced pass over the output (uncached, simplest)
-returns every decoder layer's encoder-decoder attention. Each sentence gets one
+After decoding, one teacher-forced pass over the output (uncached, simplest:
+`teacher_forced_attention`, also alignment's and the SavedModel's) returns every decoder
+layer's encoder-decoder attention. Each sentence gets one
 PNG: a row per layer, the first column the heads' average, then one column
 per head; axes are labelled with the subword pieces.
 
@@ -17,6 +18,23 @@ from t2t_keras.ids import EOS_ID
 from t2t_keras.models.transformer import shift_right
 
 
+def teacher_forced_attention(model, inputs, targets):
+  """Every decoder layer's encoder-decoder attention with the targets fed in (one uncached
+  pass: encode, then decode the right-shifted targets).
+
+  Args:
+    model: a Transformer (or an ensemble of them: `models/ensemble.py`).
+    inputs: int32 [batch, src_len] source ids, EOS-terminated, 0-padded.
+    targets: int32 [batch, tgt_len] output ids, EOS-terminated, 0-padded.
+  Returns:
+    a list (one per decoder layer) of float [batch, heads, tgt_len, src_len] tensors; the
+    row of target t is the attention that predicted it. Graph-only TF (the SavedModel's
+    attention signature runs it).
+  """
+  memory, mask = model.encode(inputs)
+  _, _, attention = model.decode(shift_right(targets), memory, mask, return_attention=True)
+  return attention
+
 
 def attention_weights(model, source_ids, output_ids):
   """Teacher-forced encoder-decoder attention of one sentence pair.
@@ -29,9 +47,7 @@ def attention_weights(model, source_ids, output_ids):
   """
   src = tf.constant([list(source_ids)], tf.int32)
   tgt = tf.constant([list(output_ids) + [EOS_ID]], tf.int32)
-  memory, mask = model.encode(src)
-  _, _, attention = model.decode(shift_right(tgt), memory, mask, return_attention=True)
-  return np.stack([a.numpy()[0] for a in attention])
+  return np.stack([a.numpy()[0] for a in teacher_forced_attention(model, src, tgt)])
 
 
 def plot_attention(weights, source_tokens, output_tokens, path, title=None):

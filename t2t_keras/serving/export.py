@@ -48,11 +48,11 @@ import tensorflow as tf
 from t2t_keras import fileio, runs
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import search as search_lib
+from t2t_keras.decoding.attention import teacher_forced_attention
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
-from t2t_keras.models.transformer import shift_right
 
 NO_HYPOTHESIS = -1e6  # beam slots that never finished score -1e7 (beam_search's -INF)
 
@@ -256,8 +256,7 @@ class Translator(tf.Module):
     tgt = targets.to_tensor(PAD_ID)
     src_valid = tf.sequence_mask(sources.row_lengths(), tf.shape(src)[1])
     tgt_valid = tf.sequence_mask(targets.row_lengths(), tf.shape(tgt)[1])
-    memory, mask = self._model.encode(src)
-    _, _, layers = self._model.decode(shift_right(tgt), memory, mask, return_attention=True)
+    layers = teacher_forced_attention(self._model, src, tgt)
     weights = tf.stack([tf.reduce_mean(tf.cast(w, tf.float32), axis=1) for w in layers], 1)
     valid = tf.logical_and(tgt_valid[:, None, :, None], src_valid[:, None, None, :])
     return {"source_pieces": self._pieces(src, src_valid),
