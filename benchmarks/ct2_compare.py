@@ -28,6 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from t2t_keras import runs  # noqa: E402
 from t2t_keras.decoding import decoder, files  # noqa: E402
+from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.metrics import bleu  # noqa: E402
 from t2t_keras.serving import ct2_convert, ct2_translate  # noqa: E402
 
@@ -76,7 +77,8 @@ def main():
     references = files.read_lines(args.reference) if args.reference else None
   else:
     sources, references = files.split_pairs(run.info["problem"], split="dev")
-  hp = decoder.decode_hparams(args.decode_hparams)
+  settings = parse_decode_hparams(args.decode_hparams)
+  hp = settings.search
   work = args.work_dir or tempfile.mkdtemp(prefix="ct2_compare_")
   dirs = {q: ct2_convert.convert_run(args.run, os.path.join(work, q), args.checkpoint_path,
                                      quantization=q, overwrite=True, log=None)
@@ -85,18 +87,19 @@ def main():
         f"{hp.alpha=} {hp.extra_length=}; CPU {cpu_name()}, {os.cpu_count()} cores", flush=True)
 
   search_fn = decoder.make_search_fn(run.model, hp)
-  decoder.translate_lines(run.model, run.vocab, sources, hp, search_fn)  # compiles each shape
+  decoder.translate_lines(run.model, run.vocab, sources, settings, search_fn)  # compiles
   engines = {"ours (TF, XLA)": lambda: [
       (h[0].text, h[0].score) for h in decoder.translate_lines(run.model, run.vocab, sources,
-                                                                 hp, search_fn)]}
+                                                                 settings, search_fn)]}
   translators = {}
   for q, path in dirs.items():
     translator = ct2_translate.Ct2Translator(
         path, compute_type=q, intra_threads=args.threads, beam_size=hp.beam_size,
-        alpha=hp.alpha, extra_length=hp.extra_length, batch_size=hp.batch_size)
+        alpha=hp.alpha, extra_length=hp.extra_length,
+        batch_size=settings.batching.batch_size)
     engines[f"ct2 {q} ({translator.compute_type})"] = (
         lambda t=translator: t.translate(sources))
-    translator.translate(sources[:hp.batch_size])  # warm-up
+    translator.translate(sources[:settings.batching.batch_size])  # warm-up
     translators[q] = translator
 
   results, outputs = {}, {}
@@ -123,7 +126,7 @@ def main():
   if args.json:
     with open(args.json, "w") as f:
       json.dump({"run": args.run, "cpu": cpu_name(), "inputs": len(sources),
-                 "decode_hparams": hp.values(), "results": results}, f, indent=2)
+                 "decode_hparams": settings.values(), "results": results}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import tensorflow as tf  # noqa: E402
 
 from t2t_keras import runs  # noqa: E402
 from t2t_keras.decoding import decoder, sampling  # noqa: E402
+from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.decoding.search_common import NEG_INF  # noqa: E402
 
 
@@ -58,20 +59,20 @@ def main():
         f"{run.vocab.vocab_size}, {os.cpu_count()} CPUs, TF {tf.__version__}")
   fns, outputs, bisection = {}, {}, sampling.filter_top_p
   for name, (text, nucleus_filter) in variants.items():
-    hp = decoder.decode_hparams(text + extra)
-    fn = decoder.make_search_fn(run.model, hp)
+    settings = parse_decode_hparams(text + extra)
+    fn = decoder.make_search_fn(run.model, settings.search)
     sampling.filter_top_p = nucleus_filter or bisection  # looked up when traced
     start = time.perf_counter()
-    outputs[name] = decoder.translate_ids(run.model, sources, hp, fn)
+    outputs[name] = decoder.translate_ids(run.model, sources, settings, fn)
     sampling.filter_top_p = bisection
     print(f"{name:<14} first pass (trace + compiles) {time.perf_counter() - start:6.1f} s",
           flush=True)
-    fns[name] = hp, fn
+    fns[name] = settings, fn
   times = {name: [] for name in fns}
   for _ in range(args.rounds):
-    for name, (hp, fn) in fns.items():
+    for name, (settings, fn) in fns.items():
       start = time.perf_counter()
-      decoder.translate_ids(run.model, sources, hp, fn)
+      decoder.translate_ids(run.model, sources, settings, fn)
       times[name].append(time.perf_counter() - start)
   rates = {name: len(lines) / statistics.median(t) for name, t in times.items()}
   for name, rate in rates.items():

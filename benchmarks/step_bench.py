@@ -24,7 +24,7 @@ does that, alternating them):
     (default 15) timed steps; reported: the median step time and 4096 / median target
     tokens/s (src+tgt: twice that).
   Beam search: the trainer's model with the decoder's default settings,
-    `decoder.decode_hparams("max_decode_length=40")`: beam 4, alpha 0.6, stop_early, XLA as
+    `parse_decode_hparams("max_decode_length=40").search`: beam 4, alpha 0.6, stop_early, XLA as
     its `jit` default (on) and `search_shards` default (2 concurrent half-batch
     searches on a CPU with 2+ cores), as `decoder.make_search_fn` wraps it, in float32 whatever
     --hparams' precision (the trained weights copied into a float32 model, as t2t-decoder
@@ -153,7 +153,8 @@ def main():
   import numpy as np
   import tensorflow as tf
   import keras
-  from t2t_keras.decoding import decoder, search
+  from t2t_keras.decoding import search
+  from t2t_keras.decoding.settings import parse_decode_hparams
   from t2t_keras.decoding.sharding import default_shards, shard_search_fn
   from t2t_keras import runs
 
@@ -183,7 +184,7 @@ def main():
           f"{tok_s:.0f} target tok/s ({2 * tok_s:.0f} src+tgt tok/s); loss {loss:.3f}",
           flush=True)
 
-    dh = decoder.decode_hparams(f"max_decode_length={DECODE_LENGTH}")
+    dh = parse_decode_hparams(f"max_decode_length={DECODE_LENGTH}").search
     model = trainer.model
     if hp.precision != "float32":
       # t2t-decoder and the SavedModel restore a checkpoint into a float32 model

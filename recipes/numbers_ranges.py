@@ -31,6 +31,7 @@ tf_startup.import_tensorflow_quietly()
 
 from t2t_keras import runs  # noqa: E402  pylint: disable=wrong-import-position
 from t2t_keras.decoding import decoder, files  # noqa: E402
+from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.problems import numbers  # noqa: E402
 
 PROBLEM = "translate_ende_numbers"
@@ -67,14 +68,14 @@ def main():
   if info["problem"] != PROBLEM:
     sys.exit(f"{args.run_dir} was trained on {info['problem']}, not {PROBLEM}")
   sample = numbers.independent_sample(args.per_range, sample_seed=args.sample_seed)
-  hp = decoder.decode_hparams("beam_size=4,alpha=0.6")
+  settings = parse_decode_hparams("beam_size=4,alpha=0.6")
   misses, total_right, total = [], 0, 0
   print(f"{checkpoint_path}: exact match per range "
         f"({args.per_range} numbers each, sample seed {args.sample_seed}, beam 4, alpha 0.6)")
   for name, nums in sample.items():
     sources = [num2words(n, lang="en") for n in nums]
     refs = [num2words(n, lang="de") for n in nums]
-    hyps = decoder.decode_lines(model, vocab, sources, hp)
+    hyps = decoder.decode_lines(model, vocab, sources, settings)
     right = sum(h.strip() == r for h, r in zip(hyps, refs))
     misses += [(name, n, s, r, h) for n, s, r, h in zip(nums, sources, refs, hyps)
                if h.strip() != r]

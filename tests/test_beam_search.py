@@ -8,6 +8,7 @@ from conftest import tiny_model
 from t2t_keras.decoding import beam_search as bs
 from t2t_keras.decoding import search
 from t2t_keras.decoding.greedy import greedy_decode, greedy_loop, greedy_with_steps
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.models.transformer import shift_right
 
 VOCAB = 23
@@ -228,9 +229,10 @@ def test_a_forbidden_eos_is_never_a_finished_hypothesis():
 @pytest.mark.parametrize("shards,rows", [(2, 3), (3, 3), (2, 1), (4, 3)])
 def test_sharded_search_equals_the_whole_batch(model, shards, rows):
   from t2t_keras.decoding import decoder
-  whole = decoder.make_search_fn(model, decoder.decode_hparams("extra_length=5,search_shards=1"))
+  whole = decoder.make_search_fn(
+      model, parse_decode_hparams("extra_length=5,search_shards=1").search)
   sharded = decoder.make_search_fn(
-      model, decoder.decode_hparams(f"extra_length=5,search_shards={shards}"))
+      model, parse_decode_hparams(f"extra_length=5,search_shards={shards}").search)
   src = SRC[:rows]
   ids, scores = whole(src)
   got_ids, got_scores = sharded(src)  # 4 shards of 3 rows (and 2 of 1): searched whole
@@ -257,10 +259,9 @@ def test_sharded_search_runs_the_slices():
 
 
 def test_search_shards_must_not_be_negative():
-  from t2t_keras.decoding import decoder
   from t2t_keras.hparam import HParamsError
   with pytest.raises(HParamsError, match="search_shards=-1: must be >= 0"):
-    decoder.decode_hparams("search_shards=-1")
+    parse_decode_hparams("search_shards=-1")
 
 
 def test_pad_is_never_an_output_and_scores_stay_the_models_log_probs():

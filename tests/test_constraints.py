@@ -15,6 +15,7 @@ from t2t_keras.decoding import decoder
 from t2t_keras.decoding.constraints import NEG_INF, LeafCopyConstraint
 from t2t_keras.decoding.greedy import greedy_loop
 from t2t_keras.decoding.spec import DecodingSpec
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.ids import EOS_ID
 
 PIECES = ["<pad>", "</s>", "<unk>", "\u2581(", "\u2581)", "S", "NP", "VP", "\u2581the",
@@ -156,8 +157,7 @@ class _Vocab:
 
 
 def test_the_words_problem_constrains_unless_turned_off():
-  hp = decoder.decode_hparams()
-  assert hp.constrain
+  assert parse_decode_hparams().search.constrain
   got = DecodingSpec.for_run("parsing_english_ptb8k_words").constraint(_Vocab())
   assert isinstance(got, LeafCopyConstraint) and got.open_id == OPEN
   off = DecodingSpec.for_run("parsing_english_ptb8k_words", "constrain=false")

@@ -38,6 +38,7 @@ from t2t_keras.bin import exporter as exporter_bin  # noqa: E402
 from t2t_keras import registry, runs  # noqa: E402
 from t2t_keras.data import datagen  # noqa: E402
 from t2t_keras.decoding import decoder, files  # noqa: E402
+from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.errors import InputError  # noqa: E402
 from t2t_keras.ids import EOS_ID, PAD_ID  # noqa: E402
 from t2t_keras.models.transformer import Transformer  # noqa: E402
@@ -153,11 +154,12 @@ class Comparison:
 
   def __init__(self, run_dir, ct2_dir, inputs, decode):
     self.run = runs.load(run_dir)
-    self.hparams = decoder.decode_hparams(decode + ",jit=false")  # no compiles: 3x faster
-    ours = decoder.translate_lines(self.run.model, self.run.vocab, inputs, self.hparams)
+    self.settings = parse_decode_hparams(decode + ",jit=false")  # no compiles: 3x faster
+    ours = decoder.translate_lines(self.run.model, self.run.vocab, inputs, self.settings)
+    search = self.settings.search
     self.translator = ct2_translate.Ct2Translator(
-        ct2_dir, beam_size=self.hparams.beam_size, alpha=self.hparams.alpha,
-        extra_length=self.hparams.extra_length)
+        ct2_dir, beam_size=search.beam_size, alpha=search.alpha,
+        extra_length=search.extra_length)
     vocab = self.run.vocab
     sources = [[vocab.id_to_piece(i) for i in vocab.encode(s)] for s in inputs]
     self.sources = [vocab.encode(s) + [EOS_ID] for s in inputs]
@@ -182,7 +184,7 @@ def test_the_models_vary_and_end(comparisons, name):
   """What makes the comparison worth having: most greedy outputs are distinct and end in
   EOS well before the length limit (input + 50), at lengths that vary."""
   c = comparisons[name, "beam_size=1"]
-  nbest = decoder.translate_ids(c.run.model, c.sources[:60], c.hparams)
+  nbest = decoder.translate_ids(c.run.model, c.sources[:60], c.settings)
   lengths = [len(hyps[0][0]) for hyps in nbest]
   assert len({tuple(hyps[0][0]) for hyps in nbest}) >= 15, lengths
   assert np.mean([n < 40 for n in lengths]) >= 0.7, lengths
@@ -217,7 +219,7 @@ def test_beam_search_differs_only_where_ours_found_better(comparisons, name):
   model and differed only in the search; or the replay met a near-tie."""
   c = comparisons[name, "beam_size=4,alpha=0.6"]
   assert max((d for _, d in c.same), default=0.0) < TOL
-  beam = c.hparams.beam_size
+  beam = c.settings.search.beam_size
   replayed = 0
   for i, ours, our_score, theirs, their_score in c.differ:
     assert our_score >= their_score - TOL, (i, ours, our_score, theirs, their_score)

@@ -8,6 +8,7 @@ import numpy_transformer
 from t2t_keras import registry
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import decoder, files
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.models.transformer import Transformer
 from t2t_keras import runs
 import t2t_keras.bin as t2t_bin
@@ -34,13 +35,14 @@ def model(vocab):
 
 
 def _hp(**changes):
-  return decoder.decode_hparams("beam_size=2,extra_length=4,batch_size=2,jit=false").replace(
+  return parse_decode_hparams("beam_size=2,extra_length=4,batch_size=2,jit=false").replace(
       **changes)
 
 
 def test_decode_hparams_overrides():
-  hp = decoder.decode_hparams("beam_size=1,alpha=0.0,batch_size=8")
-  assert (hp.beam_size, hp.alpha, hp.batch_size, hp.extra_length) == (1, 0.0, 8, 50)
+  settings = parse_decode_hparams("beam_size=1,alpha=0.0,batch_size=8")
+  assert (settings.search.beam_size, settings.search.alpha, settings.batching.batch_size,
+          settings.search.extra_length) == (1, 0.0, 8, 50)
 
 
 def test_outputs_come_back_in_input_order():
@@ -60,7 +62,7 @@ def test_outputs_come_back_in_input_order():
 def test_batched_decoding_equals_one_by_one(model, vocab):
   batched = decoder.translate_lines(model, vocab, SENTENCES, _hp())
   one = _hp(batch_size=1)
-  search_fn = decoder.make_search_fn(model, one)
+  search_fn = decoder.make_search_fn(model, one.search)
   for line, hyps in zip(SENTENCES, batched):
     alone = decoder.translate_lines(model, vocab, [line], one, search_fn=search_fn)[0]
     assert [h.ids for h in hyps] == [h.ids for h in alone]
@@ -98,7 +100,7 @@ def test_decode_split_of_generated_problem(model, vocab):
   with BLEU against those sources' own references (was: counts only)."""
   from t2t_keras.metrics import bleu
   summary = files.decode_split(model, vocab, "translate_ende_numbers", split="test",
-                                 hparams=_hp(num_samples=3), progress=False,
+                                 settings=_hp(num_samples=3), progress=False,
                                  log=lambda msg: None)
   sources, references = files.split_pairs("translate_ende_numbers", split="test")
   assert summary["translations"] == decoder.decode_lines(model, vocab, sources[:3], _hp())

@@ -3,19 +3,20 @@
 import pytest
 
 from t2t_keras import registry
-from t2t_keras.decoding import decoder
 from t2t_keras.decoding.spec import DecodingSpec, input_limit
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
 
 
 def test_the_problems_defaults_then_the_overrides():
   spec = DecodingSpec.for_run("parsing_english_ptb8k", "beam_size=4")
   assert spec.defaults == "extra_length=300,beam_size=21,alpha=0.3"
-  assert (spec.hparams.beam_size, spec.hparams.alpha, spec.hparams.extra_length) == (4, 0.3, 300)
+  search = spec.settings.search
+  assert (search.beam_size, search.alpha, search.extra_length) == (4, 0.3, 300)
   plain = DecodingSpec.for_run("translate_ende_numbers", "alpha=1.0")
-  assert plain.defaults == "" and plain.hparams == decoder.decode_hparams("alpha=1.0")
-  given = decoder.decode_hparams("beam_size=2")  # HParams are taken as they are
-  assert DecodingSpec.for_run("parsing_english_ptb8k", given).hparams is given
+  assert plain.defaults == "" and plain.settings == parse_decode_hparams("alpha=1.0")
+  given = parse_decode_hparams("beam_size=2")  # DecodeSettings are taken as they are
+  assert DecodingSpec.for_run("parsing_english_ptb8k", given).settings is given
   assert DecodingSpec.for_run("parsing_english_ptb8k_rev").defaults == ""
   assert DecodingSpec.for_run(None).input_limit is None
 

@@ -16,6 +16,7 @@ from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import decoder, scoring, search
 from t2t_keras.decoding.search_common import length_penalty
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 from t2t_keras.models.ensemble import Ensemble
@@ -137,10 +138,11 @@ def test_t2t_decoder_and_exporter_take_several_runs(two_runs, tmp_path, capsys):
   run = runs.load(f"{a},{b}")
   assert run.checkpoint_path == f"{a}/ckpt-7,{b}/ckpt-7"
   assert [m["output_dir"] for m in run.info["ensemble"]] == [a, b]
-  hp = decoder.decode_hparams("beam_size=2,extra_length=4,jit=false")
-  expected = decoder.decode_lines(run.model, run.vocab, TINY_SENTENCES, hp)
+  settings = parse_decode_hparams("beam_size=2,extra_length=4,jit=false")
+  expected = decoder.decode_lines(run.model, run.vocab, TINY_SENTENCES, settings)
   assert out.read_text().splitlines() == expected
-  assert expected != decoder.decode_lines(runs.load(a).model, run.vocab, TINY_SENTENCES, hp)
+  assert expected != decoder.decode_lines(runs.load(a).model, run.vocab, TINY_SENTENCES,
+                                          settings)
 
   export_dir = tmp_path / "export"
   code = t2t_bin.run_in_process(exporter_bin, [

@@ -15,6 +15,7 @@ from conftest import TINY_SENTENCES, make_tiny_run
 
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.decoding import decoder
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.serving import export
 from t2t_keras import runs
 
@@ -74,10 +75,10 @@ def test_export_layout(run_dir, exported):
 
 def test_outputs_equal_decoder(loaded, reference):
   model, vocab = reference
-  hp = decoder.decode_hparams(DECODE)
-  expected = decoder.translate_lines(model, vocab, SENTENCES, hp)
+  settings = parse_decode_hparams(DECODE)
+  expected = decoder.translate_lines(model, vocab, SENTENCES, settings)
   texts, scores = _translate(loaded, SENTENCES)
-  assert _texts(texts) == decoder.decode_lines(model, vocab, SENTENCES, hp)
+  assert _texts(texts) == decoder.decode_lines(model, vocab, SENTENCES, settings)
   assert _texts(texts) == [h[0].text for h in expected]
   assert sum(bool(t) for t in _texts(texts)) >= 3, "comparison would be trivial"
   np.testing.assert_allclose(scores, [h[0].score for h in expected], rtol=1e-4)
@@ -106,8 +107,8 @@ def test_long_inputs_are_truncated(loaded, reference):
   long_line = " ".join(SENTENCES * 5)
   ids = vocab.encode(long_line)
   assert len(ids) > 3 * MAX_LENGTH
-  hp = decoder.decode_hparams(DECODE)
-  truncated = decoder.translate_ids(model, [ids[:MAX_LENGTH - 1] + [1]], hp)[0]
+  settings = parse_decode_hparams(DECODE)
+  truncated = decoder.translate_ids(model, [ids[:MAX_LENGTH - 1] + [1]], settings)[0]
   texts, scores = _translate(loaded, [long_line])
   assert _texts(texts) == [vocab.decode(truncated[0][0])]
   np.testing.assert_allclose(scores, [truncated[0][1]], rtol=1e-4)
@@ -267,10 +268,10 @@ def test_sample_signature_equals_the_decoders_samples(loaded, reference):
       inputs=tf.constant(lines), seed=tf.constant(seed))
   out = sample(3)
   np.testing.assert_array_equal(out["outputs"].numpy(), sample(3)["outputs"].numpy())
-  hp = decoder.decode_hparams(DECODE).replace(beam_size=1, sampling_method="random",
-                                              sampling_seed=3, jit=False)
+  settings = parse_decode_hparams(DECODE).replace(beam_size=1, sampling_method="random",
+                                                  sampling_seed=3, jit=False)
   expected = [hyps[0] for hyps in decoder.translate_lines(model, vocab,
-                                                          lines[:-2] + lines[-1:], hp)]
+                                                          lines[:-2] + lines[-1:], settings)]
   texts = _texts(out["outputs"].numpy())
   assert texts[:-2] + texts[-1:] == [h.text for h in expected]
   assert texts[-2] == "" and out["scores"].numpy()[-2] == 0

@@ -17,6 +17,7 @@ from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.data import trees, vocabulary
 from t2t_keras.decoding import decoder as search
 from t2t_keras.decoding.spec import DecodingSpec
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.models.transformer import Transformer
 from t2t_keras.serving import export
 from t2t_keras.serving.tree_ops import TreeBuilder
@@ -123,12 +124,12 @@ def test_words_as_leaves_outputs_copy_their_input(parsing_run):
   """Even a random-weight model's outputs keep the input's words, in order, when
   constrained (parsing_english_ptb8k_words); the XX problem has no constraint."""
   model, vocab, _, info, _ = runs.load(parsing_run)
-  hp = search.decode_hparams("beam_size=2,extra_length=200,jit=false")
-  constraint = DecodingSpec.for_run(info["problem"], hp).constraint(vocab)
+  settings = parse_decode_hparams("beam_size=2,extra_length=200,jit=false")
+  constraint = DecodingSpec.for_run(info["problem"], settings).constraint(vocab)
   if not info["problem"].endswith("_words"):
     assert constraint is None
     return
-  outputs = search.decode_lines(model, vocab, SENTENCES, hp,
-                                search.make_search_fn(model, hp, constraint))
+  outputs = search.decode_lines(model, vocab, SENTENCES, settings,
+                                search.make_search_fn(model, settings.search, constraint))
   for sentence, output in zip(SENTENCES, outputs):
     assert [t for t in output.split() if t[0] not in "()"] == sentence.split()

@@ -8,6 +8,7 @@ import tensorflow as tf
 from conftest import tiny_model
 from t2t_keras.decoding import decoder, sampling, search
 from t2t_keras.decoding.search_common import prepare, step_log_probs
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.hparam import HParamsError
 
 VOCAB = 12
@@ -179,16 +180,17 @@ def test_first_token_frequencies_match_the_softmax(model, temperature, top_k, to
 
 
 def test_decode_hparams_validate_the_sampling_keys():
-  hp = decoder.decode_hparams("sampling_method=random,sampling_temp=0.5,sampling_keep_top_k=3")
-  assert search.sampling_from_hparams(hp) == search.Sampling(0.5, 3, 1.0, 1)
-  assert search.sampling_from_hparams(decoder.decode_hparams("")) is None
+  settings = parse_decode_hparams("sampling_method=random,sampling_temp=0.5,"
+                                  "sampling_keep_top_k=3")
+  assert search.sampling_from_settings(settings.search) == search.Sampling(0.5, 3, 1.0, 1)
+  assert search.sampling_from_settings(parse_decode_hparams("").search) is None
   with pytest.raises(HParamsError, match="sampling_method='multinomial': must be one of "
                                          "argmax, random"):
-    decoder.decode_hparams("sampling_method=multinomial")
+    parse_decode_hparams("sampling_method=multinomial")
   with pytest.raises(HParamsError, match=r"sampling_keep_top_p=1.5: must be in \(0, 1\]"):
-    decoder.decode_hparams("sampling_keep_top_p=1.5")
+    parse_decode_hparams("sampling_keep_top_p=1.5")
   with pytest.raises(HParamsError, match="sampling_temp=-1.0: must be >= 0"):
-    decoder.decode_hparams("sampling_temp=-1.0")
+    parse_decode_hparams("sampling_temp=-1.0")
 
 
 def test_t2t_decoder_samples_a_file_alike_in_any_batching(tmp_path, capsys):

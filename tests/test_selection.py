@@ -11,6 +11,7 @@ from t2t_keras import registry
 from t2t_keras.bin import avg_all as avg_all_bin
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import decoder
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
 from t2t_keras.models.transformer import Transformer
 from t2t_keras import runs
@@ -72,7 +73,7 @@ def _translations_of(run_dir, window_steps, tmp_path):
       [os.path.join(run_dir, f"ckpt-{s}") for s in window_steps], prefix)
   model, _, info, _ = runs.load_model(run_dir, prefix)
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
-  return decoder.decode_lines(model, vocab, SENTENCES, decoder.decode_hparams(DECODE))
+  return decoder.decode_lines(model, vocab, SENTENCES, parse_decode_hparams(DECODE))
 
 
 def test_chooses_the_window_whose_translations_match_the_references(run_dir, tmp_path):
@@ -94,7 +95,7 @@ def test_chooses_the_window_whose_translations_match_the_references(run_dir, tmp
   model, _, info, _ = runs.load_model(out)
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
   assert decoder.decode_lines(model, vocab, SENTENCES,
-                              decoder.decode_hparams(DECODE)) == references
+                              parse_decode_hparams(DECODE)) == references
   # What was tried and why, on disk.
   with open(os.path.join(out, selection.SELECTION_JSON)) as f:
     saved = json.load(f)
@@ -120,9 +121,9 @@ def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp
   model, _, info, _ = runs.load_model(run_dir, prefix)
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
   short = selection.merge_overrides(DECODE, "extra_length=3")
-  references = decoder.decode_lines(model, vocab, SENTENCES, decoder.decode_hparams(short))
+  references = decoder.decode_lines(model, vocab, SENTENCES, parse_decode_hparams(short))
   assert references != decoder.decode_lines(model, vocab, SENTENCES,
-                                            decoder.decode_hparams(DECODE))
+                                            parse_decode_hparams(DECODE))
   out = str(tmp_path / "selected")
   result = selection.select_average(
       run_dir, out, SENTENCES, references, windows=[1], ends=1, decode_overrides=DECODE,

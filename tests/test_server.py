@@ -21,6 +21,7 @@ from conftest import TINY_SENTENCES, make_tiny_run
 
 from t2t_keras import runs
 from t2t_keras.decoding import decoder
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.serving import export
 
 MODEL = "translate_ende_numbers"  # the tiny run's problem: the default model name
@@ -116,8 +117,8 @@ def tf_serving_rows(outputs):
 
 def test_outputs_equal_decoder_and_savedmodel(server, run_dir, loaded):
   run = runs.load(run_dir)
-  hp = decoder.decode_hparams(DECODE)
-  expected = decoder.translate_lines(run.model, run.vocab, TINY_SENTENCES, hp)
+  expected = decoder.translate_lines(run.model, run.vocab, TINY_SENTENCES,
+                                     parse_decode_hparams(DECODE))
   status, body = predict(server.url, {"instances": TINY_SENTENCES})
   assert status == 200
   rows = body["predictions"]

@@ -42,6 +42,7 @@ from absl import app, flags
 from t2t_keras import fileio
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
 from t2t_keras.decoding import decoder, files, scoring
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 
@@ -87,45 +88,45 @@ def main(argv):
   if FLAGS.score_file and not FLAGS.decode_to_file:
     raise InputError("--score_file needs --decode_to_file for the scores")
   run_flags.import_usr_dir()
-  decoder.decode_hparams(FLAGS.decode_hparams)  # bad overrides fail before the model loads
+  parse_decode_hparams(FLAGS.decode_hparams)  # bad overrides fail before the model loads
   run_flags.check(FLAGS.output_dir)
   from t2t_keras import runs  # pylint: disable=import-outside-toplevel
   model, vocab, _, info, checkpoint_path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path)
   print(f"loaded {checkpoint_path} ({info['problem']}, vocab {vocab.vocab_size})")
   decoding = DecodingSpec.for_run(info["problem"], FLAGS.decode_hparams)
-  hparams = decoding.hparams
+  settings = decoding.settings
   if decoding.defaults:
     print(f"decoding with {info['problem']}'s defaults {decoding.defaults}, then "
           f"--decode_hparams={FLAGS.decode_hparams!r}")
   constraint = None if FLAGS.score_file else decoding.constraint(vocab)
   search_fn = None
   if FLAGS.engine == "ctranslate2":
-    search_fn = _ct2_search_fn(hparams, constraint)
+    search_fn = _ct2_search_fn(settings.search, constraint)
   elif constraint is not None:
     print(f"decoding with {info['problem']}'s output constraint {type(constraint).__name__} "
           "(constrain=false turns it off)")
-    search_fn = decoder.make_search_fn(model, hparams, constraint)
+    search_fn = decoder.make_search_fn(model, settings.search, constraint)
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
-    files.decode_interactive(model, vocab, hparams, search_fn=search_fn)
+    files.decode_interactive(model, vocab, settings, search_fn=search_fn)
   elif FLAGS.score_file:
     scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
-                       batch_size=hparams.batch_size)
+                       batch_size=settings.batching.batch_size)
   elif FLAGS.decode_from_file:
-    files.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, hparams,
+    files.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, settings,
                         reference_path=FLAGS.decode_reference,
                         attention_plot_dir=FLAGS.attention_plot_dir,
                         postprocess=decoding.hooks.postprocess,
                         search_fn=search_fn)
   else:
     files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
-                         FLAGS.decode_split, hparams, tmp_dir=FLAGS.tmp_dir,
+                         FLAGS.decode_split, settings, tmp_dir=FLAGS.tmp_dir,
                          output_path=FLAGS.decode_to_file,
                          attention_plot_dir=FLAGS.attention_plot_dir, search_fn=search_fn)
 
 
-def _ct2_search_fn(hparams, constraint):
-  """`Ct2Translator.search_ids` over --ct2_model_dir with these decode hparams."""
+def _ct2_search_fn(search_settings, constraint):
+  """`Ct2Translator.search_ids` over --ct2_model_dir with a `DecodeSettings.search`."""
   from t2t_keras import runs  # pylint: disable=import-outside-toplevel
   if runs.is_ensemble(FLAGS.output_dir):
     raise InputError("--engine=ctranslate2 decodes one converted model; decode an ensemble "
@@ -137,10 +138,10 @@ def _ct2_search_fn(hparams, constraint):
     raise InputError(f"--engine=ctranslate2 cannot apply the problem's output constraint "
                      f"({type(constraint).__name__}); decode with --engine=tensorflow, or "
                      "with --decode_hparams=constrain=false")
-  if hparams.sampling_method != "argmax":
+  if search_settings.sampling_method != "argmax":
     raise InputError("--engine=ctranslate2 runs beam and greedy search only; sample with "
                      "--engine=tensorflow")
-  if not hparams.stop_early:
+  if not search_settings.stop_early:
     raise InputError("--engine=ctranslate2 cannot run stop_early=false (CTranslate2 stops "
                      "once its hypotheses ended); use --engine=tensorflow")
   from t2t_keras.serving import ct2_convert, ct2_translate  # pylint: disable=import-outside-toplevel
@@ -150,8 +151,9 @@ def _ct2_search_fn(hparams, constraint):
     raise InputError(f"no CTranslate2 model in {model_dir}: convert the run first "
                      f"(t2t-exporter --output_dir={FLAGS.output_dir} --format=ctranslate2)")
   translator = ct2_translate.Ct2Translator(
-      model_dir, beam_size=hparams.beam_size, alpha=hparams.alpha,
-      extra_length=hparams.extra_length, max_decode_length=hparams.max_decode_length)
+      model_dir, beam_size=search_settings.beam_size, alpha=search_settings.alpha,
+      extra_length=search_settings.extra_length,
+      max_decode_length=search_settings.max_decode_length)
   print(f"decoding with CTranslate2 ({model_dir}, {translator.compute_type})")
   return translator.search_ids
 

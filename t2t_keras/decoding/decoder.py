@@ -1,90 +1,41 @@
-"""Translating text with a trained model: decoding hparams, batching, the search function.
+"""Translating text with a trained model: batching and the search function.
 
-    hp = decode_hparams("beam_size=4,alpha=0.6")
+    settings = parse_decode_hparams("beam_size=4,alpha=0.6")   # decoding/settings.py
     model, vocab, *_ = runs.load("runs/tiny")
-    decode_lines(model, vocab, ["one hundred and five"], hp)   # -> ["einhundertfünf"]
+    decode_lines(model, vocab, ["one hundred and five"], settings)   # -> ["einhundertfünf"]
 
 Files, problem splits, BLEU and the interactive mode are `decoding/files.py`;
 scoring given translations is `decoding/scoring.py`.
 
 Inputs are sorted by length (longest first) and cut into batches of
-`batch_size`; each batch is padded to a multiple of `length_bucket` tokens and
+`batch_size` (settings.batching); each batch is padded to a multiple of `length_bucket` tokens and
 to the full batch size, so XLA compiles one program per bucket. Outputs come
 back in the input order.
 """
 
 import collections
 import sys
+import warnings
 
 import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import search
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.ids import EOS_ID
-from t2t_keras.hparam import HParams, HParamsError
 
 
 Hypothesis = collections.namedtuple("Hypothesis", ["text", "ids", "score"])
 
 
 def decode_hparams(overrides="", defaults=""):
-  """The decoding HParams, with t2t-style "beam_size=4,alpha=0.6" overrides.
-
-  `defaults` (a problem's `decode_defaults`, e.g. parsing's beam 21) apply
-  first, then `overrides`.
-
-    beam_size        4 (the paper); 1 is greedy search.
-    alpha            0.6, GNMT length penalty ((5 + len) / 6) ** alpha.
-    extra_length     50: maximum output length = input length + extra_length.
-    max_decode_length  0 = no cap beyond extra_length; else a hard cap.
-    batch_size       sentences per batch.
-    length_bucket    inputs are padded to a multiple of this (few XLA programs).
-    jit              compile the search with XLA (faster on CPU; docs/decoding.md).
-    search_shards    search the batch as N slices at once (0: auto, 2 on a CPU
-                     with 2+ cores, 1 with a GPU; `decoding/sharding.py`).
-    constrain        apply the problem's output constraint where it has one
-                     (`spec.DecodingSpec.constraint`; parsing with words as leaves: the
-                     leaves copy the input).
-    stop_early       t2t's early termination of beam search.
-    sampling_method  "argmax" (beam or greedy search) or "random": sample each token
-                     (`decoding/sampling.py`); beam_size samples per sentence, best first.
-    sampling_temp    temperature of the samples (0: argmax).
-    sampling_keep_top_k  sample among the k most probable tokens (-1 or 0: all).
-    sampling_keep_top_p  nucleus sampling: among the most probable tokens whose
-                     probabilities sum to p (1.0: all).
-    sampling_seed    the samples are a function of this seed and the source sentence.
-    return_beams     files get every beam: "hyp1<TAB>score1<TAB>hyp2<TAB>score2..."
-    return_alignment  files also get <output>.align: Pharaoh "i-j" word pairs of each
-                     best output (`decoding/alignment.py`).
-    alignment_layer  the decoder layer whose attention aligns (-1: the last).
-    num_samples      decode only the first N inputs (-1: all).
-    max_attention_plots  with an attention plot dir, plot at most N sentences (0: all).
-    bleu_lang        target language for the Moses-tokenized BLEU variants.
-  """
-  hp = HParams(beam_size=4, alpha=0.6, extra_length=50, max_decode_length=0,
-               batch_size=32, length_bucket=8, jit=True, search_shards=0, constrain=True,
-               stop_early=True, sampling_method="argmax", sampling_temp=1.0,
-               sampling_keep_top_k=-1, sampling_keep_top_p=1.0, sampling_seed=1,
-               return_beams=False, return_alignment=False, alignment_layer=-1, num_samples=-1, max_attention_plots=0,
-               bleu_lang="de").override(defaults).override(overrides)
-  for key, low in _LOWER_BOUNDS.items():
-    if hp.get(key) < low:
-      raise HParamsError(f"decode hparam {key}={hp.get(key)!r}: must be >= {low}")
-  if hp.sampling_method not in SAMPLING_METHODS:
-    raise HParamsError(f"decode hparam sampling_method={hp.sampling_method!r}: must be one of "
-                       f"{', '.join(SAMPLING_METHODS)}")
-  if not 0.0 < hp.sampling_keep_top_p <= 1.0:
-    raise HParamsError(f"decode hparam sampling_keep_top_p={hp.sampling_keep_top_p!r}: must be "
-                       "in (0, 1]")
-  return hp
-
-
-SAMPLING_METHODS = ("argmax", "random")
-_LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_length": 0,
-                 "batch_size": 1, "length_bucket": 1, "num_samples": -1,
-                 "max_attention_plots": 0, "search_shards": 0, "sampling_temp": 0.0,
-                 "sampling_keep_top_k": -1}
+  """Deprecated name of `settings.parse_decode_hparams` (a `DecodeSettings`), kept for
+  user code that imports it; its result is grouped (`.search.beam_size`, not `.beam_size`)."""
+  warnings.warn("t2t_keras.decoding.decoder.decode_hparams is deprecated: use "
+                "t2t_keras.decoding.settings.parse_decode_hparams", DeprecationWarning,
+                stacklevel=2)
+  return parse_decode_hparams(overrides, defaults)
 
 
 def pad_ids(rows):
@@ -95,17 +46,19 @@ def pad_ids(rows):
   return tf.constant(out)
 
 
-def make_search_fn(model, hparams, constraint=None):
+def make_search_fn(model, search_settings, constraint=None):
   """A tf.function: int32 [batch, len] source ids -> (ids [batch, beam, max_len], scores [batch, beam]).
 
-  `constraint` (e.g. a problem's `decode_constraint`) limits the outputs the search builds.
+  search_settings: a `DecodeSettings.search` (with jit and search_shards); `constraint`
+  (e.g. a problem's `decode_constraint`) limits the outputs the search builds.
   """
 
   # One trace for every shape; XLA still compiles one program per input shape.
   signature = [tf.TensorSpec([None, None], tf.int32)]
-  search_fn = tf.function(search.from_hparams(model, hparams, constraint),
-                          jit_compile=hparams.jit, autograph=False, input_signature=signature)
-  return shard_search_fn(search_fn, hparams.search_shards, signature)
+  search_fn = tf.function(search.from_settings(model, search_settings, constraint),
+                          jit_compile=search_settings.jit, autograph=False,
+                          input_signature=signature)
+  return shard_search_fn(search_fn, search_settings.search_shards, signature)
 
 
 def _strip(ids):
@@ -128,9 +81,10 @@ def _progress(total, enabled):
   return tqdm(total=total, unit="sent", file=sys.stderr, dynamic_ncols=True)
 
 
-def translate_ids(model, sources, hparams, search_fn=None, progress=False):
+def translate_ids(model, sources, settings, search_fn=None, progress=False):
   """n-best lists for source id lists (EOS-terminated), in the input order.
 
+  settings: a `DecodeSettings` (its batching; its search where `search_fn` is None);
   `search_fn` maps int32 [batch, width] ids to (ids [batch, beam, length], scores
   [batch, beam]), tensors or arrays (default `make_search_fn`'s; the CTranslate2
   engine's is `Ct2Translator.search_ids`).
@@ -140,11 +94,11 @@ def translate_ids(model, sources, hparams, search_fn=None, progress=False):
   sources = [list(s) for s in sources]
   if not sources:
     return []
-  search_fn = search_fn or make_search_fn(model, hparams)
+  search_fn = search_fn or make_search_fn(model, settings.search)
   order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
   results = [None] * len(sources)
   bar = _progress(len(sources), progress)
-  bucket, batch_size = max(1, hparams.length_bucket), hparams.batch_size
+  bucket, batch_size = max(1, settings.batching.length_bucket), settings.batching.batch_size
   for start in range(0, len(order), batch_size):
     index = order[start:start + batch_size]
     width = -(-max(len(sources[i]) for i in index) // bucket) * bucket
@@ -170,13 +124,14 @@ def encode_sources(vocab, lines):
       vocab, "encode_batch") else [vocab.encode(line) + [EOS_ID] for line in lines]
 
 
-def translate_lines(model, vocab, lines, hparams, search_fn=None, progress=False):
-  """n-best `Hypothesis(text, ids, score)` lists for text lines, in input order."""
-  nbest = translate_ids(model, encode_sources(vocab, lines), hparams, search_fn, progress)
+def translate_lines(model, vocab, lines, settings, search_fn=None, progress=False):
+  """n-best `Hypothesis(text, ids, score)` lists for text lines, in input order
+  (settings: a `DecodeSettings`)."""
+  nbest = translate_ids(model, encode_sources(vocab, lines), settings, search_fn, progress)
   return [[Hypothesis(vocab.decode(ids), ids, score) for ids, score in hyps] for hyps in nbest]
 
 
-def decode_lines(model, vocab, lines, hparams, search_fn=None, progress=False):
-  """Best translation of each text line, in input order."""
-  return [hyps[0].text for hyps in translate_lines(model, vocab, lines, hparams, search_fn,
+def decode_lines(model, vocab, lines, settings, search_fn=None, progress=False):
+  """Best translation of each text line, in input order (settings: a `DecodeSettings`)."""
+  return [hyps[0].text for hyps in translate_lines(model, vocab, lines, settings, search_fn,
                                                     progress)]

@@ -1,9 +1,10 @@
 """Translating files, problem splits and stdin, with BLEU: the text around `decoder`.
 
-    files.decode_file(model, vocab, "newstest.en", "newstest.de.decoded", hp,
+    settings = parse_decode_hparams("beam_size=4,alpha=0.6")   # decoding/settings.py
+    files.decode_file(model, vocab, "newstest.en", "newstest.de.decoded", settings,
                       reference_path="newstest.de")
-    files.decode_split(model, vocab, "translate_ende_numbers", "data", "test", hp)
-    files.decode_interactive(model, vocab, hp)
+    files.decode_split(model, vocab, "translate_ende_numbers", "data", "test", settings)
+    files.decode_interactive(model, vocab, settings)
 
 Outputs are written under a temporary name and renamed when complete.
 """
@@ -12,8 +13,8 @@ import sys
 import time
 
 from t2t_keras import fileio
-from t2t_keras.decoding.decoder import (decode_hparams, encode_sources, make_search_fn,
-                                        translate_lines)
+from t2t_keras.decoding.decoder import encode_sources, make_search_fn, translate_lines
+from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
 
 
@@ -38,23 +39,25 @@ def read_lines(path):
   return read_lines(path)
 
 
-def translate_and_score(model, vocab, sources, hparams, references=None, output_path=None,
+def translate_and_score(model, vocab, sources, settings, references=None, output_path=None,
                         attention_plot_dir=None, progress=True, log=print, postprocess=None,
                         search_fn=None):
-  """Translates text lines; writes/scores/plots as asked. Returns a summary dict.
+  """Translates text lines with `settings` (a `DecodeSettings`); writes/scores/plots as
+  its output and evaluation groups ask. Returns a summary dict.
 
   The dict holds "translations" (best per line), "nbest", "seconds",
   "sentences_per_second", "output_path" and, with references, "bleu" (a
   `metrics.bleu.bleu_report`). `postprocess(source, output) -> text` (a
   problem's, e.g. parsing's tree building) is applied to every hypothesis;
   `search_fn` (`decoder.make_search_fn`'s, e.g. with the problem's constraint)
-  defaults to one built from hparams.
+  defaults to one built from settings.search.
   """
-  if hparams.num_samples >= 0:
-    sources = sources[:hparams.num_samples]
-    references = references[:hparams.num_samples] if references is not None else None
+  output = settings.output
+  if output.num_samples >= 0:
+    sources = sources[:output.num_samples]
+    references = references[:output.num_samples] if references is not None else None
   start = time.time()
-  nbest = translate_lines(model, vocab, sources, hparams, search_fn, progress=progress)
+  nbest = translate_lines(model, vocab, sources, settings, search_fn, progress=progress)
   seconds = time.time() - start
   if postprocess is not None:
     nbest = [[h._replace(text=postprocess(src, h.text)) for h in hyps]
@@ -64,27 +67,28 @@ def translate_and_score(model, vocab, sources, hparams, references=None, output_
              "sentences_per_second": len(sources) / max(seconds, 1e-9),
              "output_path": output_path, "bleu": None}
   log(f"decoded {len(sources)} sentences in {seconds:.1f} s "
-      f"({summary['sentences_per_second']:.1f} sentences/s, beam {hparams.beam_size}, "
-      f"alpha {hparams.alpha})")
+      f"({summary['sentences_per_second']:.1f} sentences/s, "
+      f"beam {settings.search.beam_size}, alpha {settings.search.alpha})")
   if output_path:
-    write_lines(output_path, [_format(h, hparams.return_beams) for h in nbest])
+    write_lines(output_path, [_format(h, output.return_beams) for h in nbest])
     log(f"wrote {output_path}")
-  if hparams.return_alignment:
+  if output.return_alignment:
     from t2t_keras.decoding import alignment  # pylint: disable=import-outside-toplevel
     summary["alignments"] = alignment.alignments(
         model, vocab, encode_sources(vocab, sources), [h[0].ids for h in nbest],
-        hparams.alignment_layer)
+        output.alignment_layer)
     if output_path:
       write_lines(output_path + ".align", summary["alignments"])
       log(f"wrote {output_path}.align (Pharaoh word alignments, decoder layer "
-          f"{hparams.alignment_layer})")
+          f"{output.alignment_layer})")
   if references is not None:
     from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
-    summary["bleu"] = bleu.bleu_report(translations, references, lang=hparams.bleu_lang)
+    summary["bleu"] = bleu.bleu_report(translations, references,
+                                       lang=settings.evaluation.bleu_lang)
     log(bleu.format_report(summary["bleu"]))
   if attention_plot_dir:
     from t2t_keras.decoding import attention  # pylint: disable=import-outside-toplevel
-    limit = hparams.max_attention_plots or len(sources)
+    limit = output.max_attention_plots or len(sources)
     paths = attention.plot_translations(
         model, vocab, encode_sources(vocab, sources[:limit]),
         [h[0].ids for h in nbest[:limit]], attention_plot_dir)
@@ -92,22 +96,24 @@ def translate_and_score(model, vocab, sources, hparams, references=None, output_
   return summary
 
 
-def decode_file(model, vocab, input_path, output_path=None, hparams=None, reference_path=None,
+def decode_file(model, vocab, input_path, output_path=None, settings=None, reference_path=None,
                 attention_plot_dir=None, progress=True, log=print, postprocess=None,
                 search_fn=None):
   """Translates a text file line by line (see `translate_and_score`).
 
-  output_path defaults to "<input_path>.beam<k>.alpha<a>.decodes".
+  settings: a `DecodeSettings` (default `parse_decode_hparams()`'s); output_path defaults
+  to "<input_path>.beam<k>.alpha<a>.decodes".
   """
-  hparams = hparams or decode_hparams()
+  settings = settings or parse_decode_hparams()
   if output_path is None:
-    output_path = f"{input_path}.beam{hparams.beam_size}.alpha{hparams.alpha}.decodes"
+    output_path = (f"{input_path}.beam{settings.search.beam_size}.alpha{settings.search.alpha}"
+                   ".decodes")
   references = read_lines(reference_path) if reference_path else None
   sources = read_lines(input_path)
   if references is not None and len(references) != len(sources):
     raise InputError(f"{input_path} has {len(sources)} lines but {reference_path} has "
                      f"{len(references)}")
-  return translate_and_score(model, vocab, sources, hparams, references, output_path,
+  return translate_and_score(model, vocab, sources, settings, references, output_path,
                              attention_plot_dir, progress, log, postprocess, search_fn)
 
 
@@ -145,27 +151,28 @@ def record_pairs(problem, data_dir, split, vocab):
   return sources, references
 
 
-def decode_split(model, vocab, problem, data_dir=None, split="test", hparams=None,
+def decode_split(model, vocab, problem, data_dir=None, split="test", settings=None,
                  tmp_dir=None, output_path=None, attention_plot_dir=None, progress=True,
                  log=print, search_fn=None):
-  """Translates a problem's split and prints BLEU against its references (a summary dict)."""
-  hparams = hparams or decode_hparams()
+  """Translates a problem's split and prints BLEU against its references (a summary dict;
+  settings as `decode_file`'s)."""
+  settings = settings or parse_decode_hparams()
   sources, references = split_pairs(problem, data_dir, split, tmp_dir, vocab)
-  return translate_and_score(model, vocab, sources, hparams, references, output_path,
+  return translate_and_score(model, vocab, sources, settings, references, output_path,
                              attention_plot_dir, progress, log, search_fn=search_fn)
 
 
-def decode_interactive(model, vocab, hparams, stream=None, log=print, search_fn=None):
+def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn=None):
   """Reads lines from `stream` (stdin) and prints their n-best translations until EOF
-  (`search_fn` as in `translate_and_score`)."""
+  (settings: a `DecodeSettings`; `search_fn` as in `translate_and_score`)."""
   stream = stream or sys.stdin
-  hparams = hparams.replace(batch_size=1)
-  search_fn = search_fn or make_search_fn(model, hparams)
+  settings = settings.replace(batch_size=1)
+  search_fn = search_fn or make_search_fn(model, settings.search)
   for line in stream:
     line = line.strip()
     if not line:
       continue
-    for k, hyp in enumerate(translate_lines(model, vocab, [line], hparams, search_fn)[0]):
+    for k, hyp in enumerate(translate_lines(model, vocab, [line], settings, search_fn)[0]):
       log(f"{k}\t{hyp.score:.4f}\t{hyp.text}")
-      if not hparams.return_beams:
+      if not settings.output.return_beams:
         break

@@ -1,7 +1,7 @@
-"""The search a decoding hparams set asks for: beam search, greedy search for beam size 1,
+"""The search decode settings ask for: beam search, greedy search for beam size 1,
 or sampling (sampling_method=random: beam_size independent samples per sentence).
 
-    search_fn = search.from_hparams(model, decoder.decode_hparams("beam_size=4"))
+    search_fn = search.from_settings(model, parse_decode_hparams("beam_size=4").search)
     ids, scores = search_fn(inputs)   # int32 [batch, src_len] ->
     # ids int32 [batch, beam, max_len] (best first, 0 after EOS), scores float32 [batch, beam]
 
@@ -90,19 +90,22 @@ def search(model, inputs, **kwargs):
   return ids, scores
 
 
-def sampling_from_hparams(hparams):
-  """A `Sampling` for sampling_method=random, None for argmax (beam or greedy search)."""
-  if hparams.get("sampling_method", "argmax") != "random":
+def sampling_from_settings(search_settings):
+  """A `Sampling` of a `DecodeSettings.search` with sampling_method=random, None for
+  argmax (beam or greedy search)."""
+  if search_settings.sampling_method != "random":
     return None
-  return Sampling(float(hparams.sampling_temp), int(max(hparams.sampling_keep_top_k, 0)),
-                  float(hparams.sampling_keep_top_p), int(hparams.sampling_seed))
+  return Sampling(float(search_settings.sampling_temp),
+                  int(max(search_settings.sampling_keep_top_k, 0)),
+                  float(search_settings.sampling_keep_top_p), int(search_settings.sampling_seed))
 
 
-def from_hparams(model, hparams, constraint=None):
-  """The search decoding `hparams` ask for (beam_size, alpha, extra_length,
+def from_settings(model, search_settings, constraint=None):
+  """The search a `DecodeSettings.search` asks for (beam_size, alpha, extra_length,
   max_decode_length, stop_early, sampling_*), as a function of int32 [batch, src_len] ids."""
-  return functools.partial(search, model, beam_size=hparams.beam_size, alpha=hparams.alpha,
-                           extra_length=hparams.extra_length,
-                           max_decode_length=hparams.max_decode_length or None,
-                           stop_early=hparams.stop_early, constraint=constraint,
-                           sampling=sampling_from_hparams(hparams))
+  s = search_settings
+  return functools.partial(search, model, beam_size=s.beam_size, alpha=s.alpha,
+                           extra_length=s.extra_length,
+                           max_decode_length=s.max_decode_length or None,
+                           stop_early=s.stop_early, constraint=constraint,
+                           sampling=sampling_from_settings(s))

@@ -2,7 +2,7 @@
 constraint, the input limit and the search.
 
     spec = DecodingSpec.for_run(info["problem"], "beam_size=4,alpha=0.6", train_hparams)
-    spec.hparams                    # decode HParams: problem defaults, then the overrides
+    spec.settings                   # DecodeSettings: problem defaults, then the overrides
     spec.input_limit                # ids an input keeps, EOS included
     spec.search_fn(model, vocab)    # the compiled search, constraint included
     spec.hooks.postprocess(source, output)
@@ -15,8 +15,8 @@ import dataclasses
 
 from t2t_keras.data import problem as problem_lib
 from t2t_keras.decoding import decoder
+from t2t_keras.decoding.settings import DecodeSettings, parse_decode_hparams
 from t2t_keras.errors import InputError
-from t2t_keras.hparam import HParams
 
 
 def input_limit(train_hparams, max_input_length=None):
@@ -36,24 +36,24 @@ def input_limit(train_hparams, max_input_length=None):
 class DecodingSpec:
   """The decoding of a run of `problem` (a registry name, or None).
 
-  hparams: the decode HParams (`decoder.decode_hparams`); defaults: the problem's
-  `decode_defaults` they start from; input_limit: see `input_limit` (None where the
-  caller has no training hparams).
+  settings: the `DecodeSettings` (`settings.parse_decode_hparams`); defaults: the
+  problem's `decode_defaults` they start from; input_limit: see `input_limit` (None where
+  the caller has no training hparams).
   """
   problem: object
-  hparams: HParams
+  settings: DecodeSettings
   defaults: str = ""
   input_limit: object = None
 
   @classmethod
   def for_run(cls, problem, overrides="", train_hparams=None, max_input_length=None):
-    """overrides: "beam_size=4,..." applied over the problem's defaults, or decode HParams
-    taken as they are. train_hparams: the run's, for the input limit."""
+    """overrides: "beam_size=4,..." applied over the problem's defaults, or a
+    `DecodeSettings` taken as it is. train_hparams: the run's, for the input limit."""
     defaults = problem_lib.hooks(problem).decode_defaults
-    hp = (overrides if isinstance(overrides, HParams)
-          else decoder.decode_hparams(overrides, defaults))
+    settings = (overrides if isinstance(overrides, DecodeSettings)
+                else parse_decode_hparams(overrides, defaults))
     limit = None if train_hparams is None else input_limit(train_hparams, max_input_length)
-    return cls(problem, hp, defaults, limit)
+    return cls(problem, settings, defaults, limit)
 
   @property
   def hooks(self):
@@ -62,8 +62,8 @@ class DecodingSpec:
 
   def constraint(self, vocab):
     """The problem's output constraint for `vocab`, or None (none, or constrain=false)."""
-    return self.hooks.decode_constraint(vocab) if self.hparams.constrain else None
+    return self.hooks.decode_constraint(vocab) if self.settings.search.constrain else None
 
   def search_fn(self, model, vocab):
     """The compiled search (`decoder.make_search_fn`) with this spec's constraint."""
-    return decoder.make_search_fn(model, self.hparams, self.constraint(vocab))
+    return decoder.make_search_fn(model, self.settings.search, self.constraint(vocab))

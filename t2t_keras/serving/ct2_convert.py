@@ -193,11 +193,13 @@ def build_spec(model, pieces):
   return spec
 
 
-def decoding_settings(decode_hp, max_input_length, hparams, problem):
-  """The t2t_decoding.json dict: what ct2_translate needs to decode as the run does."""
-  return {"problem": problem, "beam_size": int(decode_hp.beam_size),
-          "alpha": float(decode_hp.alpha), "extra_length": int(decode_hp.extra_length),
-          "max_decode_length": int(decode_hp.max_decode_length),
+def decoding_settings(search_settings, max_input_length, hparams, problem):
+  """The t2t_decoding.json dict: what ct2_translate needs to decode as the run does
+  (search_settings: a `DecodeSettings.search`; hparams: the run's)."""
+  s = search_settings
+  return {"problem": problem, "beam_size": int(s.beam_size),
+          "alpha": float(s.alpha), "extra_length": int(s.extra_length),
+          "max_decode_length": int(s.max_decode_length),
           "max_input_length": int(max_input_length),
           "max_positions": int(hparams.max_positions)}
 
@@ -262,7 +264,7 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]
   spec = build_spec(model, pieces)
-  settings = decoding_settings(decoding.hparams, decoding.input_limit, hparams,
+  settings = decoding_settings(decoding.settings.search, decoding.input_limit, hparams,
                                info.get("problem"))
   parent = os.path.dirname(os.path.abspath(ct2_dir))
   os.makedirs(parent, exist_ok=True)

@@ -70,16 +70,17 @@ class Translator(tf.Module):
   below); they only use TensorFlow and TF Text ops.
   """
 
-  def __init__(self, model, vocab_path, decode_hparams, max_input_length, postprocess=None,
+  def __init__(self, model, vocab_path, settings, max_input_length, postprocess=None,
                constraint=None, max_positions=None):
-    """`postprocess`: see below; `constraint`: the problem's output constraint for the
+    """`settings`: a `DecodeSettings` (its search and batching are baked into the graph);
+    `postprocess`: see below; `constraint`: the problem's output constraint for the
     search (`decoding/constraints.py`), or None; `max_positions`: the most target
     positions the model has (learned positions), or None."""
     super().__init__(name="translator")
     # A problem's output post-processing in TF ops, (outputs [n], inputs [n]) -> [n]
     # (parsing: trees from linearized outputs); None: outputs as decoded.
     self.postprocess = postprocess
-    hp = decode_hparams
+    search_settings = settings.search
     # The Keras model is held outside tracking (a Keras 3 Model as a SavedModel
     # child traces a default serving function from its build shapes, which
     # fails for dict inputs); its variables are tracked here instead, so the
@@ -89,31 +90,32 @@ class Translator(tf.Module):
     self.tokenizer = vocabulary.load(vocab_path).tf_tokenizer()
     self.vocab_asset = tf.saved_model.Asset(vocab_path)
     self.info_asset = None
-    self.beam_size = int(hp.beam_size)
+    self.beam_size = int(search_settings.beam_size)
     self.max_input_length = int(max_input_length)
     self.max_positions = max_positions
-    self.batch_size = max(1, int(hp.batch_size))
-    self.length_bucket = max(1, int(hp.length_bucket))
+    self.batch_size = max(1, int(settings.batching.batch_size))
+    self.length_bucket = max(1, int(settings.batching.length_bucket))
 
-    search = search_lib.from_hparams(model, hp, constraint)
+    search = search_lib.from_settings(model, search_settings, constraint)
     signature = [tf.TensorSpec([None, None], tf.int32)]
     # The batch as concurrent searches over its slices (decoding/sharding.py),
     # their number decided where the model is exported.
     self._search = shard_search_fn(
-        tf.function(search, jit_compile=bool(hp.jit), autograph=False,
-                    input_signature=signature), hp.search_shards, signature)
-    settings = search_lib.sampling_from_hparams(hp.replace(sampling_method="random"))
+        tf.function(search, jit_compile=bool(search_settings.jit), autograph=False,
+                    input_signature=signature), search_settings.search_shards, signature)
+    sampling = search_lib.sampling_from_settings(
+        search_settings.replace(sampling_method="random"))
 
     def sample(ids, seed):
-      return search_lib.search(model, ids, beam_size=1, alpha=hp.alpha,
-                               extra_length=hp.extra_length,
-                               max_decode_length=hp.max_decode_length or None,
+      return search_lib.search(model, ids, beam_size=1, alpha=search_settings.alpha,
+                               extra_length=search_settings.extra_length,
+                               max_decode_length=search_settings.max_decode_length or None,
                                constraint=constraint,
-                               sampling=settings._replace(seed=seed))
+                               sampling=sampling._replace(seed=seed))
 
     # One search over the whole batch (the seed is a second input, which sharding lacks).
     self._sample_search = tf.function(
-        sample, jit_compile=bool(hp.jit), autograph=False,
+        sample, jit_compile=bool(search_settings.jit), autograph=False,
         input_signature=signature + [tf.TensorSpec([], tf.int32)])
 
   # --- pieces of the graph -------------------------------------------------
@@ -284,9 +286,10 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     export_dir: parent of the versioned directories (default output_dir/export).
     checkpoint_path: a checkpoint prefix (e.g. t2t-avg-all's), one per run for an
       ensemble (comma-separated); default the latest.
-    decode_hparams: `decoder.decode_hparams` overrides (string) or HParams:
-      beam_size, alpha, extra_length, max_decode_length, stop_early, jit,
-      batch_size (rows per beam search), length_bucket.
+    decode_hparams: t2t's --decode_hparams overrides (string, `settings.parse_decode_hparams`)
+      or a `DecodeSettings`: its search (beam_size, alpha, extra_length, max_decode_length,
+      stop_early, jit, search_shards, sampling_*) and batching (batch_size: rows per beam
+      search, length_bucket).
     max_input_length: inputs are truncated to this many ids, EOS included
       (default: the training hparams' max_length; longer pairs never trained).
     version: the version directory's number (default: the checkpoint's step,
@@ -303,7 +306,7 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   decoding = DecodingSpec.for_run(info.get("problem"), decode_hparams, hparams,
                                   max_input_length)
-  hp, max_input_length = decoding.hparams, decoding.input_limit
+  settings, max_input_length = decoding.settings, decoding.input_limit
   export_dir = export_dir or os.path.join(output_dir, "export")
   version, final = _version_dir(export_dir, version, None if ensemble else ckpt, overwrite)
   # Saved beside the target where that is a local disk (then renamed into place at once),
@@ -315,9 +318,9 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
                    "version": int(version),
                    "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
                    "max_input_length": int(max_input_length),
-                   "decode_hparams": hp.values(), "hparams": hparams.values(),
+                   "decode_hparams": settings.values(), "hparams": hparams.values(),
                    "signatures": SIGNATURES}
-    translator = Translator(model, info["vocab_path"], hp, max_input_length,
+    translator = Translator(model, info["vocab_path"], settings, max_input_length,
                             postprocess=decoding.hooks.serving_postprocess(),
                             constraint=decoding.constraint(vocab),
                             max_positions=(hparams.max_positions

@@ -127,15 +127,16 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
       raise InputError(f"no checkpoint at or before step {max_step} in {model_dir!r}")
   start = time.time()
   scorer = _Scorer.load(model_dir, paths[-1], sources, references)
-  hp, decode_overrides, grid = scorer.decodings(decode_overrides, decode_grid)
+  settings, decode_overrides, grid = scorer.decodings(decode_overrides, decode_grid)
   best, candidates, chosen, signature = _choose_window(
-      scorer, hp, paths, windows, ends, output_dir, dev_name, log)
+      scorer, settings, paths, windows, ends, output_dir, dev_name, log)
   runs.copy_run_info(model_dir, output_dir)
   dev_score = scorer.dev_score
   result = {
       "model_dir": fileio.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
       "rule": (f"highest {dev_score.name} on {dev_name} ({len(sources)} sentences, "
-               f"beam {hp.beam_size}, alpha {hp.alpha}); ties: {dev_score.second_name}, "
+               f"beam {settings.search.beam_size}, alpha {settings.search.alpha}); ties: "
+               f"{dev_score.second_name}, "
                "then the wider window, then the later end"),
       "metric": dev_score.name, "key": dev_score.key, "second_metric": dev_score.second_name,
       "second_key": dev_score.second_key,
@@ -174,51 +175,51 @@ class _Scorer:
         prefix).expect_partial().assert_existing_objects_matched()
 
   def decodings(self, decode_overrides, decode_grid):
-    """(the window stage's decoding HParams, its overrides string, [(overrides, HParams)]
-    of every distinct grid entry over it). As t2t-decoder: the problem's decode
-    defaults (parsing: input + 300), then the overrides. A bad entry fails here,
+    """(the window stage's DecodeSettings, its overrides string, [(overrides,
+    DecodeSettings)] of every distinct grid entry over it). As t2t-decoder: the problem's
+    decode defaults (parsing: input + 300), then the overrides. A bad entry fails here,
     before anything is decoded or written."""
     from t2t_keras.decoding.spec import DecodingSpec  # pylint: disable=import-outside-toplevel
-    hp = DecodingSpec.for_run(self.problem, decode_overrides).hparams
+    settings = DecodingSpec.for_run(self.problem, decode_overrides).settings
     decode_overrides = merge_overrides(decode_overrides, "")
-    grid, seen = [], {hp}
+    grid, seen = [], {settings}
     for extra in decode_grid:
       overrides = merge_overrides(decode_overrides, extra)
-      grid_hp = DecodingSpec.for_run(self.problem, overrides).hparams
-      if grid_hp not in seen:
-        seen.add(grid_hp)
-        grid.append((overrides, grid_hp))
-    return hp, decode_overrides, grid
+      grid_settings = DecodingSpec.for_run(self.problem, overrides).settings
+      if grid_settings not in seen:
+        seen.add(grid_settings)
+        grid.append((overrides, grid_settings))
+    return settings, decode_overrides, grid
 
-  def search_fn(self, decode_hp):
+  def search_fn(self, settings):
     from t2t_keras.decoding.spec import DecodingSpec  # pylint: disable=import-outside-toplevel
-    return DecodingSpec.for_run(self.problem, decode_hp).search_fn(self.model, self.vocab)
+    return DecodingSpec.for_run(self.problem, settings).search_fn(self.model, self.vocab)
 
-  def score(self, decode_hp, search_fn):
+  def score(self, settings, search_fn):
     """(the dev score dict, the rounded figures a candidate records) of the model now."""
     from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
     t0 = time.time()
-    outputs = decoder.decode_lines(self.model, self.vocab, self.sources, decode_hp, search_fn)
+    outputs = decoder.decode_lines(self.model, self.vocab, self.sources, settings, search_fn)
     score = self.dev_score.score(self.sources, outputs, self.references)
     return score, {self.dev_score.key: round(score[self.dev_score.key], 2),
                    self.dev_score.second_key: round(score[self.dev_score.second_key], 2),
                    "decode_seconds": round(time.time() - t0, 1)}
 
 
-def _choose_window(scorer, hp, paths, windows, ends, output_dir, dev_name, log):
+def _choose_window(scorer, settings, paths, windows, ends, output_dir, dev_name, log):
   """Scores every candidate average and moves the best to output_dir/ckpt-<last step>.
 
   Returns (the best candidate dict, all candidate dicts, the chosen checkpoint's
   prefix, the score's signature)."""
   dev_score = scorer.dev_score
-  search_fn = scorer.search_fn(hp)
+  search_fn = scorer.search_fn(settings)
   work = os.path.join(output_dir, _CANDIDATE_DIR)
   candidates, best, best_prefix = [], None, None
   for k, (n, window) in enumerate(candidate_windows(paths, windows, ends)):
     prefix = os.path.join(work, f"cand-{k}")
     averaging.average_checkpoint_files(window, prefix)
     scorer.restore(prefix)
-    score, scores = scorer.score(hp, search_fn)
+    score, scores = scorer.score(settings, search_fn)
     cand = {"n": n, "first_step": averaging.step_of(window[0]),
             "last_step": averaging.step_of(window[-1]), **scores}
     candidates.append(cand)
@@ -250,8 +251,8 @@ def _choose_decoding(scorer, result, grid, best, chosen, dev_name, log):
   best_decoding = {"decode_hparams": result["decode_hparams"], **{k: best[k] for k in key},
                    "decode_seconds": best["decode_seconds"]}
   result["decodings"].append(best_decoding)
-  for overrides, grid_hp in grid:
-    _, scores = scorer.score(grid_hp, scorer.search_fn(grid_hp))
+  for overrides, grid_settings in grid:
+    _, scores = scorer.score(grid_settings, scorer.search_fn(grid_settings))
     decoding = {"decode_hparams": overrides, **scores}
     result["decodings"].append(decoding)
     log(f"  decoding {overrides}: {dev_name} {dev_score.name} {decoding[dev_score.key]:.2f}, "
