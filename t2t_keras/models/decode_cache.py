@@ -1,7 +1,7 @@
 """The decoder's incremental-decoding cache: its layout and each step's self-attention mask.
 
-    cache = init(decoder_layers, memory, max_decode_length, beam_size=4)
-    self_mask, new_cache, beams = step(cache, index)
+    cache = init_cache(decoder_layers, memory, max_decode_length, beam_size=4)
+    self_mask, new_cache, beams = step_mask(cache, index)
 
 The cache is {"layer_i": {"self": {"k", "v"}, "memory": {"k", "v"}}} (`DecoderLayer.
 init_cache`). Without a beam size there is one decoder row per memory row and step i
@@ -16,7 +16,7 @@ import tensorflow as tf
 from t2t_keras.layers import beam_history_mask, cache_step_mask
 
 
-def init(decoder_layers, memory, max_decode_length, beam_size=None):
+def init_cache(decoder_layers, memory, max_decode_length, beam_size=None):
   """The cache of `decoder_layers` for `max_decode_length` steps over `memory` [batch,
   src_len, d]; with `beam_size`, for batch * beam_size decoder rows (each sentence's beams
   adjacent) over the untiled memory, beam-folded, with the ancestry."""
@@ -33,7 +33,7 @@ def beams(cache):
   return cache["layer_0"]["self"]["k"].shape[2] if "ancestry" in cache else None
 
 
-def step(cache, index, self_mask=None):
+def step_mask(cache, index, self_mask=None):
   """(the self-attention mask of step `index`, the new cache's non-layer entries (a dict:
   the ancestry with this step's slots, when beam-folded), the beam size or None).
 

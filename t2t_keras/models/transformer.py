@@ -30,7 +30,7 @@ from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, LayerNorm, Po
                               SharedEmbedding, TargetSpaceEmbedding, causal_mask, packed_masks,
                               padding_mask)
 from t2t_keras.layers.residual_chain import run_chained
-from t2t_keras.models import decode_cache
+from t2t_keras.models.decode_cache import init_cache, step_mask
 
 
 def shift_right(targets, positions=None):
@@ -172,8 +172,8 @@ class Transformer(keras.Model):
 
   def init_cache(self, memory, max_decode_length, beam_size=None):
     """Per-layer decoding cache for `max_decode_length` steps over `memory` [batch,
-    src_len, d] (`decode_cache.init`: the layout, plain or beam-folded)."""
-    return decode_cache.init(self.decoder_layers, memory, max_decode_length, beam_size)
+    src_len, d] (`decode_cache.init_cache`: the layout, plain or beam-folded)."""
+    return init_cache(self.decoder_layers, memory, max_decode_length, beam_size)
 
   def decode(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
              training=False, return_attention=False, self_mask=None, positions=None):
@@ -216,7 +216,7 @@ class Transformer(keras.Model):
       return tf.cast(x, self.compute_dtype), None, [out["attention"] for _, out in runs]
     new_cache, beams = None, None
     if cache is not None:
-      self_mask, new_cache, beams = decode_cache.step(cache, cache_index, self_mask)
+      self_mask, new_cache, beams = step_mask(cache, cache_index, self_mask)
     x = self._stream(self.decoder_dropout(x, training=training))
     attention = []
     for i, layer in enumerate(self.decoder_layers):
