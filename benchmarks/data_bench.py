@@ -37,8 +37,9 @@ def bench_datagen(name, data_dir, **kwargs):
 def bench_pipeline(name, data_dir, hparams_name, batches, mode):
   problem = registry.problem(name)
   hp = registry.hparams(hparams_name)
-  ds = pipeline.make_dataset(problem, data_dir, "train", hp, shuffle=True, seed=1,
-                             repeat=True, bucket_mode=mode)
+  ds = pipeline.make_dataset(problem, data_dir, "train", hp,
+                             pipeline.InputSettings(shuffle=True, seed=1, repeat=True,
+                                                    bucket_mode=mode))
   it = iter(ds)
   next(it)  # start-up (graph building, first shuffle fill) not timed
   fractions, shapes = [], set()

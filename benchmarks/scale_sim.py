@@ -18,7 +18,7 @@
 * pipeline: `make_dataset` over the generated train split at transformer_base's
   4096-token batches per replica, bucketed ("max") and packed (256), timed in a child
   process whose CPU affinity is 1 and then 2 cores (on 2 cores with 1 and then 2
-  parallel batching streams, `make_dataset(streams=)`): target tokens/s (non-pad), per
+  parallel batching streams, `InputSettings(streams=)`): target tokens/s (non-pad), per
   core, and the ratio to the 62,500 target tokens/s the paper's 8 GPUs consumed (25,000 target
   tokens a step, 0.4 s a step).
 * feed: an accelerator host of the paper simulated: each step takes one 4096-token batch
@@ -156,8 +156,10 @@ tf.config.threading.set_intra_op_parallelism_threads(cores)
 tf.config.threading.set_inter_op_parallelism_threads(cores)
 hp = registry.hparams("transformer_base").replace(batch_size=4096, max_length=256)
 it = iter(pipeline.make_dataset(registry.problem("translate_parallel_text"), data_dir, "train",
-                                hp, shuffle=True, seed=1, repeat=True, bucket_mode="max",
-                                packed_length=packed, streams=streams))
+                                hp, pipeline.InputSettings(shuffle=True, seed=1, repeat=True,
+                                                           bucket_mode="max",
+                                                           packed_length=packed,
+                                                           streams=streams)))
 """
 
 _PIPELINE_CHILD = _CHILD_SETUP + """

@@ -115,13 +115,14 @@ def bench_trainer(data_dir, output_dir, overrides=""):
   # pylint: disable=import-outside-toplevel
   import tensorflow as tf
   from t2t_keras import registry
+  from t2t_keras.training.config import TrainerConfig
   from t2t_keras.training.trainer import Trainer
 
   hp = registry.hparams("transformer_multi30k").replace(
       layer_prepostprocess_dropout=0.1, attention_dropout=0.1,
       relu_dropout=0.1).override(overrides)
-  trainer = Trainer(registry.problem(PROBLEM), hp, data_dir, output_dir,
-                    eval_every=0, save_every=10 ** 9, save_every_minutes=1e9,
+  config = TrainerConfig(eval_every=0, save_every=10 ** 9, save_every_minutes=1e9)
+  trainer = Trainer(registry.problem(PROBLEM), hp, data_dir, output_dir, config,
                     log=lambda *a, **k: None)
   assert trainer.vocab.vocab_size == VOCAB, trainer.vocab.vocab_size
   src, tgt = fixed_batch()

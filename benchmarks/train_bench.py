@@ -156,6 +156,7 @@ def run_one(cfg):
   import tensorflow as tf
   from t2t_keras import registry
   from t2t_keras.data import pipeline
+  from t2t_keras.training.config import TrainerConfig
   from t2t_keras.training.trainer import Trainer
   sys.path.insert(0, HERE)
   from flops import train_step_flops  # pylint: disable=import-outside-toplevel
@@ -170,8 +171,9 @@ def run_one(cfg):
     hp = hp.override(cfg["hparams"])
   problem = registry.problem(cfg["problem"])
   with tempfile.TemporaryDirectory() as output_dir:
-    trainer = Trainer(problem, hp, cfg["data_dir"], output_dir, use_xla=cfg["xla"],
-                      eval_every=0, save_every=10 ** 9, save_every_minutes=1e9,
+    config = TrainerConfig(use_xla=cfg["xla"], eval_every=0, save_every=10 ** 9,
+                           save_every_minutes=1e9)
+    trainer = Trainer(problem, hp, cfg["data_dir"], output_dir, config,
                       log=lambda *a, **k: None)
     vocab_size = trainer.vocab.vocab_size
     params = trainer.model.count_params()

@@ -56,9 +56,14 @@ def load_trainer(tree, args, batches):
   from t2t_keras import registry
   from t2t_keras.training.trainer import Trainer
   hp = registry.hparams(args.hparams_set).override(args.hparams)
+  settings = dict(eval_every=0, save_every=10**9, save_every_minutes=1e9)
+  try:  # a tree with TrainerConfig (since issue 58), else one taking them as keywords
+    from t2t_keras.training.config import TrainerConfig
+    settings = {"config": TrainerConfig(**settings)}
+  except ImportError:
+    pass
   trainer = Trainer(registry.problem(args.problem), hp, args.data_dir, tempfile.mkdtemp(),
-                    eval_every=0, save_every=10**9, save_every_minutes=1e9,
-                    log=lambda *a, **k: None)
+                    log=lambda *a, **k: None, **settings)
   print(f"{tree}: {sys.modules['t2t_keras.layers'].__file__}, "
         f"{sys.modules['t2t_keras.problems'].__file__}", flush=True)
   if batches is None:

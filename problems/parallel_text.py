@@ -3,11 +3,10 @@
 Two ways to use them:
 
 1. The generic registered problem `translate_parallel_text`, pointed at files by
-   datagen flags (`--parallel_train=SRC,TGT --parallel_dev=SRC,TGT
-   --parallel_test=SRC,TGT`), constructor arguments or the environment
-   variables T2T_PARALLEL_TRAIN / _DEV / _TEST ("SRC,TGT") and
-   T2T_PARALLEL_VOCAB_SIZE. Its files in data_dir are named
-   `translate_parallel_text-*`, so use one data_dir per corpus.
+   the datagen flags `--parallel_train=SRC,TGT --parallel_dev=SRC,TGT
+   --parallel_test=SRC,TGT` (and `--vocab_size`), which are its constructor
+   arguments `train=`, `dev=`, `test=` (and `vocab_size=`). Its files in data_dir
+   are named `translate_parallel_text-*`, so use one data_dir per corpus.
 
 2. A few lines in a user directory (`--t2t_usr_dir`):
 
@@ -17,14 +16,14 @@ Two ways to use them:
        @registry.register_problem
        class TranslateEnfrMyCorpus(ParallelTextProblem):
          vocab_size = 16000
-         raw_dir_env = "MY_CORPUS_DIR"   # optional; else --raw_dir, else --tmp_dir
          files = {"train": ("train.en.gz", "train.fr.gz"),
                   "dev": ("dev.en", "dev.fr"),
                   "test": ("test.en", "test.fr")}
 
 Relative file names are looked up in the raw directory: the `raw_dir`
-argument (datagen `--raw_dir`), else the environment variable `raw_dir_env`,
-else tmp_dir.
+argument (datagen `--raw_dir`), else tmp_dir. The library reads no environment
+variable; `raw_dir_env` only names the deprecated one the binaries still read
+for --raw_dir (`bin/problem_flags.py`).
 
 Bad input fails loudly before anything is marked finished: a missing file
 names its path; line counts that differ name both files and both counts;
@@ -90,7 +89,8 @@ class ParallelTextProblem(Text2TextProblem):
   """Base of problems made of aligned source/target text files.
 
   Subclasses set `files = {split: (source, target)}` (paths absolute or
-  relative to the raw directory), `vocab_size`, and optionally `raw_dir_env`.
+  relative to the raw directory) and `vocab_size`. `raw_dir_env`: deprecated, the
+  environment variable the binaries read where --raw_dir is not given.
   """
 
   files = None
@@ -103,11 +103,8 @@ class ParallelTextProblem(Text2TextProblem):
       self.files = dict(files)
 
   def resolve_raw_dir(self, tmp_dir):
-    if self.raw_dir:
-      return self.raw_dir
-    if self.raw_dir_env and os.environ.get(self.raw_dir_env):
-      return os.environ[self.raw_dir_env]
-    return tmp_dir
+    """The raw directory: the `raw_dir` argument (--raw_dir), else tmp_dir (or None)."""
+    return self.raw_dir or tmp_dir
 
   def split_files(self, split, tmp_dir):
     """(source path, target path) of `split`."""
@@ -121,9 +118,8 @@ class ParallelTextProblem(Text2TextProblem):
       p = os.path.expanduser(p)
       if not (fileio.is_remote(p) or os.path.isabs(p)):
         if not raw_dir:
-          where = (f"--raw_dir, ${self.raw_dir_env} or --tmp_dir" if self.raw_dir_env
-                   else "--raw_dir or --tmp_dir")
-          raise InputError(f"{self.data_name}: relative file {p!r} needs a directory: set {where}")
+          raise InputError(f"{self.data_name}: relative file {p!r} needs a directory: set "
+                           "--raw_dir or --tmp_dir")
         p = os.path.join(raw_dir, p)
       paths.append(p)
     return tuple(paths)
@@ -159,38 +155,24 @@ class ParallelTextProblem(Text2TextProblem):
       yield {"inputs": src, "targets": tgt}
 
 
-def _env_pair(name):
-  value = os.environ.get(name)
-  if not value:
-    return None
-  parts = [p.strip() for p in value.split(",")]
-  if len(parts) != 2 or not all(parts):
-    raise InputError(f"${name} must be 'SOURCE,TARGET', got {value!r}")
-  return tuple(parts)
+def _file_pair(split, pair):
+  """(source, target) of "SRC,TGT" or a 2-sequence; InputError naming --parallel_<split>."""
+  if isinstance(pair, str):
+    pair = tuple(p.strip() for p in pair.split(","))
+  if len(pair) != 2 or not all(pair):
+    raise InputError(f"--parallel_{split}: {split} files must be SOURCE,TARGET, got {pair!r}")
+  return tuple(pair)
 
 
 @registry.register_problem
 class TranslateParallelText(ParallelTextProblem):
-  """Any aligned corpus named by flags/arguments/environment (see the module doc)."""
+  """Any aligned corpus named by flags or constructor arguments (see the module doc)."""
 
-  ENV = {"train": "T2T_PARALLEL_TRAIN", "dev": "T2T_PARALLEL_DEV", "test": "T2T_PARALLEL_TEST"}
-
-  def __init__(self, was_reversed=False, *, train=None, dev=None, test=None,
-               vocab_size=None, **kwargs):
-    if vocab_size is None and os.environ.get("T2T_PARALLEL_VOCAB_SIZE"):
-      vocab_size = int(os.environ["T2T_PARALLEL_VOCAB_SIZE"])
-    super().__init__(was_reversed, vocab_size=vocab_size, **kwargs)
+  def __init__(self, was_reversed=False, *, train=None, dev=None, test=None, **kwargs):
+    """`train`, `dev`, `test`: "SRC,TGT" or (source, target) paths of each split."""
+    super().__init__(was_reversed, **kwargs)
     given = {"train": train, "dev": dev, "test": test}
-    files = {}
-    for split in SPLITS:
-      pair = given[split] or _env_pair(self.ENV[split])
-      if pair is not None:
-        if isinstance(pair, str):
-          pair = tuple(p.strip() for p in pair.split(","))
-        if len(pair) != 2:
-          raise InputError(f"{split} files must be (source, target), got {pair!r}")
-        files[split] = tuple(pair)
-    self.files = files
+    self.files = {split: _file_pair(split, given[split]) for split in SPLITS if given[split]}
 
   def resolve_raw_dir(self, tmp_dir):
     # Files named on the command line: relative to --raw_dir if given, else to
@@ -201,5 +183,5 @@ class TranslateParallelText(ParallelTextProblem):
     if split not in self.files:
       raise InputError(
           f"translate_parallel_text: no {split} files; pass --parallel_{split}=SRC,TGT "
-          f"(or set ${self.ENV[split]})")
+          f"(t2t-datagen, t2t-trainer --generate_data) or {split}= to the problem")
     return super().split_files(split, tmp_dir)

@@ -7,8 +7,8 @@ part-of-speech tag normalized to XX (`t2t_keras.data.trees`):
     Pierre Vinken , 61 years old , will join ...
     (S (NP (NP XX XX )NP XX (ADJP (NP XX XX )NP XX )ADJP XX )NP (VP XX (VP XX ...
 
-The trees are read from `--raw_dir` (else $T2T_PTB_DIR, else --tmp_dir; recipes/ptb_parsing.sh
-passes the sample's directory), in either layout:
+The trees are read from `--raw_dir` (else --tmp_dir; recipes/ptb_parsing.sh passes the
+sample's directory), in either layout:
   * the full LDC WSJ treebank, `parsed/mrg/wsj/SS/wsj_SSNN.mrg`: the standard
     splits, train sections 02-21, dev 22, test 23;
   * a flat directory of `wsj_NNNN.mrg` files, as the 3,669-tree sample
@@ -47,7 +47,7 @@ class ParsingEnglishPtb8k(Text2TextProblem):
   """Penn Treebank WSJ constituency parsing; one 8k-piece vocabulary for words and trees."""
 
   vocab_size = 8000
-  raw_dir_env = "T2T_PTB_DIR"
+  raw_dir_env = "T2T_PTB_DIR"  # deprecated: read by the binaries only, where --raw_dir is not given
   # The paper's decoding for parsing: output length input + 300, beam 21, alpha 0.3
   # (t2t-decoder and t2t-exporter apply them before --decode_hparams).
   decode_defaults = "extra_length=300,beam_size=21,alpha=0.3"
@@ -59,11 +59,11 @@ class ParsingEnglishPtb8k(Text2TextProblem):
     self.raw_dir = raw_dir
 
   def resolve_raw_dir(self, tmp_dir=None):
-    """--raw_dir, else $T2T_PTB_DIR, else tmp_dir; InputError when none is given."""
-    root = self.raw_dir or os.environ.get(self.raw_dir_env) or tmp_dir
+    """--raw_dir (the `raw_dir` argument), else tmp_dir; InputError when neither is given."""
+    root = self.raw_dir or tmp_dir
     if not root:
       raise InputError(f"{self.data_name} reads the Penn Treebank's .mrg files: set --raw_dir "
-                       f"(or ${self.raw_dir_env}) to the treebank or the sample's directory")
+                       "to the treebank or the sample's directory")
     return root
 
   def split_files(self, split, tmp_dir=None):
@@ -92,7 +92,7 @@ class ParsingEnglishPtb8k(Text2TextProblem):
       raise FileNotFoundError(
           f"{self.data_name}: no .mrg files for {', '.join(empty)} in {root}: expected "
           "parsed/mrg/wsj/SS/wsj_SSNN.mrg (LDC) or wsj_NNNN.mrg files (the sample); set "
-          f"--raw_dir or ${self.raw_dir_env}")
+          "--raw_dir")
 
   def eval_files(self, data_dir, split):
     """(sentences file, gold trees file) of an evaluation split, as datagen writes them."""

@@ -2,7 +2,7 @@
 
 Train is OpenNMT's 10k-pair WMT En-De training sample, dev is newstest2013 and
 test is the full newstest2014 (3,003 lines), the paper's test set. The files
-are looked up in --raw_dir, else $T2T_WMT14_DIR, else tmp_dir:
+are looked up in --raw_dir, else tmp_dir:
 
     train_sample_opennmt_10k_tok/train.tok.{en,de}.gz   Moses-tokenized, XML-escaped
     newstest2013.{en,de}.gz, newstest2014-deen.{en,de}.gz   raw text
@@ -43,7 +43,7 @@ class TranslateEndeWmt14Sample(ParallelTextProblem):
   """WMT En->De smoke scale: 10k Moses-tokenized train pairs (detokenized), newstest2013/2014."""
 
   vocab_size = 8000
-  raw_dir_env = "T2T_WMT14_DIR"
+  raw_dir_env = "T2T_WMT14_DIR"  # deprecated: read by the binaries only (problem_flags)
   tokenized_splits = ("train",)
   files = {
       "train": ("train_sample_opennmt_10k_tok/train.tok.en.gz",

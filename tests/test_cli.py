@@ -367,8 +367,9 @@ def test_each_binary_runs_with_its_own_flag_defaults(monkeypatch):
 
 # Each binary's --help lists these of its own flags (absl's key flags of sys.argv[0]).
 HELP_FLAGS = {
-    "datagen": ["problem", "data_dir", "tmp_dir"],
-    "trainer": ["problem", "hparams_set", "hparams", "seed", "train_steps", "output_dir"],
+    "datagen": ["problem", "data_dir", "tmp_dir", "raw_dir", "parallel_train", "vocab_size"],
+    "trainer": ["problem", "hparams_set", "hparams", "seed", "train_steps", "output_dir",
+                "raw_dir", "parallel_train"],
     "decoder": ["output_dir", "checkpoint_path", "decode_hparams", "decode_from_file"],
     "exporter": ["output_dir", "decode_hparams"],
     "avg_all": ["model_dir", "output_dir", "n"],

@@ -14,6 +14,7 @@ from t2t_keras import registry
 from t2t_keras.data import pipeline
 from t2t_keras.problems import numbers
 from t2t_keras.training import checkpoints, trainer as trainer_lib
+from t2t_keras.training.config import TrainerConfig
 
 HP = registry.hparams("transformer_tiny").replace(batch_size=512, max_length=20)
 
@@ -72,8 +73,10 @@ def test_batches_come_in_runs_of_one_shape_from_workers_seeded_apart(problem, da
            .as_numpy_iterator()}
 
   def take(n):
-    ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=1,
-                               repeat=True, input_context=ctx, data_service=dispatcher)
+    ds = pipeline.make_dataset(problem, data_dir, "train", HP,
+                               pipeline.InputSettings(shuffle=True, seed=1, repeat=True,
+                                                      data_service=dispatcher),
+                               input_context=ctx)
     return [b for b, _ in zip(ds, range(n))]
 
   batches = take(12)
@@ -85,8 +88,9 @@ def test_batches_come_in_runs_of_one_shape_from_workers_seeded_apart(problem, da
     assert {tuple(t[t != 0].tolist()) for t in b["targets"].numpy()} <= pairs
   assert take(1)[0]["targets"].numpy().tolist() != take(1)[0]["targets"].numpy().tolist()
   with pytest.raises(ValueError, match="repeated .training. streams only"):
-    pipeline.make_dataset(problem, data_dir, "dev", HP, shuffle=False, seed=0, repeat=False,
-                          data_service=dispatcher)
+    pipeline.make_dataset(problem, data_dir, "dev", HP,
+                          pipeline.InputSettings(shuffle=False, seed=0, repeat=False,
+                                                 data_service=dispatcher))
 
 
 def test_trainer_through_the_service_saves_no_input_position_and_resumes(problem, data_dir,
@@ -95,10 +99,10 @@ def test_trainer_through_the_service_saves_no_input_position_and_resumes(problem
   pipeline NO_INPUT_POSITION); resumed without the service the data order starts from
   --seed with a warning, resumed through it the stream starts afresh, saying so."""
   def trainer(service_address, lines):
+    config = TrainerConfig(use_xla=False, eval_every=0, eval_bleu_sentences=0, save_every=2,
+                           data_service_address=service_address)
     return trainer_lib.Trainer(problem, HP.replace(train_steps=8), data_dir, str(tmp_path),
-                               use_xla=False, eval_every=0, eval_bleu_sentences=0,
-                               save_every=2, data_service_address=service_address,
-                               log=lines.append)
+                               config, log=lines.append)
 
   lines = []
   summary = trainer(dispatcher, lines).train(2)

@@ -146,14 +146,66 @@ def test_parallel_text_needs_files():
     TranslateParallelText().check_inputs(None)
 
 
-def test_parallel_text_from_environment(tmp_path, monkeypatch):
+def test_deprecated_environment_is_read_by_the_binaries_only(tmp_path, monkeypatch):
+  """T2T_PARALLEL_* and a problem's raw_dir_env stand in for missing flags in bin/ (with a
+  warning), never in the library."""
+  from absl import flags
+  from t2t_keras.bin import problem_flags
   p = _parallel(tmp_path, SRC, TGT)
   for split in ("train", "dev", "test"):
-    monkeypatch.setenv(TranslateParallelText.ENV[split], ",".join(p.files[split]))
+    monkeypatch.setenv(f"T2T_PARALLEL_{split.upper()}", ",".join(p.files[split]))
   monkeypatch.setenv("T2T_PARALLEL_VOCAB_SIZE", "77")
-  q = registry.problem("translate_parallel_text_rev")
+  monkeypatch.setenv("T2T_MULTI30K_DIR", str(tmp_path / "m30k"))
+  assert registry.problem("translate_parallel_text").files == {}
+  assert registry.problem("translate_ende_multi30k").resolve_raw_dir(None) is None
+  flags.FLAGS(["t2t-datagen", "--parallel_test=a.en,a.de"])
+  warnings = []
+  try:
+    kwargs = problem_flags.problem_kwargs("translate_parallel_text_rev", warnings.append)
+    multi30k = problem_flags.problem_kwargs("translate_ende_multi30k", warnings.append)
+  finally:
+    flags.FLAGS.unparse_flags()
+  assert kwargs == {"raw_dir": None, "vocab_size": "77", "train": ",".join(p.files["train"]),
+                    "dev": ",".join(p.files["dev"]), "test": "a.en,a.de"}
+  assert multi30k["raw_dir"] == str(tmp_path / "m30k") and multi30k["train"] is None
+  assert warnings == [f"warning: ${v} is deprecated; pass --{f} instead" for v, f in (
+      ("T2T_PARALLEL_TRAIN", "parallel_train"), ("T2T_PARALLEL_DEV", "parallel_dev"),
+      ("T2T_PARALLEL_VOCAB_SIZE", "vocab_size"), ("T2T_MULTI30K_DIR", "raw_dir"))]
+  q = datagen.make_problem("translate_parallel_text_rev",
+                           **dict(kwargs, test=",".join(p.files["test"])))
   assert q.files == p.files and q.vocab_size == 77 and q.was_reversed
   assert list(q.generate_samples("dev")) == [{"inputs": "hallo welt", "targets": "hello world"}]
+
+
+def test_trainer_generate_data_takes_the_problem_flags(tmp_path, monkeypatch):
+  """t2t-trainer --generate_data hands --parallel_* and --vocab_size to datagen and to the
+  training problem, as t2t-datagen does; its other flags make the TrainerConfig (the
+  Trainer itself is replaced here: the trainer's tests train)."""
+  from t2t_keras import bin as t2t_bin
+  from t2t_keras.bin import trainer as trainer_bin
+  from t2t_keras.training import trainer as trainer_lib
+  p = _parallel(tmp_path, SRC, TGT)
+  seen = {}
+
+  class Recorder:
+    def __init__(self, problem, hparams, data_dir, output_dir, config, **kwargs):
+      seen.update(problem=problem, config=config)
+
+    def train(self, steps):
+      return {"step": steps}
+
+  monkeypatch.setattr(trainer_lib, "Trainer", Recorder)
+  code = t2t_bin.run_in_process(trainer_bin, [
+      "t2t-trainer", "--generate_data", "--problem=translate_parallel_text",
+      f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'run'}",
+      "--vocab_size=60", "--seed=3", "--local_eval_frequency=7"]
+      + [f"--parallel_{s}={','.join(p.files[s])}" for s in ("train", "dev", "test")])
+  assert code == 0
+  assert (tmp_path / "data" / "vocab.translate_parallel_text.model").exists()
+  assert seen["problem"].files == p.files and seen["problem"].vocab_size == 60
+  config = seen["config"]
+  assert (config.seed, config.save_every, config.eval_every, config.hparams_set) == \
+      (3, 7, 7, "transformer_tiny")
 
 
 def test_usr_dir_parallel_text_problem_in_a_few_lines(tmp_path):
@@ -197,10 +249,9 @@ def test_datagen_binary_flags(tmp_path, capsys):
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(MULTI30K, "train.en.gz")),
                     reason=f"Multi30k not found at {MULTI30K}")
-def test_multi30k_datagen_from_shared_data(tmp_path, monkeypatch):
-  monkeypatch.setenv("T2T_MULTI30K_DIR", MULTI30K)
+def test_multi30k_datagen_from_shared_data(tmp_path):
   summary = datagen.generate("translate_ende_multi30k", str(tmp_path), max_pairs=1500,
-                             vocab_size=1000, log=None)
+                             vocab_size=1000, raw_dir=MULTI30K, log=None)
   assert {s: v["pairs"] for s, v in summary["splits"].items()} == {
       "train": 1500, "dev": 1014, "test": 1000}
   assert 500 < summary["vocab_size"] <= 1000
@@ -213,8 +264,8 @@ def test_multi30k_datagen_from_shared_data(tmp_path, monkeypatch):
 
 
 def test_multi30k_without_directory_says_how_to_set_it(monkeypatch):
-  monkeypatch.delenv("T2T_MULTI30K_DIR", raising=False)
-  with pytest.raises(ValueError, match="T2T_MULTI30K_DIR"):
+  monkeypatch.setenv("T2T_MULTI30K_DIR", "/elsewhere")  # deprecated: the library ignores it
+  with pytest.raises(ValueError, match="set --raw_dir or --tmp_dir"):
     registry.problem("translate_ende_multi30k").check_inputs(None)
 
 

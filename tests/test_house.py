@@ -119,7 +119,7 @@ def test_training_holds_the_loop_only():
   names = {p.stem for p in (ROOT / "training").glob("*.py")} - {"__init__"}
   assert names <= {"adam", "checkpoints", "curves", "evaluation", "loss", "loss_guard",
                    "precision", "reporting", "schedule", "signals", "step", "strategy",
-                   "trainer", "warm_start", "early_stopping"}, names
+                   "trainer", "warm_start", "early_stopping", "config"}, names
 
 
 # Renames outside fileio.atomic_open / write_atomic, each for a reason that function cannot
@@ -244,3 +244,62 @@ def test_layers_and_models_do_no_file_io():
             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
             and (ast.unparse(node.func) == "open" or "gfile" in ast.unparse(node.func))]
   assert bad == []
+
+
+# The environment below bin/: only TensorFlow's and the OS's own conventions, each for its
+# reason; everything else a user sets is a flag (bin/problem_flags.py reads the deprecated
+# T2T_PARALLEL_* and raw-dir variables in their place).
+_ENVIRONMENT_ALLOWED = {
+    "training/strategy.py": "TF_CONFIG, tf.distribute's own description of the cluster",
+    "xla_cache.py": "TF_XLA_FLAGS (XLA's own) and XDG_CACHE_HOME (the OS's cache directory), "
+                    "and T2T_XLA_CACHE: set before TensorFlow starts, in every process of a run",
+    "tf_startup.py": "sets TF_CPP_MIN_LOG_LEVEL before TensorFlow starts; T2T_VERBOSE_TF "
+                     "shows TensorFlow's start-up output",
+    "training/precision.py": "sets TF_CPP_MIN_LOG_LEVEL before its child process imports "
+                             "TensorFlow",
+    "data/shards.py": "sets TF_CPP_MIN_LOG_LEVEL in a spawned shard writer before TensorFlow",
+    "serving/translate_saved_model.py": "a stand-alone client script: sets "
+                                        "TF_CPP_MIN_LOG_LEVEL before TensorFlow",
+}
+_ENVIRONMENT_NAMES = ("environ", "environb", "getenv", "getenvb", "putenv", "unsetenv")
+
+
+def _environment_uses(path):
+  """Lines of `path` that touch the process environment (os.environ, os.getenv, ...)."""
+  tree = ast.parse(path.read_text())
+  return sorted(
+      [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+       and node.attr in _ENVIRONMENT_NAMES and ast.unparse(node.value) == "os"]
+      + [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+         and node.module == "os" and {a.name for a in node.names} & set(_ENVIRONMENT_NAMES)])
+
+
+def test_no_environment_read_below_bin():
+  """Settings come from flags: no module under t2t_keras/ (problems/ and hparams/ included)
+  outside bin/ touches the environment, but those _ENVIRONMENT_ALLOWED names, for its
+  reason; each allowed file still does (the list stays current)."""
+  bad = []
+  for path in _installed_modules():
+    rel = _rel(path)
+    if not rel.startswith("bin/") and rel not in _ENVIRONMENT_ALLOWED:
+      bad += [f"{rel}:{line}" for line in _environment_uses(path)]
+  assert bad == [], "read a flag in bin/ and pass the value down"
+  assert [f for f in _ENVIRONMENT_ALLOWED if not _environment_uses(ROOT / f)] == []
+  assert _environment_uses(ROOT / "bin" / "problem_flags.py")  # the finder sees a read
+
+
+MAX_PARAMETERS = 8
+
+
+@pytest.mark.parametrize("module, name", [("t2t_keras.training.trainer", "Trainer.__init__"),
+                                          ("t2t_keras.data.pipeline", "make_dataset")])
+def test_the_trainer_and_the_pipeline_take_settings_objects(module, name):
+  """Trainer(problem, hparams, data_dir, output_dir, TrainerConfig, ...) and make_dataset(...,
+  InputSettings, ...): a few parameters each, the settings grouped in a frozen object."""
+  import importlib  # pylint: disable=import-outside-toplevel
+  import inspect  # pylint: disable=import-outside-toplevel
+  function = importlib.import_module(module)
+  for part in name.split("."):
+    function = getattr(function, part)
+  parameters = list(inspect.signature(function).parameters)
+  assert len(parameters) <= MAX_PARAMETERS, f"{module}.{name}{tuple(parameters)}"

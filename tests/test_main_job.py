@@ -18,6 +18,7 @@ from conftest import load_benchmark
 from t2t_keras import registry
 from t2t_keras.data import datagen
 from t2t_keras.training import trainer as trainer_lib
+from t2t_keras.training.config import TrainerConfig
 
 # One full loss window (100 steps) after the 400 warmup steps. Dev token accuracy at about
 # this step: 0.9919 and 0.9961 (seeds 1, 2; Intel Xeon family 6 model 85, 2026-11-26),
@@ -103,8 +104,8 @@ def test_a_model_that_did_not_learn_fails_the_main_job_in_one_line(numbers_data,
   hp = registry.hparams("transformer_tiny").replace(
       hidden_size=32, filter_size=64, num_encoder_layers=1, num_decoder_layers=1)
   run = tmp_path / "run"
-  trainer_lib.Trainer(problem, hp, numbers_data, str(run), hparams_set="transformer_tiny",
-                      use_xla=False, eval_every=0, log=lambda *a: None).train(2)
+  config = TrainerConfig(hparams_set="transformer_tiny", use_xla=False, eval_every=0)
+  trainer_lib.Trainer(problem, hp, numbers_data, str(run), config, log=lambda *a: None).train(2)
   translations = tmp_path / "decode_test.de"
   translations.write_text("eins\n" * len(split_references), encoding="utf-8")
   proc = subprocess.run(

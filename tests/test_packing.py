@@ -159,7 +159,7 @@ def problem():
 
 def test_make_dataset_packed_static_shapes(problem, data_dir):
   ds = pipeline.make_dataset(problem, data_dir, "train", HP.replace(packed_length=32),
-                             shuffle=True, seed=1, repeat=True)
+                             pipeline.InputSettings(shuffle=True, seed=1, repeat=True))
   rows = HP.batch_size // 32
   for key in packing.FEATURES:
     assert ds.element_spec[key].shape.as_list() == [rows, 32]
@@ -167,15 +167,17 @@ def test_make_dataset_packed_static_shapes(problem, data_dir):
   for b in ds.take(3):
     assert pipeline.batch_tokens(b) == rows * 32 <= HP.batch_size
     assert pipeline.padding_fraction(b) < 0.25
-  # The keyword wins over hparams; a budget below one row still gives one row.
-  ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=False, seed=0,
-                             repeat=True, batch_size=16, max_length=16, packed_length=24)
+  # The setting wins over hparams; a budget below one row still gives one row.
+  ds = pipeline.make_dataset(problem, data_dir, "train", HP,
+                             pipeline.InputSettings(shuffle=False, seed=0, repeat=True,
+                                                    batch_size=16, max_length=16, packed_length=24))
   assert ds.element_spec["inputs"].shape.as_list() == [1, 24]
 
 
 def test_make_dataset_packed_one_epoch_sees_every_pair_once(problem, data_dir):
-  ds = pipeline.make_dataset(problem, data_dir, "dev", HP, shuffle=True, seed=1,
-                             repeat=False, packed_length=40)
+  ds = pipeline.make_dataset(problem, data_dir, "dev", HP,
+                             pipeline.InputSettings(shuffle=True, seed=1, repeat=False,
+                                                    packed_length=40))
   seen = sorted(p for b in ds.as_numpy_iterator() for i in range(len(b["inputs"]))
                 for p in _unpack({k: v[i] for k, v in b.items()}))
   expected = sorted((tuple(ex["inputs"].tolist()), tuple(ex["targets"].tolist()))
@@ -186,15 +188,18 @@ def test_make_dataset_packed_one_epoch_sees_every_pair_once(problem, data_dir):
 
 def test_make_dataset_packed_length_below_max_length(problem, data_dir):
   with pytest.raises(ValueError, match="packed_length 16 is shorter than the length limit 20"):
-    pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=False, seed=0,
-                          repeat=True, packed_length=16)
+    pipeline.make_dataset(problem, data_dir, "train", HP,
+                          pipeline.InputSettings(shuffle=False, seed=0, repeat=True,
+                                                 packed_length=16))
 
 
 def test_make_dataset_packed_two_replicas_equal_shapes(problem, data_dir, two_cpu_strategy):
   strategy = two_cpu_strategy  # one per session (conftest): strategies made in turn can abort
   dist = strategy.distribute_datasets_from_function(
-      lambda ctx: pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=2,
-                                        repeat=True, input_context=ctx, packed_length=32))
+      lambda ctx: pipeline.make_dataset(
+          problem, data_dir, "train", HP,
+          pipeline.InputSettings(shuffle=True, seed=2, repeat=True, packed_length=32),
+          input_context=ctx))
   batch = next(iter(dist))
   for key in packing.FEATURES:
     values = strategy.experimental_local_results(batch[key])
@@ -202,6 +207,7 @@ def test_make_dataset_packed_two_replicas_equal_shapes(problem, data_dir, two_cp
 
 
 def test_make_dataset_packed_checkpoint(problem, data_dir, tmp_path):
-  ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=4,
-                             repeat=True, packed_length=24)
+  ds = pipeline.make_dataset(problem, data_dir, "train", HP,
+                             pipeline.InputSettings(shuffle=True, seed=4, repeat=True,
+                                                    packed_length=24))
   _assert_restores(ds, tmp_path, skip=3, check=4)

@@ -40,8 +40,9 @@ def test_long_pairs_dropped_and_counted(problem, data_dir):
   counted = pipeline.count_long_pairs(problem, data_dir, "train", limit)
   assert counted["total"] == len(lengths) == 1500
   assert counted["dropped"] == sum(n > limit for n in lengths) > 0
-  ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=False, seed=0,
-                             repeat=False, max_length=limit)
+  ds = pipeline.make_dataset(problem, data_dir, "train", HP,
+                             pipeline.InputSettings(shuffle=False, seed=0, repeat=False,
+                                                    max_length=limit))
   kept = 0
   for b in ds:
     kept += int(tf.reduce_sum(tf.cast(b["targets"][:, 0] != 0, tf.int32)))
@@ -51,8 +52,9 @@ def test_long_pairs_dropped_and_counted(problem, data_dir):
 
 @pytest.mark.parametrize("mode,max_padding", [("pair", 0.05), ("max", 0.20)])
 def test_batches_respect_budget_dtype_and_padding(problem, data_dir, mode, max_padding):
-  ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=3, repeat=True,
-                             bucket_mode=mode)
+  ds = pipeline.make_dataset(problem, data_dir, "train", HP,
+                             pipeline.InputSettings(shuffle=True, seed=3, repeat=True,
+                                                    bucket_mode=mode))
   assert ds.element_spec["inputs"].dtype == tf.int32
   pads = total = 0
   for b in ds.take(60):
@@ -70,8 +72,9 @@ def test_batches_respect_budget_dtype_and_padding(problem, data_dir, mode, max_p
 
 
 def test_one_epoch_sees_every_pair_once(problem, data_dir):
-  ds = pipeline.make_dataset(problem, data_dir, "dev", HP, shuffle=True, seed=1,
-                             repeat=False, max_length=256)
+  ds = pipeline.make_dataset(problem, data_dir, "dev", HP,
+                             pipeline.InputSettings(shuffle=True, seed=1, repeat=False,
+                                                    max_length=256))
   seen = sorted(tuple(x[x != 0].tolist()) for b in ds.as_numpy_iterator() for x in b["targets"])
   expected = sorted(tuple(ex["targets"].tolist())
                     for ex in problem.dataset(data_dir, "dev").as_numpy_iterator())
@@ -80,16 +83,17 @@ def test_one_epoch_sees_every_pair_once(problem, data_dir):
 
 def test_deterministic_given_seed(problem, data_dir):
   def first(seed):
-    ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=seed,
-                               repeat=True)
+    ds = pipeline.make_dataset(problem, data_dir, "train", HP,
+                               pipeline.InputSettings(shuffle=True, seed=seed, repeat=True))
     return [b["inputs"].numpy().tolist() for b in ds.take(8)]
   assert first(5) == first(5)
   assert first(5) != first(6)
 
 
 def test_max_mode_pads_both_sides_to_one_boundary(problem, data_dir):
-  ds = pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=1,
-                             repeat=True, bucket_mode="max")
+  ds = pipeline.make_dataset(problem, data_dir, "train", HP,
+                             pipeline.InputSettings(shuffle=True, seed=1, repeat=True,
+                                                    bucket_mode="max"))
   for b in ds.take(10):
     assert b["inputs"].shape[1] == b["targets"].shape[1]
     assert pipeline.batch_tokens(b) <= HP.batch_size
@@ -115,7 +119,8 @@ def test_records_parsed_in_a_chunk_equal_parsed_one_by_one(data_dir, name):
 
 def test_missing_data_says_run_datagen(problem, tmp_path):
   with pytest.raises(FileNotFoundError, match="t2t-datagen --problem=translate_ende_numbers"):
-    pipeline.make_dataset(problem, str(tmp_path), "train", HP, shuffle=False, seed=0, repeat=False)
+    pipeline.make_dataset(problem, str(tmp_path), "train", HP,
+                          pipeline.InputSettings(shuffle=False, seed=0, repeat=False))
 
 
 def test_mirrored_strategy_two_replicas_equal_shapes_and_split_budget(problem, data_dir,
@@ -125,8 +130,9 @@ def test_mirrored_strategy_two_replicas_equal_shapes_and_split_budget(problem, d
 
   def dataset_fn(ctx):
     contexts.append(ctx)
-    return pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=2,
-                                 repeat=True, input_context=ctx)
+    return pipeline.make_dataset(problem, data_dir, "train", HP,
+                                 pipeline.InputSettings(shuffle=True, seed=2, repeat=True),
+                                 input_context=ctx)
 
   dist = strategy.distribute_datasets_from_function(dataset_fn)
   assert contexts[0].num_replicas_in_sync == 2
@@ -149,16 +155,18 @@ def test_auto_bucket_mode_is_max_outside_the_trainer(problem, data_dir):
   hp = HP.replace(bucket_mode="auto")
 
   def shapes(mode):
-    ds = pipeline.make_dataset(problem, data_dir, "train", hp, shuffle=False, seed=0,
-                               repeat=False, bucket_mode=mode)
+    ds = pipeline.make_dataset(problem, data_dir, "train", hp,
+                               pipeline.InputSettings(shuffle=False, seed=0, repeat=False,
+                                                      bucket_mode=mode))
     return [(b["inputs"].shape[1], b["targets"].shape[1]) for b in ds.take(20)]
 
   auto = shapes(None)
   assert auto == shapes("max") and all(s == t for s, t in auto)
   assert any(s != t for s, t in shapes("pair"))
   with pytest.raises(ValueError, match="'pair', 'max' or 'auto', got 'best'"):
-    pipeline.make_dataset(problem, data_dir, "train", hp, shuffle=False, seed=0,
-                          repeat=False, bucket_mode="best")
+    pipeline.make_dataset(problem, data_dir, "train", hp,
+                          pipeline.InputSettings(shuffle=False, seed=0, repeat=False,
+                                                 bucket_mode="best"))
 
 
 @pytest.mark.parametrize("packed_length", [0, 32])
@@ -168,9 +176,10 @@ def test_one_pass_on_two_replicas_keeps_every_pair(problem, data_dir, packed_len
   padding added to complete a step holds no tokens."""
   ctx = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                    num_replicas_in_sync=2)
-  batches = list(pipeline.make_dataset(problem, data_dir, "dev", HP, shuffle=False, seed=0,
-                                       repeat=False, input_context=ctx,
-                                       packed_length=packed_length))
+  batches = list(pipeline.make_dataset(problem, data_dir, "dev", HP,
+                                       pipeline.InputSettings(shuffle=False, seed=0, repeat=False,
+                                                              packed_length=packed_length),
+                                       input_context=ctx))
   assert len(batches) % 2 == 0
   for first, second in zip(batches[::2], batches[1::2]):
     assert {k: v.shape for k, v in first.items()} == {k: v.shape for k, v in second.items()}
@@ -187,9 +196,11 @@ def test_parallel_streams_keep_every_pair_in_runs_of_one_shape(problem, data_dir
   share one shape."""
   ctx = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                    num_replicas_in_sync=2)
-  batches = list(pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=4,
-                                       repeat=False, input_context=ctx,
-                                       packed_length=packed_length, streams=2))
+  batches = list(pipeline.make_dataset(problem, data_dir, "train", HP,
+                                       pipeline.InputSettings(shuffle=True, seed=4, repeat=False,
+                                                              packed_length=packed_length,
+                                                              streams=2),
+                                       input_context=ctx))
   for first, second in zip(batches[::2], batches[1::2]):
     assert {k: v.shape for k, v in first.items()} == {k: v.shape for k, v in second.items()}
   if packed_length:
@@ -211,8 +222,9 @@ def test_parallel_streams_resume_exactly_from_a_checkpointed_iterator(problem, d
   """The interleaved streams' iterator checkpoints mid-stream and restores to the same
   next batches; the order differs from one stream's."""
   def dataset(streams):
-    return pipeline.make_dataset(problem, data_dir, "train", HP, shuffle=True, seed=6,
-                                 repeat=True, streams=streams)
+    return pipeline.make_dataset(problem, data_dir, "train", HP,
+                                 pipeline.InputSettings(shuffle=True, seed=6, repeat=True,
+                                                        streams=streams))
   it = iter(dataset(2))
   first = [next(it)["targets"].numpy().tolist() for _ in range(5)]
   checkpoint = tf.train.Checkpoint(iterator=it)

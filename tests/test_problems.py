@@ -5,6 +5,7 @@ import pytest
 from num2words import num2words
 
 from t2t_keras import registry
+from t2t_keras.data import datagen
 from t2t_keras.data import problem as problem_lib
 from t2t_keras.problems import algorithmic, numbers, parallel_text, wmt  # noqa: F401
 
@@ -143,13 +144,13 @@ def test_wmt14_sample_detokenizes_train_only(tmp_path, monkeypatch):
   for name in ("newstest2013", "newstest2014-deen"):
     _write_gz(tmp_path / f"{name}.en.gz", ["It's raw , really."])
     _write_gz(tmp_path / f"{name}.de.gz", ["Es ist roh , wirklich."])
-  monkeypatch.setenv("T2T_WMT14_DIR", str(tmp_path))
-  p = registry.problem("translate_ende_wmt14_sample")
+  p = datagen.make_problem("translate_ende_wmt14_sample", raw_dir=str(tmp_path))
   # The empty source line stays in place here; datagen skips and counts it.
   assert _pairs(p, "train") == [("It's a test.", "Es ist ein Test."), ("", "Leer."),
                                 ("Two, three.", "Zwei, drei.")]
   assert _pairs(p, "test") == [("It's raw , really.", "Es ist roh , wirklich.")]
-  assert [s["targets"] for s in registry.problem("translate_ende_wmt14_sample_rev")
+  assert [s["targets"] for s in datagen.make_problem("translate_ende_wmt14_sample_rev",
+                                                     raw_dir=str(tmp_path))
           .generate_samples("train")] == ["It's a test.", "", "Two, three."]
 
 

@@ -12,6 +12,7 @@ from t2t_keras.data import datagen, pipeline
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParamsError
 from t2t_keras.training import checkpoints, trainer as trainer_lib
+from t2t_keras.training.config import TrainerConfig
 from t2t_keras.training.strategy import make_strategy
 
 PROBLEM_ARGS = dict(num_train=1500, num_dev=100, num_test=100, max_length=8, num_symbols=6)
@@ -32,14 +33,15 @@ def copy_data(tmp_path_factory):
   return data_dir
 
 
-def make_trainer(data_dir, output_dir, hparams=None, **kwargs):
+def make_trainer(data_dir, output_dir, hparams=None, *, strategy=None, log=lambda *a: None,
+                 **settings):
+  """A Trainer of algorithmic_copy; `settings` are TrainerConfig fields."""
   problem = datagen.make_problem("algorithmic_copy", **PROBLEM_ARGS)
-  kwargs.setdefault("log", lambda *a: None)
-  kwargs.setdefault("eval_every", 0)
-  kwargs.setdefault("eval_bleu_sentences", 0)
-  kwargs.setdefault("use_xla", False)  # XLA compiles once per batch shape: slow for short runs
+  settings.setdefault("eval_every", 0)
+  settings.setdefault("eval_bleu_sentences", 0)
+  settings.setdefault("use_xla", False)  # XLA compiles once per batch shape: slow for short runs
   return trainer_lib.Trainer(problem, hparams or tiny_hparams(), data_dir, str(output_dir),
-                             **kwargs)
+                             TrainerConfig(**settings), strategy=strategy, log=log)
 
 
 def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path, two_cpu_strategy):
@@ -454,8 +456,9 @@ def test_shuffle_buffer_and_input_streams_are_recorded_and_kept_on_resume(copy_d
   assert ("warning: this run reads its training data with input_streams=2 (run.json) and "
           "keeps it; --input_streams=1 applies to new runs") in lines
   assert resumed.train(4)["start_step"] == 2  # the two-stream iterator restored
-  with pytest.raises(InputError, match="--shuffle_buffer=0: expected a positive number"):
+  with pytest.raises(InputError, match=r"shuffle_buffer=0 \(--shuffle_buffer\): expected an "
+                                       "int >= 1 or None"):
     make_trainer(copy_data, tmp_path / "bad", shuffle_buffer=0)
-  with pytest.raises(InputError, match="--input_streams=0: expected a positive number of "
-                                       "streams"):
+  with pytest.raises(InputError, match=r"input_streams=0 \(--input_streams\): expected an int "
+                                       ">= 1 or None"):
     make_trainer(copy_data, tmp_path / "bad", input_streams=0)

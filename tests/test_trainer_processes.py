@@ -15,9 +15,10 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.data import datagen
-from t2t_keras.data.pipeline import make_dataset
+from t2t_keras.data.pipeline import InputSettings, make_dataset
 from t2t_keras import runs
 from t2t_keras.training import trainer as trainer_lib
+from t2t_keras.training.config import TrainerConfig
 
 PROBLEM_ARGS = dict(num_train=1500, num_dev=100, num_test=100, max_length=8, num_symbols=6)
 HPARAMS = ("hidden_size=32,filter_size=64,num_heads=2,num_encoder_layers=1,"
@@ -188,8 +189,9 @@ def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_p
   hp = registry.hparams("transformer_tiny").override(hparams)
   problem = datagen.make_problem("algorithmic_copy", **PROBLEM_ARGS)
   one = trainer_lib.Trainer(problem, hp, copy_data, str(tmp_path / "one"),
-                            strategy=two_cpu_strategy, use_xla=False, seed=3, eval_every=0,
-                            eval_bleu_sentences=0, log=lambda *a: None)
+                            TrainerConfig(use_xla=False, seed=3, eval_every=0,
+                                          eval_bleu_sentences=0),
+                            strategy=two_cpu_strategy, log=lambda *a: None)
   rng_states = [v for v in one.model.variables if "seed_generator_state" in v.path]
   assert rng_states
   state = tf.train.Checkpoint(model=one.model, optimizer=one.optimizer, step=one.step,
@@ -199,8 +201,8 @@ def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_p
   for i, path in enumerate([out / "ckpt-2", out / "worker_tmp_1" / "ckpt-2"]):
     ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i,
                                      num_replicas_in_sync=2)
-    it = iter(make_dataset(problem, copy_data, "train", hp, shuffle=True, seed=3, repeat=True,
-                           input_context=ctx))
+    it = iter(make_dataset(problem, copy_data, "train", hp,
+                           InputSettings(shuffle=True, seed=3, repeat=True), input_context=ctx))
     tf.train.Checkpoint(iterator=it).restore(str(path)).expect_partial()
     iterators.append(it)
   one.iterator = (next(it) for _ in range(1000) for it in iterators)

@@ -18,6 +18,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 from t2t_keras import registry  # noqa: E402
+from t2t_keras.bin import problem_flags  # noqa: E402  (--raw_dir, --parallel_*, --vocab_size)
 from t2t_keras.data import datagen  # noqa: E402
 from t2t_keras.usr_dir import import_usr_dir  # noqa: E402
 
@@ -28,13 +29,6 @@ t2t_keras.bin.define_flag("string", "data_dir", None, "Where vocabulary and TFRe
 t2t_keras.bin.define_flag("string", "tmp_dir", None, "Download / scratch area (tfds data, raw files).")
 t2t_keras.bin.define_flag("string", "t2t_usr_dir", None, "A directory of modules registering more problems.")
 t2t_keras.bin.define_flag("bool", "registry_help", False, "Print the registered names and exit.")
-t2t_keras.bin.define_flag("string", "raw_dir", None,
-                    "Directory of raw parallel files for parallel-text problems "
-                    "(e.g. Multi30k; else $T2T_MULTI30K_DIR, else --tmp_dir).")
-t2t_keras.bin.define_flag("string", "parallel_train", None, "translate_parallel_text: SRC,TGT train files.")
-t2t_keras.bin.define_flag("string", "parallel_dev", None, "translate_parallel_text: SRC,TGT dev files.")
-t2t_keras.bin.define_flag("string", "parallel_test", None, "translate_parallel_text: SRC,TGT test files.")
-t2t_keras.bin.define_flag("integer", "vocab_size", None, "Override the problem's target vocabulary size.")
 t2t_keras.bin.define_flag("integer", "max_pairs", None, "Cap every split at this many raw pairs (quick runs).")
 t2t_keras.bin.define_flag("integer", "num_train_shards", None,
                           "Override the problem's number of train shards (more for big corpora: "
@@ -49,11 +43,9 @@ t2t_keras.bin.define_flag("integer", "vocab_sample_seed", 1, "The seed of that s
 
 
 def _problem_kwargs():
-  kwargs = {"vocab_size": FLAGS.vocab_size, "max_pairs": FLAGS.max_pairs,
-            "raw_dir": FLAGS.raw_dir, "num_train_shards": FLAGS.num_train_shards}
-  for split in ("train", "dev", "test"):
-    kwargs[split] = getattr(FLAGS, f"parallel_{split}")
-  return kwargs
+  """The problem's constructor arguments: problem_flags' and this binary's caps."""
+  return dict(problem_flags.problem_kwargs(FLAGS.problem), max_pairs=FLAGS.max_pairs,
+              num_train_shards=FLAGS.num_train_shards)
 
 
 def main(argv):

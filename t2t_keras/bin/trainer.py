@@ -4,13 +4,15 @@
         --data_dir=t2t_data --output_dir=t2t_train/numbers --generate_data
 
 Re-running with the same --output_dir resumes from its last checkpoint.
-Everything here is `t2t_keras.training.trainer.train(...)` in Python.
+Everything here is `t2t_keras.training.trainer.train(...)` in Python, the run's
+settings a `TrainerConfig` made from these flags (`config_from_flags`).
 """
 
 import t2t_keras.bin  # noqa: F401  (quiet TensorFlow start-up)
 from absl import app, flags
 
 from t2t_keras import registry
+from t2t_keras.bin import problem_flags  # --raw_dir, --parallel_*, --vocab_size (datagen)
 from t2t_keras.usr_dir import import_usr_dir
 
 t2t_keras.bin.define_flag("string", "problem", "translate_ende_numbers", "Registered problem (`_rev` reverses).")
@@ -101,12 +103,6 @@ def main(argv):
   if FLAGS.deterministic:
     import tensorflow as tf
     tf.config.experimental.enable_op_determinism()
-  save_every, eval_every = FLAGS.save_every, FLAGS.eval_every
-  if FLAGS.local_eval_frequency:
-    save_every = eval_every = FLAGS.local_eval_frequency
-  save_every_minutes = FLAGS.save_every_minutes
-  if FLAGS["save_checkpoints_secs"].present:
-    save_every_minutes = FLAGS.save_checkpoints_secs / 60.0
   if FLAGS.warm_start_optimizer and not FLAGS.warm_start_from:
     raise app.UsageError("--warm_start_optimizer needs --warm_start_from")
   hparams_set = FLAGS.hparams_set
@@ -116,6 +112,22 @@ def main(argv):
       FLAGS.problem, hparams_set, FLAGS.data_dir, FLAGS.output_dir,
       hparams=FLAGS.hparams or "", train_steps=FLAGS.train_steps,
       generate_data=FLAGS.generate_data, tmp_dir=FLAGS.tmp_dir,
+      problem_kwargs=problem_flags.problem_kwargs(FLAGS.problem),
+      config=config_from_flags(), strategy=_strategy())
+  return 0
+
+
+def config_from_flags():
+  """The run's TrainerConfig from the flags (t2t's --local_eval_frequency and
+  --save_checkpoints_secs included); its hparams_set is train()'s to fill."""
+  from t2t_keras.training.config import TrainerConfig  # pylint: disable=import-outside-toplevel
+  save_every, eval_every = FLAGS.save_every, FLAGS.eval_every
+  if FLAGS.local_eval_frequency:
+    save_every = eval_every = FLAGS.local_eval_frequency
+  save_every_minutes = FLAGS.save_every_minutes
+  if FLAGS["save_checkpoints_secs"].present:
+    save_every_minutes = FLAGS.save_checkpoints_secs / 60.0
+  return TrainerConfig(
       model_name=FLAGS.model, use_xla=FLAGS.use_xla, seed=FLAGS.seed,
       save_every=save_every, save_every_minutes=save_every_minutes,
       keep_checkpoints=FLAGS.keep_checkpoints, eval_every=eval_every,
@@ -125,9 +137,7 @@ def main(argv):
       early_stopping_steps=FLAGS.eval_early_stopping_steps,
       early_stopping_metric=FLAGS.eval_early_stopping_metric,
       shuffle_buffer=FLAGS.shuffle_buffer, input_streams=FLAGS.input_streams,
-      data_service_address=FLAGS.data_service_address,
-      strategy=_strategy())
-  return 0
+      data_service_address=FLAGS.data_service_address)
 
 
 def _strategy():

@@ -1,15 +1,16 @@
 """tf.data input pipeline: TFRecords -> length-bucketed (or packed) token-budget batches.
 
-    ds = make_dataset(problem, data_dir, "train", hparams, shuffle=True, seed=1, repeat=True)
+    train = InputSettings(shuffle=True, seed=1, repeat=True)
+    ds = make_dataset(problem, data_dir, "train", hparams, train)
     # elements: {"inputs": int32 [B, S], "targets": int32 [B, T]}, pad id 0, EOS included
 
-    ds = make_dataset(..., packed_length=256)  # or hparams.packed_length = 256
+    ds = make_dataset(..., InputSettings(packed_length=256))  # or hparams.packed_length
     # elements: {"inputs", "targets", "inputs_segmentation", "targets_segmentation",
     #            "inputs_position", "targets_position"}: int32 [R, 256] each
 
     dist = strategy.distribute_datasets_from_function(
-        lambda ctx: make_dataset(problem, data_dir, "train", hparams, shuffle=True,
-                                 seed=1, repeat=True, input_context=ctx))
+        lambda ctx: make_dataset(problem, data_dir, "train", hparams, train,
+                                 input_context=ctx))
 
 How batches are made:
   * serialized records are shuffled (buffer `shuffle_buffer`) and repeated as
@@ -48,6 +49,7 @@ be >= the length limit (max_length, or the budget when max_length <= 0).
 
 import dataclasses
 import json
+from typing import Optional
 
 import tensorflow as tf
 
@@ -124,65 +126,86 @@ def count_long_pairs(problem, data_dir, split, max_length):
   return {"total": total, "dropped": dropped, "kept": total - dropped}
 
 
-def make_dataset(problem, data_dir, split, hparams, *, shuffle, seed, repeat,
-                 input_context=None, batch_size=None, max_length=None,
-                 shuffle_buffer=DEFAULT_SHUFFLE_BUFFER, bucket_step=None,
-                 bucket_mode=None, packed_length=None, streams=1, data_service=None):
+@dataclasses.dataclass(frozen=True)
+class InputSettings:
+  """How `make_dataset` reads a split (the default: one pass in file order, as evaluation).
+
+  Attributes:
+    shuffle: shuffle files and records (buffer `shuffle_buffer`) with `seed` (bool).
+    seed: int; same seed (and `streams`), same order.
+    repeat: repeat forever (training) or one pass (evaluation) (bool).
+    batch_size: overrides hparams.batch_size (global tokens), or None.
+    max_length: overrides hparams.max_length (<= 0: no limit but the budget), or None.
+    shuffle_buffer: records in the shuffle buffer (int >= 1).
+    bucket_step: geometric step of bucket boundaries above length 10; None:
+      hparams.bucket_step if present, else 1.1.
+    bucket_mode: "pair" buckets on (input boundary, target boundary) cells: least
+      padding, more distinct shapes. "max" buckets on the boundary of max(len inputs,
+      len targets) and pads both sides to it: one shape per boundary (fewest XLA
+      programs). "auto" is "max" here (the trainer resolves it for its training
+      stream). None: hparams.bucket_mode if present, else "pair".
+    packed_length: > 0 packs pairs into rows of this many tokens per side instead of
+      bucketing (the module docstring); None: hparams.packed_length if present, else 0.
+    streams: batching streams run in parallel, each over a shard of this pipeline's files
+      (records when there are fewer files), taken in turn a run at a time: bucketing and
+      packing, serial within one, use up to `streams` cores (int >= 1).
+    data_service: a tf.data service dispatcher ("grpc://host:port") whose workers make the
+      batches (`data/service.py`): repeated streams only, not deterministic, not
+      checkpointable; None: this process.
+  """
+
+  shuffle: bool = False
+  seed: int = 0
+  repeat: bool = False
+  batch_size: Optional[int] = None
+  max_length: Optional[int] = None
+  shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER
+  bucket_step: Optional[float] = None
+  bucket_mode: Optional[str] = None
+  packed_length: Optional[int] = None
+  streams: int = 1
+  data_service: Optional[str] = None
+
+  def __post_init__(self):
+    if self.streams < 1:
+      raise ValueError(f"streams must be >= 1, got {self.streams}")
+    if self.shuffle_buffer < 1:
+      raise ValueError(f"shuffle_buffer must be >= 1, got {self.shuffle_buffer}")
+    if self.data_service and not self.repeat:
+      raise ValueError("data_service serves repeated (training) streams only: each of its "
+                       "workers reads the whole split, so one pass would repeat every pair")
+
+
+def make_dataset(problem, data_dir, split, hparams, settings=None, *, input_context=None):
   """Batches of {"inputs": int32 [B, S], "targets": int32 [B, T]} for one replica.
 
   Args:
     problem: a Text2TextProblem (reversed problems swap the features).
     data_dir: where t2t-datagen wrote the problem's files.
     split: "train", "dev" or "test".
-    hparams: uses `batch_size` (global token budget) and `max_length`.
-    shuffle: shuffle files and records (buffer `shuffle_buffer`) with `seed`.
-    seed: int; same seed, same order.
-    repeat: repeat forever (training) or one pass (evaluation).
+    hparams: uses `batch_size` (global token budget) and `max_length` (and
+      `bucket_step`, `bucket_mode`, `packed_length` where `settings` leaves them None).
+    settings: an `InputSettings` (default InputSettings(): one pass in file order).
+      Packed batches have the `packing.FEATURES` keys, each int32 [R, packed_length].
     input_context: a tf.distribute.InputContext; shards the data by
       input_pipeline_id and divides the budget by num_replicas_in_sync.
-    batch_size: overrides hparams.batch_size (global tokens).
-    max_length: overrides hparams.max_length (<= 0: no limit but the budget).
-    bucket_step: geometric step of bucket boundaries above length 10
-      (default hparams.bucket_step if present, else 1.1).
-    bucket_mode: "pair" buckets on (input boundary, target boundary) cells:
-      least padding, more distinct shapes. "max" buckets on the boundary of
-      max(len inputs, len targets) and pads both sides to it: one shape per
-      boundary (fewest XLA programs), more padding when the sides' lengths differ.
-      "auto" is "max" here (the trainer resolves it for its training stream).
-      Default hparams.bucket_mode if present, else "pair".
-    packed_length: > 0 packs pairs into rows of this many tokens per side
-      instead of bucketing (see the module docstring); batches then have the
-      `packing.FEATURES` keys, each int32 [R, packed_length]. Default
-      hparams.packed_length if present, else 0 (no packing).
-    streams: batching streams run in parallel, each over a shard of this pipeline's
-      files (records when there are fewer files), taken in turn a run at a time:
-      bucketing and packing, serial within one, use up to `streams` cores. The order
-      depends on it (default 1).
-    data_service: a tf.data service dispatcher ("grpc://host:port") whose workers make
-      the batches (`data/service.py`): repeated streams only, not deterministic, not
-      checkpointable.
   """
-  b = _batching(hparams, input_context, batch_size, max_length, bucket_step, bucket_mode,
-                packed_length)
-  if streams < 1:
-    raise ValueError(f"streams must be >= 1, got {streams}")
+  s = InputSettings() if settings is None else settings
+  b = _batching(hparams, input_context, s)
 
   def batches(seed):
     def stream(num, index):
-      return _stream(problem, data_dir, split, b, shuffle=shuffle, seed=seed, repeat=repeat,
-                     shuffle_buffer=shuffle_buffer, num_streams=num, stream_id=index)
+      return _stream(problem, data_dir, split, b, s, seed=seed, num_streams=num,
+                     stream_id=index)
 
-    if streams == 1:
+    if s.streams == 1:
       return stream(b.num_pipelines, b.pipeline_id)
-    return _in_turn([stream(b.num_pipelines * streams, b.pipeline_id * streams + i)
-                     for i in range(streams)], b.group)
+    return _in_turn([stream(b.num_pipelines * s.streams, b.pipeline_id * s.streams + i)
+                     for i in range(s.streams)], b.group)
 
-  if data_service:
-    if not repeat:
-      raise ValueError("data_service serves repeated (training) streams only: each of its "
-                       "workers reads the whole split, so one pass would repeat every pair")
-    return service.distribute(batches, b.group, data_service)
-  return batches(seed).prefetch(tf.data.AUTOTUNE)
+  if s.data_service:
+    return service.distribute(batches, b.group, s.data_service)
+  return batches(s.seed).prefetch(tf.data.AUTOTUNE)
 
 
 def _in_turn(streams, group):
@@ -195,15 +218,16 @@ def _in_turn(streams, group):
   return tf.data.Dataset.choose_from_datasets(parts, turns, stop_on_empty_dataset=False)
 
 
-def _stream(problem, data_dir, split, b, *, shuffle, seed, repeat, shuffle_buffer,
-            num_streams, stream_id):
-  """One stream of batches (`make_dataset`'s) over shard `stream_id` of `num_streams`."""
+def _stream(problem, data_dir, split, b, settings, *, seed, num_streams, stream_id):
+  """One stream of batches (`make_dataset`'s) over shard `stream_id` of `num_streams`
+  (`seed`: settings.seed, or the tf.data service's per-worker seed)."""
+  shuffle, repeat = settings.shuffle, settings.repeat
   # Shuffled and repeated as serialized strings; parsed PARSE_CHUNK at a time
   # (benchmarks/data_bench.py prints the CPU a batch costs).
   ds = problem.records(data_dir, split, shuffle_files=shuffle, seed=seed,
                        num_input_pipelines=num_streams, input_pipeline_id=stream_id)
   if shuffle:
-    ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.shuffle(settings.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
   if repeat:
     ds = ds.repeat()
   ds = (ds.batch(PARSE_CHUNK)
@@ -253,12 +277,12 @@ class _Batching:
   pipeline_id: int
 
 
-def _batching(hparams, input_context, batch_size, max_length, bucket_step, bucket_mode,
-              packed_length):
-  """`make_dataset`'s arguments, defaulted from hparams and checked, as a `_Batching`."""
-  global_budget = int(batch_size or hparams.batch_size)
-  bucket_step = bucket_step or hparams.get("bucket_step", 1.1)
-  bucket_mode = bucket_mode or hparams.get("bucket_mode", "pair")
+def _batching(hparams, input_context, settings):
+  """`make_dataset`'s settings, defaulted from hparams and checked, as a `_Batching`."""
+  global_budget = int(settings.batch_size or hparams.batch_size)
+  bucket_step = settings.bucket_step or hparams.get("bucket_step", 1.1)
+  bucket_mode = settings.bucket_mode or hparams.get("bucket_mode", "pair")
+  packed_length = settings.packed_length
   if packed_length is None:
     packed_length = hparams.get("packed_length", 0) or 0
   packed_length = int(packed_length)
@@ -268,7 +292,7 @@ def _batching(hparams, input_context, batch_size, max_length, bucket_step, bucke
     num_pipelines = input_context.num_input_pipelines
     pipeline_id = input_context.input_pipeline_id
   budget = global_budget // num_replicas
-  limit = _length_limit(hparams, max_length, budget)
+  limit = _length_limit(hparams, settings.max_length, budget)
   if limit < 1:
     raise ValueError(f"token budget per replica is {budget}: batch_size {global_budget} "
                      f"is too small for {num_replicas} replicas")

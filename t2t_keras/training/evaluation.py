@@ -59,7 +59,7 @@ class Evaluator:
       self._step = self._make_step()
     dataset = self.strategy.distribute_datasets_from_function(
         lambda ctx: make_dataset(self.problem, self.data_dir, "dev", self.hparams,
-                                 shuffle=False, seed=0, repeat=False, input_context=ctx))
+                                 input_context=ctx))  # one pass, in file order
     xent = correct = tokens = 0.0
     for i, batch in enumerate(dataset):
       if i >= steps:

@@ -4,6 +4,7 @@
     summary = trainer.train("translate_ende_numbers", "transformer_tiny",
                             data_dir="t2t_data", output_dir="t2t_train/numbers",
                             train_steps=1500)
+    # or: Trainer(problem, hparams, data_dir, output_dir, TrainerConfig(seed=2)).train()
 
 Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy in this TF/Keras
 version, so the loop is our own, and this module holds it. The update itself
@@ -14,6 +15,7 @@ version, so the loop is our own, and this module holds it. The update itself
 `checkpoints` (the newest readable checkpoint).
 """
 
+import dataclasses
 import functools
 import math
 import os
@@ -28,6 +30,7 @@ from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparam import HParams, HParamsError
 from t2t_keras.training import checkpoints, early_stopping, reporting, signals, warm_start
+from t2t_keras.training.config import TrainerConfig
 from t2t_keras.training.evaluation import Evaluator
 from t2t_keras.training.loss_guard import LossClimbGuard
 from t2t_keras.training.schedule import make_optimizer
@@ -66,90 +69,51 @@ class Trainer:
   Args:
     problem: a Text2TextProblem whose data is in data_dir.
     hparams: the run's HParams.
-    model_name: a registered model.
     data_dir, output_dir: where data is read and checkpoints/logs are written.
+    config: a `TrainerConfig` (seed, save / eval / log cadence, checkpoints kept, warm
+      start, early stopping, the training stream's settings); default TrainerConfig().
     strategy: a tf.distribute strategy (default: `make_strategy()`).
-    use_xla: jit-compile the per-replica forward/backward; None (default): on
-      when GPUs are visible, off on CPU, where XLA measured slower
-      (benchmarks/train_bench.py).
-    seed: model init, dropout and data order.
-    save_every: checkpoint every N steps; save_every_minutes: and every M minutes
-      (0: by steps only).
-    keep_checkpoints: how many recent checkpoints to keep.
-    eval_every / eval_steps: dev metrics every N steps over M batches (0: off).
-    eval_bleu_sentences: also greedy-decode the first N dev sentences and score
-      them with sacreBLEU (word and character level); 0: off.
-    log_every: progress line every N steps.
-    warm_start_from: a run directory, an averaged run directory or a checkpoint
-      prefix whose weights a fresh run starts from (`warm_start.py`; a resumed run
-      restores its own checkpoint instead); the vocabulary must be the same file.
-    warm_start_optimizer: also take the source's optimizer state (Adam's moments
-      and iteration count: the learning-rate schedule continues from there).
-    early_stopping_steps: stop once this many steps passed without a better dev
-      `early_stopping_metric` (loss, accuracy, bleu, char_bleu; `early_stopping.py`),
-      keeping the best as output_dir/best/; 0: off.
-    shuffle_buffer: records in the training stream's shuffle buffer (default
-      pipeline.DEFAULT_SHUFFLE_BUFFER, 10,000; a resumed run keeps its own).
-    input_streams: batching streams of the training pipeline run in parallel
-      (`make_dataset`'s `streams`; default 1; a resumed run keeps its own).
-    data_service_address: a tf.data service dispatcher ("grpc://host:port") whose
-      workers make the training batches (`data/service.py`); checkpoints then hold no
-      input position and a resumed run's stream starts afresh. None: this process.
     log: a print-like function.
   """
 
-  def __init__(self, problem, hparams, data_dir, output_dir, *, model_name="transformer",
-               hparams_set=None, strategy=None,
-               use_xla=None, seed=1, save_every=500, save_every_minutes=10.0,
-               keep_checkpoints=5, eval_every=500, eval_steps=20, eval_bleu_sentences=64,
-               log_every=50, warm_start_from=None, warm_start_optimizer=False,
-               early_stopping_steps=0, early_stopping_metric="loss", shuffle_buffer=None,
-               input_streams=None, data_service_address=None,
+  def __init__(self, problem, hparams, data_dir, output_dir, config=None, *, strategy=None,
                log=functools.partial(print, flush=True)):
-    self.problem, self.hparams, self.hparams_set = problem, hparams, hparams_set
-    self.model_name, self.data_dir, self.output_dir = model_name, data_dir, output_dir
+    config = TrainerConfig() if config is None else config
+    self.problem, self.hparams, self.config = problem, hparams, config
+    self.data_dir, self.output_dir = data_dir, output_dir
     self.strategy = strategy or make_strategy()
-    self.use_xla = bool(tf.config.list_logical_devices("GPU")) if use_xla is None else use_xla
-    self.seed = seed
-    self.save_every, self.save_every_seconds = save_every, save_every_minutes * 60
-    self.eval_every, self.eval_bleu_sentences = eval_every, eval_bleu_sentences
-    self.log_every = log_every
+    self.use_xla = (bool(tf.config.list_logical_devices("GPU")) if config.use_xla is None
+                    else config.use_xla)
     self.chief = is_chief(self.strategy)
     self.log = log if self.chief else (lambda *a, **k: None)
 
     recorded = self._check_output_dir()
-    keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(config.seed)
     self.vocab = problem.get_vocabulary(data_dir)
-    self.warm_start = self._warm_start_source(warm_start_from, warm_start_optimizer,
-                                              recorded.get("warm_start"))
+    self.warm_start = self._warm_start_source(recorded.get("warm_start"))
     self._build_model_and_optimizer()
     self.input_context = _input_context(self.strategy)
     self.local_replicas = max(1, self.input_context.num_replicas_in_sync
                               // self.input_context.num_input_pipelines)
     self.bucket_mode = self._bucket_mode(recorded.get("bucket_mode"))
-    self.shuffle_buffer = self._kept_input_setting(
-        "shuffle_buffer", shuffle_buffer, recorded, pipeline.DEFAULT_SHUFFLE_BUFFER, "records")
-    self.input_streams = self._kept_input_setting("input_streams", input_streams, recorded, 1,
-                                                  "streams")
+    self.shuffle_buffer = self._kept_input_setting("shuffle_buffer", recorded,
+                                                   pipeline.DEFAULT_SHUFFLE_BUFFER)
+    self.input_streams = self._kept_input_setting("input_streams", recorded, 1)
     self.input_wait = 0.0  # seconds spent waiting in next(self.iterator)
-    self.iterator = iter(make_dataset(problem, data_dir, "train", hparams, shuffle=True,
-                                      seed=seed, repeat=True, bucket_mode=self.bucket_mode,
-                                      shuffle_buffer=self.shuffle_buffer,
-                                      streams=self.input_streams,
-                                      data_service=data_service_address,
+    self.iterator = iter(make_dataset(problem, data_dir, "train", hparams,
+                                      self._training_stream(),
                                       input_context=self.input_context))
-    self.data_service_address = data_service_address
-    self._make_checkpoints(keep_checkpoints)
+    self._make_checkpoints()
     self.step_fn = TrainStep(self.model, self.optimizer, hparams, self.strategy,
                              self.iterator.element_spec, use_xla=self.use_xla,
                              single_device=self._single_device())
     self.agreement = signals.WorkerAgreement(self.strategy,
                                              self.input_context.num_input_pipelines, self.chief)
     self.evaluator = Evaluator(problem, data_dir, hparams, self.strategy, self.model, self.vocab,
-                               eval_steps=eval_steps, bleu_sentences=eval_bleu_sentences,
+                               eval_steps=config.eval_steps,
+                               bleu_sentences=config.eval_bleu_sentences,
                                chief=self.chief, from_chief=self.agreement.from_chief)
-    self.early_stopping = self._early_stopping(early_stopping_steps, early_stopping_metric,
-                                               recorded.get("best"))
+    self.early_stopping = self._early_stopping(recorded.get("best"))
 
   # Set-up, in __init__'s order.
 
@@ -157,45 +121,39 @@ class Trainer:
     """Refuses an output_dir holding another run; returns its run record ({} when new)."""
     recorded = {}
     if fileio.exists(os.path.join(self.output_dir, runs.RUN_FILE)):
-      runs.check_run_matches(self.output_dir, problem=self.problem.name, model=self.model_name,
-                             hparams_set=self.hparams_set, compare_values=False)
+      runs.check_run_matches(self.output_dir, problem=self.problem.name,
+                             model=self.config.model_name,
+                             hparams_set=self.config.hparams_set, compare_values=False)
       recorded = runs.load_run_info(self.output_dir)[1]
     check_hparams_match(self.output_dir, self.hparams)
     return recorded
 
-  def _warm_start_source(self, path, with_optimizer, recorded):
+  def _warm_start_source(self, recorded):
     """{"from": checkpoint, "optimizer": bool} of --warm_start_from (checked now: the
     path resolves, the vocabulary is the same file), or what the run recorded, or None."""
-    if not path:
+    if not self.config.warm_start_from:
       return recorded
-    source = warm_start.resolve(path)
+    source = warm_start.resolve(self.config.warm_start_from)
     warm_start.check_vocabulary(source, self.problem.vocab_path(self.data_dir))
-    given = {"from": source.checkpoint, "optimizer": bool(with_optimizer)}
+    given = {"from": source.checkpoint, "optimizer": self.config.warm_start_optimizer}
     if recorded and recorded != given:
       self.log(f"warning: this run started from {recorded} (run.json) and keeps it; "
                f"--warm_start_from now gives {given}")
       return recorded
     return given
 
-  def _early_stopping(self, steps, metric, recorded):
+  def _early_stopping(self, recorded):
     """The EarlyStopping tracker (resuming what run.json recorded) and the best checkpoint's
-    manager, or None when `steps` is 0; InputError for settings that cannot work."""
-    if not steps:
+    manager, or None when config.early_stopping_steps is 0 (TrainerConfig checked the rest)."""
+    if not self.config.early_stopping_steps:
       return None
-    if metric not in early_stopping.METRICS:
-      raise InputError(f"--eval_early_stopping_metric={metric}: one of "
-                       f"{', '.join(early_stopping.METRICS)}")
-    if not self.eval_every:
-      raise InputError("--eval_early_stopping_steps needs evaluations: set --eval_every > 0")
-    if "bleu" in metric and not self.eval_bleu_sentences:
-      raise InputError(f"--eval_early_stopping_metric={metric} needs dev BLEU: set "
-                       "--eval_bleu_sentences > 0")
     directory = os.path.join(self.output_dir, early_stopping.BEST_DIR) if self.chief else \
         os.path.join(self.output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}",
                      early_stopping.BEST_DIR)
     self.best_manager = tf.train.CheckpointManager(
         self._checkpoint_without_data, directory, max_to_keep=1, checkpoint_name="ckpt")
-    return early_stopping.EarlyStopping(metric, steps, recorded)
+    return early_stopping.EarlyStopping(self.config.early_stopping_metric,
+                                        self.config.early_stopping_steps, recorded)
 
   def _save_best(self, step):
     """Saves this step as the best (output_dir/best/ckpt-<step>), records it in run.json
@@ -214,7 +172,7 @@ class Trainer:
     if hp.precision != "float32":
       keras.mixed_precision.set_dtype_policy(hp.precision)
     with self.strategy.scope():
-      self.model = runs.build_model(hp, self.vocab.vocab_size, self.model_name)
+      self.model = runs.build_model(hp, self.vocab.vocab_size, self.config.model_name)
       optimizer = make_optimizer(hp)
       if hp.precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -233,12 +191,11 @@ class Trainer:
       return mode
     return recorded or ("pair" if self._single_device() and not self.use_xla else "max")
 
-  def _kept_input_setting(self, name, given, recorded, default, unit):
+  def _kept_input_setting(self, name, recorded, default):
     """The training stream's `name` (shuffle_buffer, input_streams): what a resumed run
     recorded (its checkpointed iterator restores only into the pipeline that wrote it; a
-    different flag is warned about and ignored), else `given`, else `default`."""
-    if given is not None and given < 1:
-      raise InputError(f"--{name}={given}: expected a positive number of {unit}")
+    different flag is warned about and ignored), else the config's, else `default`."""
+    given = getattr(self.config, name)
     if recorded.get("problem") is None:
       return given or default
     kept = recorded.get(name, default)
@@ -247,7 +204,15 @@ class Trainer:
                f"and keeps it; --{name}={given} applies to new runs")
     return kept
 
-  def _make_checkpoints(self, keep_checkpoints):
+  def _training_stream(self):
+    """The training stream's `pipeline.InputSettings`: shuffled and repeated from the seed."""
+    return pipeline.InputSettings(shuffle=True, seed=self.config.seed, repeat=True,
+                                  bucket_mode=self.bucket_mode,
+                                  shuffle_buffer=self.shuffle_buffer,
+                                  streams=self.input_streams,
+                                  data_service=self.config.data_service_address)
+
+  def _make_checkpoints(self):
     """The checkpoint (model, optimizer, step, dropout RNG states and this worker's
     tf.data iterator: a resumed run continues the exact batch sequence; tf.distribute's
     own iterators cannot be checkpointed in this TF version) and its manager."""
@@ -256,7 +221,7 @@ class Trainer:
                  rng_states=rng_states)
     # Without the iterator: for checkpoints whose iterator another pipeline wrote.
     self._checkpoint_without_data = tf.train.Checkpoint(**state)
-    if self.data_service_address:  # the service's stream has no position to save
+    if self.config.data_service_address:  # the service's stream has no position to save
       self.checkpoint = tf.train.Checkpoint(**state, **{checkpoints.PIPELINE_KEY: tf.Variable(
           checkpoints.NO_INPUT_POSITION, trainable=False)})
     else:
@@ -266,7 +231,8 @@ class Trainer:
     directory = self.output_dir if self.chief else os.path.join(
         self.output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}")
     self.manager = tf.train.CheckpointManager(
-        self.checkpoint, directory, max_to_keep=keep_checkpoints, checkpoint_name="ckpt")
+        self.checkpoint, directory, max_to_keep=self.config.keep_checkpoints,
+        checkpoint_name="ckpt")
 
   # Steps.
 
@@ -316,7 +282,7 @@ class Trainer:
     """The checkpoint object to restore `path` into: all of it, or all but the
     input position when an earlier input pipeline wrote it (a tf.data iterator
     restores only into the graph that saved it)."""
-    if self.data_service_address:
+    if self.config.data_service_address:
       self.log("the tf.data service's training stream starts afresh at the resumed step "
                "(its position cannot be checkpointed)")
       return self._checkpoint_without_data
@@ -325,12 +291,13 @@ class Trainer:
       return self.checkpoint
     if written == checkpoints.NO_INPUT_POSITION:
       self.log(f"warning: {path} was written reading through the tf.data service, which "
-               f"keeps no input position: the data order starts afresh from --seed={self.seed}")
+               "keeps no input position: the data order starts afresh from "
+               f"--seed={self.config.seed}")
       return self._checkpoint_without_data
     self.log(f"warning: {path} holds its place in the training data for input pipeline "
              f"version {written}, and this t2t-keras reads with version {pipeline.VERSION}: "
              f"the model, optimizer and step resume; the data order starts afresh from "
-             f"--seed={self.seed}")
+             f"--seed={self.config.seed}")
     return self._checkpoint_without_data
 
   def save(self):
@@ -393,8 +360,8 @@ class Trainer:
     if self.chief:
       runs.save_run_info(self.output_dir, self.hparams.replace(train_steps=train_steps),
                          self.problem.name, self.vocab.vocab_size,
-                         self.problem.vocab_path(self.data_dir), self.model_name,
-                         self.hparams_set, bucket_mode=self.bucket_mode,
+                         self.problem.vocab_path(self.data_dir), self.config.model_name,
+                         self.config.hparams_set, bucket_mode=self.bucket_mode,
                          shuffle_buffer=self.shuffle_buffer,
                          input_streams=self.input_streams, warm_start=self.warm_start,
                          best=self.early_stopping.record(self.best_manager.latest_checkpoint)
@@ -408,8 +375,8 @@ class Trainer:
                f"max_length={self.hparams.max_length} and are dropped")
     batching = ("packed rows" if self.hparams.get("packed_length", 0)
                 else self.bucket_mode + " buckets")
-    if self.data_service_address:
-      batching += f" made by the tf.data service at {self.data_service_address}"
+    if self.config.data_service_address:
+      batching += f" made by the tf.data service at {self.config.data_service_address}"
     self.log(f"training {self.problem.name} with {self.model.count_params():,} parameters "
              f"on {self.strategy.num_replicas_in_sync} replica(s), XLA "
              f"{'on' if self.use_xla else 'off'}, {batching}, "
@@ -420,6 +387,7 @@ class Trainer:
     """Steps to train_steps: update, check, log, evaluate, agree, save; then the final
     checkpoint. Returns {"step", "loss" (the last), "eval" (the last metrics),
     "interrupted", "early_stopped"}."""
+    config = self.config
     window = _Window(self)
     guard = LossClimbGuard(self.hparams.learning_rate_warmup_steps)
     last_save, last_loss, eval_metrics, interrupted = time.time(), float("nan"), {}, False
@@ -432,15 +400,15 @@ class Trainer:
       self._check_loss(step, loss, guard)
       last_loss = loss
       window.add(loss, tokens)
-      if step % self.log_every == 0 or step == train_steps:
+      if step % config.log_every == 0 or step == train_steps:
         window.report(reporter, step, train_steps, float(self.optimizer.learning_rate))
-      if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
+      if config.eval_every and (step % config.eval_every == 0 or step == train_steps):
         eval_metrics, early = self._evaluate_at(step, reporter)
         window.restart()
       stop, save_now = self.agreement(
           stop_signals.received is not None,
-          0 < self.save_every_seconds < time.time() - last_save)
-      if step % self.save_every == 0 or save_now:
+          0 < config.save_every_minutes * 60 < time.time() - last_save)
+      if step % config.save_every == 0 or save_now:
         self.save()
         last_save = time.time()
       if stop:
@@ -459,7 +427,7 @@ class Trainer:
     """Dev metrics at `step`, reported; with early stopping, a new best saved. Returns
     (metrics, whether training stops early here)."""
     metrics = self.evaluate()
-    reporter.evaluation(step, metrics, self.eval_bleu_sentences)
+    reporter.evaluation(step, metrics, self.config.eval_bleu_sentences)
     if self.early_stopping is None:
       return metrics, False
     if self.early_stopping.update(step, metrics):
@@ -518,9 +486,13 @@ def _input_context(strategy):
   return captured[0]
 
 
-def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="",
-          train_steps=None, generate_data=False, tmp_dir=None, **trainer_kwargs):
+def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="", train_steps=None,
+          generate_data=False, tmp_dir=None, problem_kwargs=None, config=None, strategy=None,
+          log=functools.partial(print, flush=True), **settings):
   """One call that does what `t2t-trainer` does; returns the summary dict.
+
+      train("translate_ende_numbers", "transformer_tiny", "t2t_data", "t2t_train/numbers",
+            train_steps=1500, seed=2, eval_every=250)   # or config=TrainerConfig(...)
 
   Args:
     problem_name: a registered problem (`_rev` allowed).
@@ -530,25 +502,33 @@ def train(problem_name, hparams_set, data_dir, output_dir, *, hparams="",
     train_steps: default hparams.train_steps.
     generate_data: run datagen first (skips finished files); with several workers the
       chief does, and the others wait until every split's files are finished.
-    trainer_kwargs: see `Trainer`.
+    tmp_dir: datagen's downloads and raw files.
+    problem_kwargs: the problem's constructor arguments (`datagen.make_problem`: raw_dir,
+      parallel-text files, vocab_size; None values dropped), for datagen and training.
+    config: a `TrainerConfig` (default TrainerConfig()); `settings`: fields of it to
+      replace (seed=2, save_every=100, ...), a convenience for notebooks and sweeps.
+    strategy, log: as `Trainer`'s.
   """
   from t2t_keras.data import datagen
+  config = dataclasses.replace(config or TrainerConfig(), **settings)
   if hparams_set is None:
-    base, hparams_set = _source_hparams(trainer_kwargs.get("warm_start_from"))
+    base, hparams_set = _source_hparams(config.warm_start_from)
   else:
     base = registry.hparams(hparams_set)
+  config = dataclasses.replace(config, hparams_set=hparams_set)
   hp = base.override(hparams)
   if train_steps:
     hp = hp.replace(train_steps=train_steps)
+  problem_kwargs = problem_kwargs or {}
   if generate_data:
-    strategy = trainer_kwargs.setdefault("strategy", make_strategy())
-    log = trainer_kwargs.get("log", print)
+    strategy = strategy or make_strategy()
     if is_chief(strategy):
-      datagen.generate(problem_name, data_dir, tmp_dir, log=log, num_workers=0)
+      datagen.generate(problem_name, data_dir, tmp_dir, log=log, num_workers=0,
+                       **problem_kwargs)
     else:
       datagen.wait_for(problem_name, data_dir, log=log)
-  problem = registry.problem(problem_name)
-  trainer = Trainer(problem, hp, data_dir, output_dir, hparams_set=hparams_set, **trainer_kwargs)
+  problem = datagen.make_problem(problem_name, **problem_kwargs)
+  trainer = Trainer(problem, hp, data_dir, output_dir, config, strategy=strategy, log=log)
   return trainer.train(hp.train_steps)
 
 
