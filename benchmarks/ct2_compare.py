@@ -27,7 +27,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from t2t_keras import runs  # noqa: E402
-from t2t_keras.decoding import decoder, files  # noqa: E402
+from t2t_keras.decoding import translate, files  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.metrics import bleu  # noqa: E402
 from t2t_keras.serving import ct2_convert, ct2_translate  # noqa: E402
@@ -86,10 +86,10 @@ def main():
   print(f"{args.run} ({run.checkpoint_path}); {len(sources)} inputs; decode {hp.beam_size=} "
         f"{hp.alpha=} {hp.extra_length=}; CPU {cpu_name()}, {os.cpu_count()} cores", flush=True)
 
-  search_fn = decoder.make_search_fn(run.model, hp)
-  decoder.translate_lines(run.model, run.vocab, sources, settings, search_fn)  # compiles
+  search_fn = translate.make_search_fn(run.model, hp)
+  translate.translate_lines(run.model, run.vocab, sources, settings, search_fn)  # compiles
   engines = {"ours (TF, XLA)": lambda: [
-      (h[0].text, h[0].score) for h in decoder.translate_lines(run.model, run.vocab, sources,
+      (h[0].text, h[0].score) for h in translate.translate_lines(run.model, run.vocab, sources,
                                                                  settings, search_fn)]}
   translators = {}
   for q, path in dirs.items():

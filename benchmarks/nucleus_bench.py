@@ -5,7 +5,7 @@ the whole vocabulary, beside greedy search and plain sampling, on real source li
         [--rounds 3] [--top_p 0.9] [--decode_hparams "batch_size=32"]
 
 Each variant decodes the first `--lines` lines of FILE as t2t-decoder does
-(decoder.translate_ids: length-sorted batches, XLA, search shards), compiled first,
+(translate.translate_ids: length-sorted batches, XLA, search shards), compiled first,
 then timed in rounds that take the variants in turn; a variant's figure is the median
 of its rounds. "top_p (sort)" is the same search traced with the earlier filter, which
 sorted the whole vocabulary every step (`sorted_filter` below); the two filters' samples
@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
 
 from t2t_keras import runs  # noqa: E402
-from t2t_keras.decoding import decoder, sampling  # noqa: E402
+from t2t_keras.decoding import translate, sampling  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.decoding.search_common import NEG_INF  # noqa: E402
 
@@ -49,7 +49,7 @@ def main():
   run = runs.load(args.run)
   with open(args.sources, encoding="utf-8") as f:
     lines = [line.rstrip("\n") for line, _ in zip(f, range(args.lines))]
-  sources = decoder.encode_sources(run.vocab, lines)
+  sources = translate.encode_sources(run.vocab, lines)
   extra = "," + args.decode_hparams if args.decode_hparams else ""
   sample = "sampling_method=random,beam_size=1"
   nucleus = f"{sample},sampling_keep_top_p={args.top_p}"
@@ -60,10 +60,10 @@ def main():
   fns, outputs, bisection = {}, {}, sampling.filter_top_p
   for name, (text, nucleus_filter) in variants.items():
     settings = parse_decode_hparams(text + extra)
-    fn = decoder.make_search_fn(run.model, settings.search)
+    fn = translate.make_search_fn(run.model, settings.search)
     sampling.filter_top_p = nucleus_filter or bisection  # looked up when traced
     start = time.perf_counter()
-    outputs[name] = decoder.translate_ids(run.model, sources, settings, fn)
+    outputs[name] = translate.translate_ids(run.model, sources, settings, fn)
     sampling.filter_top_p = bisection
     print(f"{name:<14} first pass (trace + compiles) {time.perf_counter() - start:6.1f} s",
           flush=True)
@@ -72,7 +72,7 @@ def main():
   for _ in range(args.rounds):
     for name, (settings, fn) in fns.items():
       start = time.perf_counter()
-      decoder.translate_ids(run.model, sources, settings, fn)
+      translate.translate_ids(run.model, sources, settings, fn)
       times[name].append(time.perf_counter() - start)
   rates = {name: len(lines) / statistics.median(t) for name, t in times.items()}
   for name, rate in rates.items():

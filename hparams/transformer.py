@@ -14,7 +14,7 @@ Conventions:
 """
 
 from t2t_keras import registry
-from t2t_keras.hparam import HParams
+from t2t_keras.hparams_lib import HParams
 
 
 def _paper_defaults():

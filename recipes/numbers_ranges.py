@@ -30,7 +30,7 @@ from t2t_keras import tf_startup  # noqa: E402
 tf_startup.import_tensorflow_quietly()
 
 from t2t_keras import runs  # noqa: E402  pylint: disable=wrong-import-position
-from t2t_keras.decoding import decoder, files  # noqa: E402
+from t2t_keras.decoding import translate, files  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.problems import numbers  # noqa: E402
 
@@ -75,7 +75,7 @@ def main():
   for name, nums in sample.items():
     sources = [num2words(n, lang="en") for n in nums]
     refs = [num2words(n, lang="de") for n in nums]
-    hyps = decoder.decode_lines(model, vocab, sources, settings)
+    hyps = translate.decode_lines(model, vocab, sources, settings)
     right = sum(h.strip() == r for h, r in zip(hyps, refs))
     misses += [(name, n, s, r, h) for n, s, r, h in zip(nums, sources, refs, hyps)
                if h.strip() != r]

@@ -12,7 +12,7 @@ class InputError(ValueError):
 
 def user_errors():
   """The exception types that mean bad user input (one line, no traceback)."""
-  from t2t_keras.hparam import HParamsError  # pylint: disable=import-outside-toplevel
+  from t2t_keras.hparams_lib import HParamsError  # pylint: disable=import-outside-toplevel
   from t2t_keras.registry import RegistryError  # pylint: disable=import-outside-toplevel
   return (InputError, HParamsError, RegistryError, FileNotFoundError, FileExistsError,
           NotADirectoryError, IsADirectoryError, PermissionError)

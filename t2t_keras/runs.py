@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from t2t_keras import fileio, registry
 from t2t_keras.errors import InputError
-from t2t_keras.hparam import HParams
+from t2t_keras.hparams_lib import HParams
 
 HPARAMS_FILE = "hparams.json"
 RUN_FILE = "run.json"

@@ -9,7 +9,7 @@ from conftest import TINY_SENTENCES, make_tiny_run
 from t2t_keras import bin as t2t_bin
 from t2t_keras import runs
 from t2t_keras.bin import decoder as decoder_bin
-from t2t_keras.decoding import alignment, attention, decoder
+from t2t_keras.decoding import alignment, attention, translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
 
@@ -46,8 +46,8 @@ def run_dir(tmp_path_factory):
 def test_the_batched_pass_equals_the_plotting_pass(run_dir):
   run = runs.load(run_dir)
   settings = parse_decode_hparams("beam_size=2,extra_length=4,jit=false")
-  nbest = decoder.translate_lines(run.model, run.vocab, TINY_SENTENCES, settings)
-  sources = decoder.encode_sources(run.vocab, TINY_SENTENCES)
+  nbest = translate.translate_lines(run.model, run.vocab, TINY_SENTENCES, settings)
+  sources = translate.encode_sources(run.vocab, TINY_SENTENCES)
   outputs = [h[0].ids for h in nbest]
   for layer in (-1, 0):
     lines = alignment.alignments(run.model, run.vocab, sources, outputs, layer, batch_size=4)

@@ -228,10 +228,10 @@ def test_a_forbidden_eos_is_never_a_finished_hypothesis():
 
 @pytest.mark.parametrize("shards,rows", [(2, 3), (3, 3), (2, 1), (4, 3)])
 def test_sharded_search_equals_the_whole_batch(model, shards, rows):
-  from t2t_keras.decoding import decoder
-  whole = decoder.make_search_fn(
+  from t2t_keras.decoding import translate
+  whole = translate.make_search_fn(
       model, parse_decode_hparams("extra_length=5,search_shards=1").search)
-  sharded = decoder.make_search_fn(
+  sharded = translate.make_search_fn(
       model, parse_decode_hparams(f"extra_length=5,search_shards={shards}").search)
   src = SRC[:rows]
   ids, scores = whole(src)
@@ -259,7 +259,7 @@ def test_sharded_search_runs_the_slices():
 
 
 def test_search_shards_must_not_be_negative():
-  from t2t_keras.hparam import HParamsError
+  from t2t_keras.hparams_lib import HParamsError
   with pytest.raises(HParamsError, match="search_shards=-1: must be >= 0"):
     parse_decode_hparams("search_shards=-1")
 

@@ -19,7 +19,7 @@ from t2t_keras.bin import datagen as datagen_bin
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data import datagen
-from t2t_keras.decoding import decoder, scoring
+from t2t_keras.decoding import translate, scoring
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras import runs
 from t2t_keras.training import trainer as trainer_lib
@@ -283,8 +283,8 @@ def test_score_file_equals_beam_score_of_the_same_output(capsys, places, tmp_pat
   model, vocab, *_ = runs.load(places["run"])
   extra = 3
   settings = parse_decode_hparams(f"beam_size=1,alpha=0,jit=false,extra_length={extra}")
-  sources = decoder.encode_sources(vocab, ["a b c", "d e", "e"])
-  best = [hyps[0] for hyps in decoder.translate_ids(model, sources, settings)]
+  sources = translate.encode_sources(vocab, ["a b c", "d e", "e"])
+  best = [hyps[0] for hyps in translate.translate_ids(model, sources, settings)]
   # A hypothesis shorter than its maximum length ended with EOS, which its score includes.
   targets = [ids + [decoder.EOS_ID] if len(ids) < len(src) + extra else ids
              for src, (ids, _) in zip(sources, best)]

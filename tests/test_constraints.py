@@ -11,7 +11,7 @@ from conftest import SHARED_DATA
 from t2t_keras import registry
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import beam_search as bs
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import translate
 from t2t_keras.decoding.constraints import NEG_INF, LeafCopyConstraint
 from t2t_keras.decoding.greedy import greedy_loop
 from t2t_keras.decoding.spec import DecodingSpec

@@ -37,7 +37,7 @@ from t2t_keras.bin import decoder as decoder_bin  # noqa: E402
 from t2t_keras.bin import exporter as exporter_bin  # noqa: E402
 from t2t_keras import registry, runs  # noqa: E402
 from t2t_keras.data import datagen  # noqa: E402
-from t2t_keras.decoding import decoder, files  # noqa: E402
+from t2t_keras.decoding import translate, files  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.errors import InputError  # noqa: E402
 from t2t_keras.ids import EOS_ID, PAD_ID  # noqa: E402
@@ -155,7 +155,7 @@ class Comparison:
   def __init__(self, run_dir, ct2_dir, inputs, decode):
     self.run = runs.load(run_dir)
     self.settings = parse_decode_hparams(decode + ",jit=false")  # no compiles: 3x faster
-    ours = decoder.translate_lines(self.run.model, self.run.vocab, inputs, self.settings)
+    ours = translate.translate_lines(self.run.model, self.run.vocab, inputs, self.settings)
     search = self.settings.search
     self.translator = ct2_translate.Ct2Translator(
         ct2_dir, beam_size=search.beam_size, alpha=search.alpha,
@@ -184,7 +184,7 @@ def test_the_models_vary_and_end(comparisons, name):
   """What makes the comparison worth having: most greedy outputs are distinct and end in
   EOS well before the length limit (input + 50), at lengths that vary."""
   c = comparisons[name, "beam_size=1"]
-  nbest = decoder.translate_ids(c.run.model, c.sources[:60], c.settings)
+  nbest = translate.translate_ids(c.run.model, c.sources[:60], c.settings)
   lengths = [len(hyps[0][0]) for hyps in nbest]
   assert len({tuple(hyps[0][0]) for hyps in nbest}) >= 15, lengths
   assert np.mean([n < 40 for n in lengths]) >= 0.7, lengths

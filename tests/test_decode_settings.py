@@ -4,10 +4,9 @@ import dataclasses
 
 import pytest
 
-from t2t_keras.decoding import decoder
 from t2t_keras.decoding.settings import (DEFAULTS, GROUPS, DecodeSettings,
                                          parse_decode_hparams)
-from t2t_keras.hparam import HParams, HParamsError
+from t2t_keras.hparams_lib import HParams, HParamsError
 
 # A value other than the default for every key, and the group it must land in.
 CHANGED = {
@@ -98,9 +97,3 @@ def test_values_out_of_range_are_refused_naming_the_key(text, message):
     parse_decode_hparams(defaults=text)
   with pytest.raises(HParamsError, match=message):
     parse_decode_hparams().override(text)
-
-
-def test_the_old_name_warns_and_returns_the_settings():
-  with pytest.warns(DeprecationWarning, match="parse_decode_hparams"):
-    settings = decoder.decode_hparams("beam_size=2")
-  assert settings == parse_decode_hparams("beam_size=2")

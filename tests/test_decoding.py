@@ -7,7 +7,7 @@ import tensorflow as tf
 import numpy_transformer
 from t2t_keras import registry
 from t2t_keras.data import vocabulary
-from t2t_keras.decoding import decoder, files
+from t2t_keras.decoding import translate, files
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.models.transformer import Transformer
 from t2t_keras import runs
@@ -54,20 +54,20 @@ def test_outputs_come_back_in_input_order():
     return ids, tf.cast(lengths, tf.float32)[:, None]
 
   sources = [[5] * n + [1] for n in (3, 9, 1, 6, 2, 2, 7)]
-  out = decoder.translate_ids(None, sources, _hp(batch_size=3), search_fn=search)
+  out = translate.translate_ids(None, sources, _hp(batch_size=3), search_fn=search)
   assert [hyps[0][0] for hyps in out] == [[len(s) + 10] for s in sources]
   assert [hyps[0][1] for hyps in out] == [float(len(s)) for s in sources]
 
 
 def test_batched_decoding_equals_one_by_one(model, vocab):
-  batched = decoder.translate_lines(model, vocab, SENTENCES, _hp())
+  batched = translate.translate_lines(model, vocab, SENTENCES, _hp())
   one = _hp(batch_size=1)
-  search_fn = decoder.make_search_fn(model, one.search)
+  search_fn = translate.make_search_fn(model, one.search)
   for line, hyps in zip(SENTENCES, batched):
-    alone = decoder.translate_lines(model, vocab, [line], one, search_fn=search_fn)[0]
+    alone = translate.translate_lines(model, vocab, [line], one, search_fn=search_fn)[0]
     assert [h.ids for h in hyps] == [h.ids for h in alone]
     np.testing.assert_allclose([h.score for h in hyps], [h.score for h in alone], rtol=1e-4)
-  assert decoder.decode_lines(model, vocab, SENTENCES, _hp()) == [h[0].text for h in batched]
+  assert translate.decode_lines(model, vocab, SENTENCES, _hp()) == [h[0].text for h in batched]
 
 
 def test_decode_file_with_reference_and_plots(model, vocab, tmp_path):
@@ -103,7 +103,7 @@ def test_decode_split_of_generated_problem(model, vocab):
                                  settings=_hp(num_samples=3), progress=False,
                                  log=lambda msg: None)
   sources, references = files.split_pairs("translate_ende_numbers", split="test")
-  assert summary["translations"] == decoder.decode_lines(model, vocab, sources[:3], _hp())
+  assert summary["translations"] == translate.decode_lines(model, vocab, sources[:3], _hp())
   assert summary["bleu"] == bleu.bleu_report(summary["translations"], references[:3])
 
 
@@ -124,7 +124,7 @@ def test_t2t_decoder_binary(model, vocab, tmp_path, capsys):
   stdout, stderr = capsys.readouterr()
   assert code == 0, stderr[-2000:]
   assert "sacreBLEU" in stdout and "tokenized BLEU" in stdout
-  expected = decoder.decode_lines(model, vocab, SENTENCES[:2], _hp(extra_length=3))
+  expected = translate.decode_lines(model, vocab, SENTENCES[:2], _hp(extra_length=3))
   assert out.read_text().split("\n")[:-1] == expected
 
 
@@ -139,7 +139,7 @@ def test_decode_interactive_prints_each_lines_nbest(model, vocab, return_beams):
                            log=printed.append)
   expected = []
   for line in SENTENCES[:2]:
-    hyps = decoder.translate_lines(model, vocab, [line], _hp(batch_size=1))[0]
+    hyps = translate.translate_lines(model, vocab, [line], _hp(batch_size=1))[0]
     expected += [f"{k}\t{h.score:.4f}\t{h.text}" for k, h in enumerate(hyps)][
         :None if return_beams else 1]
   assert printed == expected

@@ -14,7 +14,7 @@ from t2t_keras import runs
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data import vocabulary
-from t2t_keras.decoding import decoder, scoring, search
+from t2t_keras.decoding import translate, scoring, search
 from t2t_keras.decoding.search_common import length_penalty
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
@@ -139,9 +139,9 @@ def test_t2t_decoder_and_exporter_take_several_runs(two_runs, tmp_path, capsys):
   assert run.checkpoint_path == f"{a}/ckpt-7,{b}/ckpt-7"
   assert [m["output_dir"] for m in run.info["ensemble"]] == [a, b]
   settings = parse_decode_hparams("beam_size=2,extra_length=4,jit=false")
-  expected = decoder.decode_lines(run.model, run.vocab, TINY_SENTENCES, settings)
+  expected = translate.decode_lines(run.model, run.vocab, TINY_SENTENCES, settings)
   assert out.read_text().splitlines() == expected
-  assert expected != decoder.decode_lines(runs.load(a).model, run.vocab, TINY_SENTENCES,
+  assert expected != translate.decode_lines(runs.load(a).model, run.vocab, TINY_SENTENCES,
                                           settings)
 
   export_dir = tmp_path / "export"

@@ -14,7 +14,7 @@ from absl import flags
 from conftest import TINY_SENTENCES, make_tiny_run
 
 from t2t_keras.bin import exporter as exporter_bin
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.serving import export
 from t2t_keras import runs
@@ -76,9 +76,9 @@ def test_export_layout(run_dir, exported):
 def test_outputs_equal_decoder(loaded, reference):
   model, vocab = reference
   settings = parse_decode_hparams(DECODE)
-  expected = decoder.translate_lines(model, vocab, SENTENCES, settings)
+  expected = translate.translate_lines(model, vocab, SENTENCES, settings)
   texts, scores = _translate(loaded, SENTENCES)
-  assert _texts(texts) == decoder.decode_lines(model, vocab, SENTENCES, settings)
+  assert _texts(texts) == translate.decode_lines(model, vocab, SENTENCES, settings)
   assert _texts(texts) == [h[0].text for h in expected]
   assert sum(bool(t) for t in _texts(texts)) >= 3, "comparison would be trivial"
   np.testing.assert_allclose(scores, [h[0].score for h in expected], rtol=1e-4)
@@ -108,7 +108,7 @@ def test_long_inputs_are_truncated(loaded, reference):
   ids = vocab.encode(long_line)
   assert len(ids) > 3 * MAX_LENGTH
   settings = parse_decode_hparams(DECODE)
-  truncated = decoder.translate_ids(model, [ids[:MAX_LENGTH - 1] + [1]], settings)[0]
+  truncated = translate.translate_ids(model, [ids[:MAX_LENGTH - 1] + [1]], settings)[0]
   texts, scores = _translate(loaded, [long_line])
   assert _texts(texts) == [vocab.decode(truncated[0][0])]
   np.testing.assert_allclose(scores, [truncated[0][1]], rtol=1e-4)
@@ -270,7 +270,7 @@ def test_sample_signature_equals_the_decoders_samples(loaded, reference):
   np.testing.assert_array_equal(out["outputs"].numpy(), sample(3)["outputs"].numpy())
   settings = parse_decode_hparams(DECODE).replace(beam_size=1, sampling_method="random",
                                                   sampling_seed=3, jit=False)
-  expected = [hyps[0] for hyps in decoder.translate_lines(model, vocab,
+  expected = [hyps[0] for hyps in translate.translate_lines(model, vocab,
                                                           lines[:-2] + lines[-1:], settings)]
   texts = _texts(out["outputs"].numpy())
   assert texts[:-2] + texts[-1:] == [h.text for h in expected]

@@ -73,7 +73,7 @@ def test_the_crossing_finder_sees_an_import_across_a_wall():
 @pytest.mark.parametrize("sources, forbidden", [
     # No flags below bin/: only binaries import binaries.
     ([p for p in ("layers/", "models/", "data/", "training/", "decoding/", "metrics/",
-                  "serving/", "tuning/", "importing/", "runs.py", "registry.py", "hparam.py", "errors.py",
+                  "serving/", "tuning/", "importing/", "runs.py", "registry.py", "hparams_lib.py", "errors.py",
                   "tf_startup.py", "xla_cache.py", "usr_dir.py", "ids.py")],
      ["t2t_keras.bin"]),
     # Serving ships without the training code.
@@ -88,7 +88,9 @@ def test_the_crossing_finder_sees_an_import_across_a_wall():
     # values (docs/data.md).
     (["problems/"], ["t2t_keras.training", "t2t_keras.tuning", "t2t_keras.bin",
                      "t2t_keras.importing", "t2t_keras.runs"]),
-    (["hparams/"], [f"t2t_keras.{p}" for p in _PACKAGES if p not in ("registry", "hparam")]),
+    (["hparams/"], [f"t2t_keras.{p}" for p in _PACKAGES if p not in ("registry", "hparams_lib")]),
+    # hparam.py is the deprecated name of hparams_lib.py, kept for users' --t2t_usr_dir code.
+    (["", "problems/", "hparams/"], ["t2t_keras.hparam"]),
     # metrics/ is pure scoring: errors, and fileio to read files.
     (["metrics/"], [f"t2t_keras.{p}" for p in _PACKAGES
                     if p not in ("metrics", "errors", "fileio")]),
@@ -303,3 +305,28 @@ def test_the_trainer_and_the_pipeline_take_settings_objects(module, name):
     function = getattr(function, part)
   parameters = list(inspect.signature(function).parameters)
   assert len(parameters) <= MAX_PARAMETERS, f"{module}.{name}{tuple(parameters)}"
+
+
+def test_no_module_imports_another_modules_private_names():
+  """`from t2t_keras.x import _name` reaches behind a module's interface: what another
+  module needs is public there (e.g. fused_residual uses dropout's `kept`)."""
+  bad = []
+  for path in _installed_modules():
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
+          "t2t_keras")):
+        bad += [f"{_rel(path)}:{node.lineno} imports {a.name}" for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")]
+  assert bad == []
+
+
+def test_the_paper_layers_carry_no_fast_path_arguments():
+  """The encoder and decoder layers' `call` take the paper's inputs (and a decoding cache);
+  the pre-norm training fast path lives in layers/residual_chain.py, not in their
+  signatures."""
+  source = (ROOT / "layers" / "transformer_layers.py").read_text()
+  calls = {cls.name: [a.arg for a in node.args.args] for cls in ast.parse(source).body
+           if isinstance(cls, ast.ClassDef) for node in cls.body
+           if isinstance(node, ast.FunctionDef) and node.name == "call"}
+  assert calls and all(len(args) <= 9 and not {"h", "next_norm"} & set(args)
+                       for args in calls.values()), calls

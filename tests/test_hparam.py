@@ -3,7 +3,7 @@ import json
 import pytest
 
 from t2t_keras import registry
-from t2t_keras.hparam import HParams, HParamsError
+from t2t_keras.hparams_lib import HParams, HParamsError
 
 
 def _hp():
@@ -67,3 +67,13 @@ def test_paper_base_and_big_values():
   assert (big.hidden_size, big.filter_size, big.num_heads, big.layer_prepostprocess_dropout) == (1024, 4096, 16, 0.3)
   assert registry.hparams("transformer_big_enfr").layer_prepostprocess_dropout == 0.1
   assert registry.hparams("transformer_table3_e").pos == "emb"
+
+
+def test_the_old_module_name_imports_the_same_classes_with_a_deprecation_warning():
+  """t2t_keras.hparam (users' --t2t_usr_dir code) is hparams_lib under its old name."""
+  import importlib
+  import sys
+  sys.modules.pop("t2t_keras.hparam", None)
+  with pytest.warns(DeprecationWarning, match="t2t_keras.hparams_lib"):
+    old = importlib.import_module("t2t_keras.hparam")
+  assert old.HParams is HParams and old.HParamsError is HParamsError

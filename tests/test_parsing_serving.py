@@ -15,7 +15,7 @@ from t2t_keras import bin as t2t_bin
 from t2t_keras import registry
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.data import trees, vocabulary
-from t2t_keras.decoding import decoder as search
+from t2t_keras.decoding import translate as search
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.models.transformer import Transformer

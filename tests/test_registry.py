@@ -3,7 +3,7 @@ import textwrap
 import pytest
 
 from t2t_keras import registry
-from t2t_keras.hparam import HParams
+from t2t_keras.hparams_lib import HParams
 from t2t_keras.usr_dir import import_usr_dir
 
 

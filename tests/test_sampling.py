@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 
 from conftest import tiny_model
-from t2t_keras.decoding import decoder, sampling, search
+from t2t_keras.decoding import translate, sampling, search
 from t2t_keras.decoding.search_common import prepare, step_log_probs
 from t2t_keras.decoding.settings import parse_decode_hparams
-from t2t_keras.hparam import HParamsError
+from t2t_keras.hparams_lib import HParamsError
 
 VOCAB = 12
 Z_999 = 3.090  # the standard normal's 0.999 quantile: every test below rejects at p < 0.001

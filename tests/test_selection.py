@@ -10,7 +10,7 @@ from t2t_keras import bin as t2t_bin
 from t2t_keras import registry
 from t2t_keras.bin import avg_all as avg_all_bin
 from t2t_keras.data import vocabulary
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
 from t2t_keras.models.transformer import Transformer
@@ -73,7 +73,7 @@ def _translations_of(run_dir, window_steps, tmp_path):
       [os.path.join(run_dir, f"ckpt-{s}") for s in window_steps], prefix)
   model, _, info, _ = runs.load_model(run_dir, prefix)
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
-  return decoder.decode_lines(model, vocab, SENTENCES, parse_decode_hparams(DECODE))
+  return translate.decode_lines(model, vocab, SENTENCES, parse_decode_hparams(DECODE))
 
 
 def test_chooses_the_window_whose_translations_match_the_references(run_dir, tmp_path):
@@ -94,7 +94,7 @@ def test_chooses_the_window_whose_translations_match_the_references(run_dir, tmp
   assert tf.train.latest_checkpoint(out) == os.path.join(out, "ckpt-400")
   model, _, info, _ = runs.load_model(out)
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
-  assert decoder.decode_lines(model, vocab, SENTENCES,
+  assert translate.decode_lines(model, vocab, SENTENCES,
                               parse_decode_hparams(DECODE)) == references
   # What was tried and why, on disk.
   with open(os.path.join(out, selection.SELECTION_JSON)) as f:
@@ -121,8 +121,8 @@ def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp
   model, _, info, _ = runs.load_model(run_dir, prefix)
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
   short = selection.merge_overrides(DECODE, "extra_length=3")
-  references = decoder.decode_lines(model, vocab, SENTENCES, parse_decode_hparams(short))
-  assert references != decoder.decode_lines(model, vocab, SENTENCES,
+  references = translate.decode_lines(model, vocab, SENTENCES, parse_decode_hparams(short))
+  assert references != translate.decode_lines(model, vocab, SENTENCES,
                                             parse_decode_hparams(DECODE))
   out = str(tmp_path / "selected")
   result = selection.select_average(

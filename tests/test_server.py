@@ -20,7 +20,7 @@ import tensorflow as tf
 from conftest import TINY_SENTENCES, make_tiny_run
 
 from t2t_keras import runs
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.serving import export
 
@@ -117,7 +117,7 @@ def tf_serving_rows(outputs):
 
 def test_outputs_equal_decoder_and_savedmodel(server, run_dir, loaded):
   run = runs.load(run_dir)
-  expected = decoder.translate_lines(run.model, run.vocab, TINY_SENTENCES,
+  expected = translate.translate_lines(run.model, run.vocab, TINY_SENTENCES,
                                      parse_decode_hparams(DECODE))
   status, body = predict(server.url, {"instances": TINY_SENTENCES})
   assert status == 200

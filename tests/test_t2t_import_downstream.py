@@ -30,7 +30,7 @@ from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.bin import t2t_import as import_bin
 from t2t_keras.bin import trainer as trainer_bin
 from t2t_keras.data.shards import example
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 
 T2T_CKPT = os.path.join(SHARED_DATA, "t2t", "transformer_test_ckpt")
@@ -94,7 +94,7 @@ def test_beams_and_score_file_match_the_reference(imported, tmp_path, capsys):
   assert code == 0, err
   rows = [l.split("\t") for l in (tmp_path / "beams").read_text(encoding="utf-8").splitlines()]
   run = runs.load(run_dir)
-  expected = decoder.translate_lines(run.model, run.vocab, sources,
+  expected = translate.translate_lines(run.model, run.vocab, sources,
                                      parse_decode_hparams(DECODE + ",return_beams=true"))
   for row, hyps, source in zip(rows, expected, sources):
     assert row[0::2] == [h.text for h in hyps] and len(hyps) == 3

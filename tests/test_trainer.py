@@ -10,7 +10,7 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.data import datagen, pipeline
 from t2t_keras.errors import InputError
-from t2t_keras.hparam import HParamsError
+from t2t_keras.hparams_lib import HParamsError
 from t2t_keras.training import checkpoints, trainer as trainer_lib
 from t2t_keras.training.config import TrainerConfig
 from t2t_keras.training.strategy import make_strategy

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 import numpy_transformer
 from t2t_keras import registry
-from t2t_keras.hparam import HParams
+from t2t_keras.hparams_lib import HParams
 from t2t_keras.hparams.transformer import TABLE3
 from t2t_keras.models.params import analytic_param_count
 from t2t_keras.layers import packed_masks

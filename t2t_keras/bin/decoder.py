@@ -41,7 +41,7 @@ from absl import app, flags
 
 from t2t_keras import fileio
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
-from t2t_keras.decoding import decoder, files, scoring
+from t2t_keras.decoding import translate, files, scoring
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
@@ -105,7 +105,7 @@ def main(argv):
   elif constraint is not None:
     print(f"decoding with {info['problem']}'s output constraint {type(constraint).__name__} "
           "(constrain=false turns it off)")
-    search_fn = decoder.make_search_fn(model, settings.search, constraint)
+    search_fn = translate.make_search_fn(model, settings.search, constraint)
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
     files.decode_interactive(model, vocab, settings, search_fn=search_fn)

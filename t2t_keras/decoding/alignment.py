@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from t2t_keras.errors import InputError
 from t2t_keras.decoding.attention import teacher_forced_attention
-from t2t_keras.decoding.decoder import pad_ids
+from t2t_keras.decoding.translate import pad_ids
 from t2t_keras.ids import EOS_ID
 
 WORD_START = "\u2581"  # sentencepiece's "▁"

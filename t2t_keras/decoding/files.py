@@ -13,7 +13,7 @@ import sys
 import time
 
 from t2t_keras import fileio
-from t2t_keras.decoding.decoder import encode_sources, make_search_fn, translate_lines
+from t2t_keras.decoding.translate import encode_sources, make_search_fn, translate_lines
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
 
@@ -49,7 +49,7 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
   "sentences_per_second", "output_path" and, with references, "bleu" (a
   `metrics.bleu.bleu_report`). `postprocess(source, output) -> text` (a
   problem's, e.g. parsing's tree building) is applied to every hypothesis;
-  `search_fn` (`decoder.make_search_fn`'s, e.g. with the problem's constraint)
+  `search_fn` (`translate.make_search_fn`'s, e.g. with the problem's constraint)
   defaults to one built from settings.search.
   """
   output = settings.output

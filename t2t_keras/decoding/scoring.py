@@ -6,7 +6,7 @@
 
 import tensorflow as tf
 
-from t2t_keras.decoding.decoder import encode_sources, pad_ids
+from t2t_keras.decoding.translate import encode_sources, pad_ids
 from t2t_keras.decoding.files import read_lines, write_lines
 from t2t_keras.errors import InputError
 

@@ -8,7 +8,7 @@ or sampling (sampling_method=random: beam_size independent samples per sentence)
 Beam size 1 runs greedy search, as t2t does, in beam search's output format and
 scored as beam search scores (log prob / length penalty): the 2k-candidate
 search with k = 1 would keep the better of the two best extensions when it ends
-in EOS, which argmax decoding never picks. `decoding.decoder` (files, text) and
+in EOS, which argmax decoding never picks. `decoding.translate` (files, text) and
 `serving.export` (the SavedModel) both build their search here.
 
 Sampling runs greedy search's loop with `sampling.sampler` choosing each

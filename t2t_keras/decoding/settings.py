@@ -2,7 +2,7 @@
 
     settings = parse_decode_hparams("beam_size=4,alpha=0.6")   # a frozen DecodeSettings
     settings.search.beam_size        # 4: what the search gets (`search.from_settings`)
-    settings.batching.batch_size     # 32: how `decoder.translate_ids` cuts the inputs
+    settings.batching.batch_size     # 32: how `translate.translate_ids` cuts the inputs
     settings.output.return_beams     # False: what `files` writes
     settings.evaluation.bleu_lang    # "de": the Moses-tokenized BLEU variants
     settings.replace(batch_size=1)   # flat t2t names, routed to their group
@@ -46,7 +46,7 @@ and meaning:
 
 import dataclasses
 
-from t2t_keras.hparam import HParams, HParamsError
+from t2t_keras.hparams_lib import HParams, HParamsError
 
 # Every key with its default, in the order the flat values (and export_info.json) list them.
 DEFAULTS = HParams(beam_size=4, alpha=0.6, extra_length=50, max_decode_length=0,

@@ -14,7 +14,7 @@ the decoding of a run here, so a problem's defaults and constraint apply alike i
 import dataclasses
 
 from t2t_keras.data import problem as problem_lib
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import DecodeSettings, parse_decode_hparams
 from t2t_keras.errors import InputError
 
@@ -65,5 +65,5 @@ class DecodingSpec:
     return self.hooks.decode_constraint(vocab) if self.settings.search.constrain else None
 
   def search_fn(self, model, vocab):
-    """The compiled search (`decoder.make_search_fn`) with this spec's constraint."""
-    return decoder.make_search_fn(model, self.settings.search, self.constraint(vocab))
+    """The compiled search (`translate.make_search_fn`) with this spec's constraint."""
+    return translate.make_search_fn(model, self.settings.search, self.constraint(vocab))

@@ -190,5 +190,5 @@ def to_hparams(hp, target_space_id):
       shared_source_target_embedding=bool(hp.get("shared_embedding", False)),
       num_target_spaces=NUM_TARGET_SPACES if hp.get("use_target_space_embedding", True) else 0,
       target_space_id=int(target_space_id))
-  from t2t_keras.hparam import HParams  # pylint: disable=import-outside-toplevel
+  from t2t_keras.hparams_lib import HParams  # pylint: disable=import-outside-toplevel
   return HParams(**ours)

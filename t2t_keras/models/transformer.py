@@ -25,7 +25,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.hparam import HParams
+from t2t_keras.hparams_lib import HParams
 from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, LayerNorm, PositionalEncoding,
                               SharedEmbedding, TargetSpaceEmbedding, causal_mask, packed_masks,
                               padding_mask)

@@ -140,7 +140,7 @@ class Ct2Translator:
     return out
 
   def search_ids(self, batch):
-    """t2t-decoder's search function on this model (`decoding.decoder.translate_ids`).
+    """t2t-decoder's search function on this model (`decoding.translate.translate_ids`).
 
     batch: int [rows, width] source ids, EOS-terminated and 0-padded (rows may
     repeat: each distinct one is translated once). Returns (ids int32 [rows, beam,

@@ -152,7 +152,7 @@ class Translator(tf.Module):
 
     Longest first, in chunks of at most batch_size rows (rounded up to a power
     of two, padded by repeating the last row), each padded to a multiple of
-    length_bucket tokens, as `decoder.translate_ids` batches.
+    length_bucket tokens, as `translate.translate_ids` batches.
     """
     n = sources.nrows(out_type=tf.int32)
     lengths = tf.cast(sources.row_lengths(), tf.int32)

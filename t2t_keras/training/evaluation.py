@@ -77,7 +77,7 @@ class Evaluator:
 
   def dev_bleu(self, sentences):
     """Greedy-decodes the first `sentences` dev pairs: {"dev_bleu", "dev_char_bleu"} (sacreBLEU)."""
-    from t2t_keras.decoding import decoder, files  # pylint: disable=import-outside-toplevel
+    from t2t_keras.decoding import translate, files  # pylint: disable=import-outside-toplevel
     from t2t_keras.decoding.settings import (  # pylint: disable=import-outside-toplevel
         parse_decode_hparams)
     from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
@@ -86,7 +86,7 @@ class Evaluator:
                                                 vocab=self.vocab)
       self._dev_pairs = sources[:sentences], references[:sentences]
     sources, references = self._dev_pairs
-    hyps = decoder.decode_lines(self.model, self.vocab, sources,
+    hyps = translate.decode_lines(self.model, self.vocab, sources,
                                 parse_decode_hparams("beam_size=1"))
     report = bleu.bleu_report(hyps, references)
     return {"dev_bleu": report["bleu"], "dev_char_bleu": report["char_bleu"]}

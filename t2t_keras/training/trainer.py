@@ -28,7 +28,7 @@ from t2t_keras import fileio, registry, runs
 from t2t_keras.data import pipeline
 from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
-from t2t_keras.hparam import HParams, HParamsError
+from t2t_keras.hparams_lib import HParams, HParamsError
 from t2t_keras.training import checkpoints, early_stopping, reporting, signals, warm_start
 from t2t_keras.training.config import TrainerConfig
 from t2t_keras.training.evaluation import Evaluator

@@ -33,7 +33,7 @@ import time
 from t2t_keras import fileio, runs
 from t2t_keras.data import problem as problem_lib
 from t2t_keras.errors import InputError
-from t2t_keras.hparam import HParamsError
+from t2t_keras.hparams_lib import HParamsError
 from t2t_keras.metrics.dev_score import SACREBLEU, DevScore
 from t2t_keras.tuning import averaging
 
@@ -197,9 +197,9 @@ class _Scorer:
 
   def score(self, settings, search_fn):
     """(the dev score dict, the rounded figures a candidate records) of the model now."""
-    from t2t_keras.decoding import decoder  # pylint: disable=import-outside-toplevel
+    from t2t_keras.decoding import translate  # pylint: disable=import-outside-toplevel
     t0 = time.time()
-    outputs = decoder.decode_lines(self.model, self.vocab, self.sources, settings, search_fn)
+    outputs = translate.decode_lines(self.model, self.vocab, self.sources, settings, search_fn)
     score = self.dev_score.score(self.sources, outputs, self.references)
     return score, {self.dev_score.key: round(score[self.dev_score.key], 2),
                    self.dev_score.second_key: round(score[self.dev_score.second_key], 2),

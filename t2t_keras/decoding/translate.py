@@ -15,27 +15,16 @@ back in the input order.
 
 import collections
 import sys
-import warnings
 
 import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import search
-from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.ids import EOS_ID
 
 
 Hypothesis = collections.namedtuple("Hypothesis", ["text", "ids", "score"])
-
-
-def decode_hparams(overrides="", defaults=""):
-  """Deprecated name of `settings.parse_decode_hparams` (a `DecodeSettings`), kept for
-  user code that imports it; its result is grouped (`.search.beam_size`, not `.beam_size`)."""
-  warnings.warn("t2t_keras.decoding.decoder.decode_hparams is deprecated: use "
-                "t2t_keras.decoding.settings.parse_decode_hparams", DeprecationWarning,
-                stacklevel=2)
-  return parse_decode_hparams(overrides, defaults)
 
 
 def pad_ids(rows):
