@@ -181,7 +181,7 @@ def is_done(s, decode_lengths, max_penalty, stop_early):
 
 def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_length,
                      decode_lengths, alpha=0.6, eos_id=EOS_ID, stop_early=True,
-                     reordered_keys=None):
+                     reordered_keys=None, force=None):
   """The beam search loop over any next-token function.
 
   Args:
@@ -192,21 +192,21 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
     batch_size, beam_size: B (an int or a scalar tensor) and K (an int, >= 2).
     max_length: length of the output buffer (int or scalar tensor), L - 1.
     decode_lengths: int32 [B], each sentence's maximum output length (EOS
-      included), at most max_length.
-    alpha: length penalty exponent.
+      included), at most max_length; alpha: the length penalty's exponent.
     eos_id: the end symbol (an id never emitted, e.g. -1, forces max length).
     stop_early: stop a sentence once no alive beam can beat its worst finished one.
     reordered_keys: if given, only these top-level keys of a dict state follow
       the beams when they swap histories (the model's beam-folded cache needs
       only its "ancestry" reordered); by default every leaf the function changed.
+    force: optional (log_probs, i) -> log_probs after each softmax (`prefix_forcing`).
   Returns:
     (ids int32 [B, K, max_length] best first, 0 after EOS; scores float32 [B, K]
      log prob / length penalty (-INF for empty slots); steps int32, decoder steps run).
     A sentence with no finished hypothesis returns its alive beams, scored with
     the penalty of its maximum length.
   """
-  decode_lengths = tf.cast(decode_lengths, tf.int32)
-  alpha = tf.cast(alpha, tf.float32)
+  decode_lengths, alpha = tf.cast(decode_lengths, tf.int32), tf.cast(alpha, tf.float32)
+  force = force or (lambda log_probs, i: log_probs)
   max_penalty = length_penalty(decode_lengths, alpha)                            # [B]
 
   def cond(s):
@@ -215,7 +215,7 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
   def body(s):
     flat_ids = tf.reshape(s.alive_seq, [batch_size * beam_size, -1])            # [B*K, L]
     logits, cache = symbols_to_logits_fn(flat_ids, s.i, s.cache)                # [B*K, V]
-    log_probs = step_log_probs(logits)                                           # [B*K, V]
+    log_probs = force(step_log_probs(logits), s.i)                               # [B*K, V]
     vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: blocked top_k
     c = extend(s, tf.reshape(log_probs, [batch_size, beam_size, vocab_size]), batch_size,
                alpha, eos_id)
@@ -243,7 +243,7 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
 
 def beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
                 max_decode_length=None, eos_id=EOS_ID, stop_early=True, cached=True,
-                constraint=None):
+                constraint=None, prefix=None):
   """Beam search translation of a batch of source ids (beam_size >= 2).
 
   Args:
@@ -259,24 +259,27 @@ def beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
       the full decoder over the output buffer at every step (reference/benchmark).
     constraint: optional; its `wrap(fn, inputs)` forbids tokens at each step
       (`decoding/constraints.py`, e.g. parse trees whose leaves copy the input).
+    prefix: optional int32 [B, P] target prefixes, 0-padded: each output starts with
+      its prefix (`search_common.prefix_forcing`); scores include the prefix's log probs.
   Returns:
     (ids int32 [B, K, max_len], best first, 0 after EOS;
      scores float32 [B, K] = log prob / ((5 + len) / 6) ** alpha).
   """
   ids, scores, _ = beam_search_with_steps(
       model, inputs, beam_size, alpha, extra_length, max_decode_length, eos_id,
-      stop_early, cached, constraint=constraint)
+      stop_early, cached, constraint=constraint, prefix=prefix)
   return ids, scores
 
 
 def beam_search_with_steps(model, inputs, beam_size, alpha, extra_length, max_decode_length,
-                           eos_id, stop_early, cached, prefix_only=False, constraint=None):
+                           eos_id, stop_early, cached, prefix_only=False, constraint=None,
+                           prefix=None):
   """`beam_search` that also returns the number of decoder steps run (int32)."""
   if beam_size < 2:
     raise ValueError(f"beam_search needs beam_size >= 2, got {beam_size}; "
                      "decoding.search.search runs greedy search for beam_size 1")
   p = prepare(model, inputs, beam_size, extra_length, max_decode_length, cached,
-              prefix_only=prefix_only, constraint=constraint)
+              prefix_only=prefix_only, constraint=constraint, prefix=prefix)
   return beam_search_loop(p.fn, p.state, p.batch_size, beam_size, p.length, p.decode_lengths,
                           alpha=alpha, eos_id=eos_id, stop_early=stop_early,
-                          reordered_keys=p.reordered_keys)
+                          reordered_keys=p.reordered_keys, force=p.force)

@@ -15,11 +15,12 @@ from t2t_keras.ids import EOS_ID
 
 
 def greedy_loop(symbols_to_logits_fn, state, batch_size, max_length, decode_lengths,
-                eos_id=EOS_ID, pick=None):
+                eos_id=EOS_ID, pick=None, force=None):
   """Argmax decoding over any next-token function (see `beam_search_loop`).
 
   `pick(log_probs [batch, vocab], step) -> int32 [batch]` chooses each token
   instead of argmax (`sampling.sampler`); scores stay the model's own log probs.
+  `force(log_probs, step) -> log_probs` runs first (`search_common.prefix_forcing`).
 
   Returns (ids int32 [batch, max_length], scores float32 [batch] (sum of the
   chosen tokens' log probs, EOS included), steps int32).
@@ -36,6 +37,8 @@ def greedy_loop(symbols_to_logits_fn, state, batch_size, max_length, decode_leng
   def body(i, ids, scores, done, state):
     logits, state = symbols_to_logits_fn(ids, i, state)
     log_probs = step_log_probs(logits)
+    if force is not None:
+      log_probs = force(log_probs, i)
     token = (pick(log_probs, i) if pick is not None
              else tf.argmax(log_probs, axis=-1, output_type=tf.int32))
     token_log_prob = tf.gather(log_probs, token, axis=1, batch_dims=1)

@@ -35,38 +35,41 @@ Sampling.__doc__ = """sampling_method=random's settings: temperature (0: argmax)
 
 def search_with_steps(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
                       max_decode_length=None, eos_id=EOS_ID, stop_early=True, cached=True,
-                      prefix_only=False, constraint=None, sampling=None):
+                      prefix_only=False, constraint=None, sampling=None, prefix=None):
   """(ids [batch, beam, max_len], scores [batch, beam], steps int32): `beam_search`'s
-  arguments and outputs, for every beam size; with `sampling` (a `Sampling`),
-  beam_size samples per sentence."""
+  arguments and outputs (a target `prefix` included), for every beam size; with
+  `sampling` (a `Sampling`), beam_size samples per sentence."""
   if sampling is not None:
     return sample_with_steps(model, inputs, beam_size, alpha, extra_length, max_decode_length,
-                             eos_id, cached, prefix_only, constraint, sampling)
+                             eos_id, cached, prefix_only, constraint, sampling, prefix)
   if beam_size > 1:
     return beam_search_with_steps(model, inputs, beam_size, alpha, extra_length,
                                   max_decode_length, eos_id, stop_early, cached,
-                                  prefix_only=prefix_only, constraint=constraint)
+                                  prefix_only=prefix_only, constraint=constraint,
+                                  prefix=prefix)
   p = prepare(model, inputs, 1, extra_length, max_decode_length, cached,
-              prefix_only=prefix_only, constraint=constraint)
+              prefix_only=prefix_only, constraint=constraint, prefix=prefix)
   ids, log_probs, steps = greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths,
-                                      eos_id)
+                                      eos_id, force=p.force)
   lengths = output_lengths(ids, p.decode_lengths, eos_id)
   return ids[:, None], (log_probs / length_penalty(lengths, alpha))[:, None], steps
 
 
 def sample_with_steps(model, inputs, num_samples, alpha, extra_length, max_decode_length,
-                      eos_id, cached, prefix_only, constraint, sampling):
+                      eos_id, cached, prefix_only, constraint, sampling, prefix=None):
   """`num_samples` sampled outputs per sentence: (ids [batch, num_samples, max_len],
   scores [batch, num_samples] best first, steps)."""
   inputs = tf.convert_to_tensor(inputs, tf.int32)
   batch = tf.shape(inputs)[0]
   rows = tf.repeat(inputs, num_samples, axis=0)  # sentence-major: s0 s0 s1 s1 ...
+  if prefix is not None:
+    prefix = tf.repeat(tf.convert_to_tensor(prefix, tf.int32), num_samples, axis=0)
   p = prepare(model, rows, 1, extra_length, max_decode_length, cached,
-              prefix_only=prefix_only, constraint=constraint)
+              prefix_only=prefix_only, constraint=constraint, prefix=prefix)
   pick = sampling_lib.sampler(sampling.temperature, sampling.top_k, sampling.top_p,
                               sampling.seed, rows, model.vocab_size, copies=num_samples)
   ids, log_probs, steps = greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths,
-                                      eos_id, pick=pick)
+                                      eos_id, pick=pick, force=p.force)
   scores = log_probs / length_penalty(output_lengths(ids, p.decode_lengths, eos_id), alpha)
   scores = tf.reshape(scores, [batch, num_samples])
   ids = tf.reshape(ids, [batch, num_samples, -1])

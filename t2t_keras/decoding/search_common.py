@@ -61,6 +61,33 @@ def buffer_length(model, inputs, extra_length, max_decode_length=None):
   return length
 
 
+def prefix_forcing(prefix, copies):
+  """`force(log_probs, i)` for a search whose rows each start with their target prefix.
+
+  prefix: int32 [batch, P], each sentence's prefix ids, 0-padded (no EOS); copies: rows
+  per sentence in the search (beam_size, or samples). At step i, a row whose prefix is
+  longer than i keeps only its prefix's token i, with the model's own log prob (so a
+  hypothesis's score is the model's log prob of the whole output, prefix included); every
+  other row, and every row past its prefix, is left as it is.
+  """
+  prefix = tf.repeat(tf.convert_to_tensor(prefix, tf.int32), copies, axis=0)  # [n, P]
+  width = tf.shape(prefix)[1]
+
+  def force(log_probs, i):
+    at = tf.gather(prefix, tf.reshape(tf.minimum(i, tf.maximum(width - 1, 0)), [1]), axis=1)
+    forced = tf.logical_and(i < width, tf.not_equal(at, PAD_ID))               # [n, 1]
+    keep = tf.equal(tf.range(tf.shape(log_probs)[-1])[None, :], at)            # [n, V]
+    return tf.where(tf.logical_and(forced, tf.logical_not(keep)),
+                    tf.constant(NEG_INF, log_probs.dtype), log_probs)
+
+  return force
+
+
+def prefix_lengths(prefix):
+  """int32 [batch]: each prefix's length (its non-pad ids)."""
+  return tf.reduce_sum(tf.cast(tf.not_equal(prefix, PAD_ID), tf.int32), axis=1)
+
+
 def cached_logits_fn(model, memory_mask):
   """symbols_to_logits_fn of one cached decoder step (state = the model's cache)."""
 
@@ -89,7 +116,8 @@ def uncached_logits_fn(model, memory, memory_mask, prefix_only=False):
 
 
 Prepared = collections.namedtuple(
-    "Prepared", ["fn", "state", "batch_size", "length", "decode_lengths", "reordered_keys"])
+    "Prepared", ["fn", "state", "batch_size", "length", "decode_lengths", "reordered_keys",
+                 "force"])
 Prepared.__doc__ = """What a search loop runs on (`prepare`'s result).
 
   fn: symbols_to_logits_fn, (ids int32 [batch * beam, length + 1], i, state) ->
@@ -99,11 +127,13 @@ Prepared.__doc__ = """What a search loop runs on (`prepare`'s result).
   decode_lengths: int32 [batch], each sentence's maximum output length.
   reordered_keys: the state keys that follow the beams when they swap histories
     (None: every leaf the function changes).
+  force: None, or (log_probs [batch * beam, vocab], i) -> log_probs, applied by the loop
+    after each step's softmax (`prefix_forcing`).
 """
 
 
 def prepare(model, inputs, beam_size, extra_length, max_decode_length=None, cached=True,
-            prefix_only=False, constraint=None):
+            prefix_only=False, constraint=None, prefix=None):
   """Encodes `inputs` once and builds the next-token function of a search over it.
 
   Args:
@@ -115,12 +145,24 @@ def prepare(model, inputs, beam_size, extra_length, max_decode_length=None, cach
     cached: one decoder step per token with the k/v cache; False re-runs the
       whole decoder at every step (`prefix_only`: over the prefix only, dynamic shapes).
     constraint: optional; its `wrap(fn, inputs)` forbids tokens at each step.
+    prefix: optional int32 [batch, P], each output's first tokens (0-padded; a row of
+      zeros: no prefix). A sentence's maximum output length grows to its prefix's
+      length + 1 where that is longer, up to the buffer's length.
   Returns:
     a `Prepared`.
   """
   inputs = tf.convert_to_tensor(inputs, tf.int32)
   length = buffer_length(model, inputs, extra_length, max_decode_length)
   decode_lengths = decode_lengths_for(inputs, extra_length, length)
+  force = None
+  prefix = None if prefix is None else tf.convert_to_tensor(prefix, tf.int32)
+  if prefix is not None and prefix.shape[1] != 0:  # [batch, 0]: no prefixes
+    width = prefix.shape[1]
+    if isinstance(width, int) and isinstance(length, int) and width > length:
+      raise ValueError(f"a target prefix of {width} ids (padded) is longer than the output "
+                       f"buffer of {length} ids (raise max_decode_length)")
+    decode_lengths = tf.minimum(tf.maximum(decode_lengths, prefix_lengths(prefix) + 1), length)
+    force = prefix_forcing(prefix, beam_size)
   memory, mask = model.encode(inputs)  # [batch, src_len, d], [batch, 1, 1, src_len]
   reordered_keys = None
   if cached and beam_size > 1:
@@ -140,4 +182,5 @@ def prepare(model, inputs, beam_size, extra_length, max_decode_length=None, cach
       fn = uncached_logits_fn(model, memory, mask, prefix_only=prefix_only)
   if constraint is not None:
     fn = constraint.wrap(fn, tf.repeat(inputs, beam_size, axis=0))
-  return Prepared(fn, state, tf.shape(inputs)[0], length, decode_lengths, reordered_keys)
+  return Prepared(fn, state, tf.shape(inputs)[0], length, decode_lengths, reordered_keys,
+                  force)

@@ -1,0 +1,129 @@
+"""Target prefixes in the compiled searches: each output starts with its prefix, and its
+score is the model's log prob of the whole output, prefix included."""
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import tiny_model
+from t2t_keras.decoding import beam_search as bs
+from t2t_keras.decoding import search
+from t2t_keras.decoding.search import Sampling
+from t2t_keras.models.transformer import shift_right
+
+SRC = tf.constant([[3, 4, 5, 1, 0, 0], [6, 7, 8, 9, 10, 1], [11, 1, 0, 0, 0, 0]])
+PREFIXES = [[7, 7, 9], [], [12]]  # a mixed batch: the second sentence has none
+
+
+@pytest.fixture(scope="module")
+def model():
+  return tiny_model(23, seed=5)
+
+
+def _padded(prefixes, width=None):
+  width = width or max(1, max(len(p) for p in prefixes))
+  rows = np.zeros([len(prefixes), width], np.int32)
+  for r, p in enumerate(prefixes):
+    rows[r, :len(p)] = p
+  return tf.constant(rows)
+
+
+def _output(row):
+  """The ids of an output row up to and including EOS (or all of them)."""
+  row = [int(x) for x in row]
+  return row[:row.index(1) + 1] if 1 in row else [x for x in row if x]
+
+
+def _log_prob(model, src, output):
+  """The model's log prob of `output` (ids) given one source row [1, S], by teacher forcing."""
+  logits, _ = model.decode(shift_right(tf.constant([output])), *model.encode(src))
+  log_probs = tf.nn.log_softmax(logits)[0].numpy()
+  return float(sum(log_probs[t, token] for t, token in enumerate(output)))
+
+
+def _search(model, beam, prefixes=None, **kw):
+  kw = dict(dict(alpha=0.0, extra_length=6), **kw)
+  prefix = None if prefixes is None else _padded(prefixes)
+  ids, scores = search.search(model, SRC, beam_size=beam, prefix=prefix, **kw)
+  return ids.numpy(), scores.numpy()
+
+
+@pytest.mark.parametrize("beam,sampling", [(1, None), (3, None), (2, Sampling(1.0, 0, 1.0, 3))],
+                         ids=["greedy", "beam", "sampling"])
+def test_every_output_starts_with_its_prefix_and_is_scored_by_the_model(model, beam, sampling):
+  ids, scores = _search(model, beam, PREFIXES, sampling=sampling)
+  for r, prefix in enumerate(PREFIXES):
+    for k in range(beam):
+      output = _output(ids[r, k])
+      assert output[:len(prefix)] == prefix, (r, k, output)
+      # alpha 0: the score is the log prob, the prefix's tokens included
+      assert scores[r, k] == pytest.approx(_log_prob(model, SRC[r:r + 1], output), abs=1e-4)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_sentence_without_prefix_decodes_as_without_the_argument(model, beam):
+  free_ids, free_scores = _search(model, beam)
+  ids, scores = _search(model, beam, PREFIXES)
+  np.testing.assert_array_equal(ids[1], free_ids[1])
+  np.testing.assert_allclose(scores[1], free_scores[1], atol=1e-5)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_the_outputs_own_start_as_prefix_changes_nothing(model, beam):
+  free_ids, free_scores = _search(model, beam)
+  starts = [_output(free_ids[r, 0])[:2] for r in range(len(SRC))]
+  ids, scores = _search(model, beam, starts)
+  np.testing.assert_array_equal(ids[:, 0], free_ids[:, 0])
+  np.testing.assert_allclose(scores[:, 0], free_scores[:, 0], atol=1e-5)
+
+
+@pytest.mark.parametrize("stop_early", [True, False])
+def test_beam_search_finds_the_best_completion_of_the_prefix(stop_early):
+  """A beam as wide as every completion finds the best output that starts with the
+  prefix, of an exhaustive search (vocabulary 5 less PAD, outputs up to 4 ids, length
+  penalty 0.6); run to the end, it returns every finished completion in exhaustive order."""
+  m = tiny_model(5, seed=4)
+  src, prefix, alpha, tokens = tf.constant([[3, 1]]), [4, 2], 0.6, [2, 3, 4]
+  max_len = 4  # 2 non-pad source ids + extra_length 2
+  candidates = [prefix + list(p) + [1] for n in range(max_len - len(prefix))
+                for p in itertools.product(tokens, repeat=n)]
+  exhaustive = sorted(((_log_prob(m, src, c) / ((5 + len(c)) / 6) ** alpha, c)
+                       for c in candidates), key=lambda x: -x[0])
+  ids, scores, _ = search.search_with_steps(m, src, len(tokens) ** 2, alpha, 2, None, 1,
+                                            stop_early, True, prefix=_padded([prefix]))
+  found = [(float(s), _output(row)) for s, row in zip(scores[0].numpy(), ids[0].numpy())
+           if s > -bs.INF / 2]
+  assert found[0][1] == exhaustive[0][1]
+  assert found[0][0] == pytest.approx(exhaustive[0][0], abs=1e-4)
+  if not stop_early:
+    assert [c for _, c in found] == [c for _, c in exhaustive]
+    np.testing.assert_allclose([s for s, _ in found], [s for s, _ in exhaustive], atol=1e-4)
+
+
+def test_a_prefix_longer_than_the_default_output_limit_is_kept_whole(model):
+  """The output limit (source length + extra_length) grows to the prefix's length + 1."""
+  src, prefix = SRC[2:3], [5, 6, 7, 8, 9, 10]  # 2 source ids + extra_length 1: 3 at most
+  for beam in (1, 3):
+    ids, _ = search.search(model, src, beam_size=beam, extra_length=1, max_decode_length=9,
+                           prefix=_padded([prefix]))
+    output = _output(ids.numpy()[0, 0])
+    assert output[:len(prefix)] == prefix and len(output) <= len(prefix) + 1
+
+
+def test_a_prefix_longer_than_the_output_buffer_is_refused(model):
+  with pytest.raises(ValueError, match="prefix of 6 ids.*output buffer of 4"):
+    search.search(model, SRC[2:3], beam_size=2, max_decode_length=4,
+                  prefix=_padded([[5, 6, 7, 8, 9, 10]]))
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_xla_and_graph_give_the_same_outputs(model, beam):
+  prefix = _padded(PREFIXES)
+  run = lambda jit: tf.function(
+      lambda: search.search(model, SRC, beam_size=beam, extra_length=6, prefix=prefix),
+      jit_compile=jit, autograph=False)()
+  (ids, scores), (xla_ids, xla_scores) = run(False), run(True)
+  np.testing.assert_array_equal(ids.numpy(), xla_ids.numpy())
+  np.testing.assert_allclose(scores.numpy(), xla_scores.numpy(), atol=1e-4)
