@@ -127,3 +127,28 @@ def test_xla_and_graph_give_the_same_outputs(model, beam):
   (ids, scores), (xla_ids, xla_scores) = run(False), run(True)
   np.testing.assert_array_equal(ids.numpy(), xla_ids.numpy())
   np.testing.assert_allclose(scores.numpy(), xla_scores.numpy(), atol=1e-4)
+
+
+def test_translate_lines_with_prefixes_in_input_order_across_batches_and_shards(tmp_path):
+  """The Python API: text prefixes ("" for none) line by line, sorted and batched with
+  their sources (batch 2, two search shards), every output starting with its prefix."""
+  from conftest import make_tiny_run
+  from t2t_keras import runs
+  from t2t_keras.decoding import translate
+  from t2t_keras.decoding.settings import parse_decode_hparams
+  model, vocab, *_ = runs.load(make_tiny_run(tmp_path))
+  lines = ["one hundred and five", "nine", "twenty three", "one"]
+  prefixes = ["drei", "", "neun und", ""]
+  settings = parse_decode_hparams("beam_size=2,batch_size=2,search_shards=2,extra_length=12")
+  steered = translate.translate_lines(model, vocab, lines, settings, prefixes=prefixes)
+  free = translate.translate_lines(model, vocab, lines, settings)
+  for line, prefix, hyps, free_hyps in zip(lines, prefixes, steered, free):
+    want = vocab.encode(prefix) if prefix else []
+    assert all(h.ids[:len(want)] == want for h in hyps), (line, hyps)
+    if not prefix:
+      assert [h.ids for h in hyps] == [h.ids for h in free_hyps]
+  with pytest.raises(ValueError, match="2 target prefixes for 4 sources"):
+    translate.translate_lines(model, vocab, lines, settings, prefixes=prefixes[:2])
+  with pytest.raises(ValueError, match="longer than the output limit of"):
+    translate.translate_lines(model, vocab, lines[:1], parse_decode_hparams(
+        "beam_size=2,extra_length=1"), prefixes=["neun " * 20])

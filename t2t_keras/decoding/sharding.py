@@ -29,9 +29,10 @@ def sharded_search(search, shards):
   """`search` run on `shards` contiguous slices of the batch at once, results concatenated.
 
   Args:
-    search: inputs int32 [batch, len] -> (ids int32 [batch, beam, max_len],
-      scores float32 [batch, beam]), e.g. a jit-compiled tf.function; its
-      max_len must depend on the padded width only (beam_search's does).
+    search: inputs int32 [batch, len] (and any further batch-major tensors, e.g.
+      target prefixes) -> (ids int32 [batch, beam, max_len], scores float32 [batch,
+      beam]), e.g. a jit-compiled tf.function; its max_len must depend on the padded
+      width only (beam_search's does).
     shards: how many slices; a batch smaller than that is searched whole.
   Returns:
     A function of the same signature (trace it in a tf.function that is not
@@ -40,15 +41,15 @@ def sharded_search(search, shards):
   if shards <= 1:
     return search
 
-  def fn(inputs):
-    batch = tf.shape(inputs)[0]
+  def fn(*tensors):
+    batch = tf.shape(tensors[0])[0]
 
     def split():
       bounds = [k * batch // shards for k in range(shards + 1)]
-      outs = [search(inputs[bounds[k]:bounds[k + 1]]) for k in range(shards)]
+      outs = [search(*[t[bounds[k]:bounds[k + 1]] for t in tensors]) for k in range(shards)]
       return tuple(tf.concat(parts, axis=0) for parts in zip(*outs))
 
-    return tf.cond(batch >= shards, split, lambda: tuple(search(inputs)))
+    return tf.cond(batch >= shards, split, lambda: tuple(search(*tensors)))
 
   return fn
 

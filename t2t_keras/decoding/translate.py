@@ -14,6 +14,7 @@ back in the input order.
 """
 
 import collections
+import functools
 import sys
 
 import numpy as np
@@ -35,17 +36,20 @@ def pad_ids(rows):
   return tf.constant(out)
 
 
-def make_search_fn(model, search_settings, constraint=None):
+def make_search_fn(model, search_settings, constraint=None, with_prefix=False):
   """A tf.function: int32 [batch, len] source ids -> (ids [batch, beam, max_len], scores [batch, beam]).
 
   search_settings: a `DecodeSettings.search` (with jit and search_shards); `constraint`
-  (e.g. a problem's `decode_constraint`) limits the outputs the search builds.
+  (e.g. a problem's `decode_constraint`) limits the outputs the search builds;
+  `with_prefix`: the function takes target prefixes too, int32 [batch, P] 0-padded
+  (`search_common.prefix_forcing`).
   """
-
   # One trace for every shape; XLA still compiles one program per input shape.
-  signature = [tf.TensorSpec([None, None], tf.int32)]
-  search_fn = tf.function(search.from_settings(model, search_settings, constraint),
-                          jit_compile=search_settings.jit, autograph=False,
+  signature = [tf.TensorSpec([None, None], tf.int32)] * (2 if with_prefix else 1)
+  searcher = search.from_settings(model, search_settings, constraint)
+  if with_prefix:
+    searcher = functools.partial(lambda s, inputs, prefix: s(inputs, prefix=prefix), searcher)
+  search_fn = tf.function(searcher, jit_compile=search_settings.jit, autograph=False,
                           input_signature=signature)
   return shard_search_fn(search_fn, search_settings.search_shards, signature)
 
@@ -70,20 +74,26 @@ def _progress(total, enabled):
   return tqdm(total=total, unit="sent", file=sys.stderr, dynamic_ncols=True)
 
 
-def translate_ids(model, sources, settings, search_fn=None, progress=False):
+def translate_ids(model, sources, settings, search_fn=None, progress=False, prefixes=None):
   """n-best lists for source id lists (EOS-terminated), in the input order.
 
   settings: a `DecodeSettings` (its batching; its search where `search_fn` is None);
   `search_fn` maps int32 [batch, width] ids to (ids [batch, beam, length], scores
   [batch, beam]), tensors or arrays (default `make_search_fn`'s; the CTranslate2
-  engine's is `Ct2Translator.search_ids`).
+  engine's is `Ct2Translator.search_ids`). `prefixes`: optional target id lists (no
+  EOS; empty: none), one per source: each output starts with its prefix, and
+  `search_fn` then also takes the padded prefixes (`make_search_fn(with_prefix=True)`).
 
-  Returns a list (one per source) of lists of (ids without EOS, score), best first.
+  Returns a list (one per source) of lists of (ids without EOS, score), best first; a
+  score is the model's log prob of the whole output, prefix included, / length penalty.
   """
   sources = [list(s) for s in sources]
   if not sources:
     return []
-  search_fn = search_fn or make_search_fn(model, settings.search)
+  if prefixes is not None and len(prefixes) != len(sources):
+    raise ValueError(f"{len(prefixes)} target prefixes for {len(sources)} sources")
+  search_fn = search_fn or make_search_fn(model, settings.search,
+                                          with_prefix=prefixes is not None)
   order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
   results = [None] * len(sources)
   bar = _progress(len(sources), progress)
@@ -95,7 +105,12 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False):
     for row in range(batch_size):  # spare rows repeat the last sentence (same work)
       src = sources[index[min(row, len(index) - 1)]]
       batch[row, :len(src)] = src
-    ids, scores = search_fn(tf.constant(batch))
+    if prefixes is None:
+      ids, scores = search_fn(tf.constant(batch))
+    else:
+      rows = [prefixes[index[min(row, len(index) - 1)]] for row in range(batch_size)]
+      _check_prefixes_fit(rows, width, settings.search)
+      ids, scores = search_fn(tf.constant(batch), _padded_rows(rows, bucket))
     ids, scores = np.asarray(ids), np.asarray(scores)
     for row, i in enumerate(index):
       results[i] = [(_strip(ids[row, k]), float(scores[row, k]))
@@ -107,16 +122,38 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False):
   return results
 
 
+def _check_prefixes_fit(rows, width, search_settings):
+  """ValueError unless every prefix fits the output buffer of sources `width` ids wide."""
+  limit = search_settings.max_decode_length or width + search_settings.extra_length
+  longest = max(len(r) for r in rows)
+  if longest > limit:
+    raise ValueError(f"a target prefix of {longest} ids is longer than the output limit "
+                     f"of {limit} ids (extra_length / max_decode_length)")
+
+
+def _padded_rows(rows, bucket):
+  """int32 [len(rows), width] of id lists, 0-padded to a multiple of `bucket` (>= 1)."""
+  width = max(1, -(-max(len(r) for r in rows) // bucket) * bucket)
+  out = np.zeros([len(rows), width], np.int32)
+  for r, ids in enumerate(rows):
+    out[r, :len(ids)] = ids
+  return tf.constant(out)
+
+
 def encode_sources(vocab, lines):
   """Text lines -> EOS-terminated id lists, as the training data."""
   return [ids + [EOS_ID] for ids in vocab.encode_batch(lines)] if hasattr(
       vocab, "encode_batch") else [vocab.encode(line) + [EOS_ID] for line in lines]
 
 
-def translate_lines(model, vocab, lines, settings, search_fn=None, progress=False):
+def translate_lines(model, vocab, lines, settings, search_fn=None, progress=False,
+                    prefixes=None):
   """n-best `Hypothesis(text, ids, score)` lists for text lines, in input order
-  (settings: a `DecodeSettings`)."""
-  nbest = translate_ids(model, encode_sources(vocab, lines), settings, search_fn, progress)
+  (settings: a `DecodeSettings`); `prefixes`: optional target text, one per line ("":
+  none), with which each output starts."""
+  prefix_ids = None if prefixes is None else [vocab.encode(p) if p else [] for p in prefixes]
+  nbest = translate_ids(model, encode_sources(vocab, lines), settings, search_fn, progress,
+                        prefix_ids)
   return [[Hypothesis(vocab.decode(ids), ids, score) for ids, score in hyps] for hyps in nbest]
 
 
