@@ -152,3 +152,26 @@ def test_translate_lines_with_prefixes_in_input_order_across_batches_and_shards(
   with pytest.raises(ValueError, match="longer than the output limit of"):
     translate.translate_lines(model, vocab, lines[:1], parse_decode_hparams(
         "beam_size=2,extra_length=1"), prefixes=["neun " * 20])
+
+
+def test_t2t_decoder_decode_prefix_file(tmp_path, capsys):
+  """t2t-decoder --decode_prefix_file: outputs start with their line's prefix (n-best
+  files too); a prefix file of the wrong length is one line naming both files."""
+  from conftest import make_tiny_run
+  from t2t_keras import bin as t2t_bin
+  from t2t_keras.bin import decoder as decoder_bin
+  run = make_tiny_run(tmp_path)
+  source, prefixes, out = tmp_path / "in.en", tmp_path / "prefix.de", tmp_path / "out.de"
+  source.write_text("one hundred and five\nnine\ntwenty three\n")
+  prefixes.write_text("drei\n\nneun und\n")
+  argv = ["t2t-decoder", f"--output_dir={run}", f"--decode_from_file={source}",
+          f"--decode_prefix_file={prefixes}", f"--decode_to_file={out}",
+          "--decode_hparams=beam_size=2,extra_length=12,return_beams=true"]
+  assert t2t_bin.run_in_process(decoder_bin, argv) == 0
+  for prefix, line in zip(["drei", "", "neun und"], out.read_text().splitlines()):
+    for hyp in line.split("\t")[::2]:  # hyp<TAB>score<TAB>hyp<TAB>score
+      assert hyp.startswith(prefix), (prefix, hyp)
+  prefixes.write_text("drei\n")
+  capsys.readouterr()
+  assert t2t_bin.run_in_process(decoder_bin, argv) == 1
+  assert f"{source} has 3 lines but the prefix file {prefixes} has 1" in capsys.readouterr().err

@@ -53,6 +53,9 @@ FLAGS = flags.FLAGS
 _define = t2t_keras.bin.define_flag
 _define("string", "checkpoint_path", None, "A checkpoint prefix (default: output_dir's latest).")
 _define("string", "decode_from_file", None, "Translate this text file, one sentence per line.")
+_define("string", "decode_prefix_file", None,
+        "With --decode_from_file: target prefixes, line-aligned with it (an empty line: "
+        "none); each output starts with its prefix, scored with it.")
 _define("string", "decode_to_file", None,
         "Where translations (or --score_file scores) go (default for translations: "
         "<decode_from_file>.beam<k>.alpha<a>.decodes).")
@@ -80,7 +83,10 @@ def main(argv):
            "--decode_interactive": FLAGS.decode_interactive, "--score_file": FLAGS.score_file}
   if sum(bool(v) for v in modes.values()) != 1:
     raise app.UsageError(f"give exactly one of {', '.join(modes)}")
+  if FLAGS.decode_prefix_file and not FLAGS.decode_from_file:
+    raise app.UsageError("--decode_prefix_file goes with --decode_from_file")
   for flag, path in (("--decode_from_file", FLAGS.decode_from_file),
+                     ("--decode_prefix_file", FLAGS.decode_prefix_file),
                      ("--decode_reference", FLAGS.decode_reference),
                      ("--score_file", FLAGS.score_file)):
     if path and not fileio.isfile(path):
@@ -101,7 +107,11 @@ def main(argv):
   constraint = None if FLAGS.score_file else decoding.constraint(vocab)
   search_fn = None
   if FLAGS.engine == "ctranslate2":
+    if FLAGS.decode_prefix_file:
+      raise InputError("--decode_prefix_file runs with --engine=tensorflow only for now")
     search_fn = _ct2_search_fn(settings.search, constraint)
+  elif FLAGS.decode_prefix_file:
+    search_fn = translate.make_search_fn(model, settings.search, constraint, with_prefix=True)
   elif constraint is not None:
     print(f"decoding with {info['problem']}'s output constraint {type(constraint).__name__} "
           "(constrain=false turns it off)")
@@ -117,7 +127,7 @@ def main(argv):
                         reference_path=FLAGS.decode_reference,
                         attention_plot_dir=FLAGS.attention_plot_dir,
                         postprocess=decoding.hooks.postprocess,
-                        search_fn=search_fn)
+                        search_fn=search_fn, prefix_path=FLAGS.decode_prefix_file)
   else:
     files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
                          FLAGS.decode_split, settings, tmp_dir=FLAGS.tmp_dir,

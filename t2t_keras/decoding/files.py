@@ -41,9 +41,12 @@ def read_lines(path):
 
 def translate_and_score(model, vocab, sources, settings, references=None, output_path=None,
                         attention_plot_dir=None, progress=True, log=print, postprocess=None,
-                        search_fn=None):
+                        search_fn=None, prefixes=None):
   """Translates text lines with `settings` (a `DecodeSettings`); writes/scores/plots as
   its output and evaluation groups ask. Returns a summary dict.
+
+  `prefixes`: optional target text per line ("" for none) with which each output starts
+  (`translate.translate_lines`; `search_fn` must then take them).
 
   The dict holds "translations" (best per line), "nbest", "seconds",
   "sentences_per_second", "output_path" and, with references, "bleu" (a
@@ -56,8 +59,10 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
   if output.num_samples >= 0:
     sources = sources[:output.num_samples]
     references = references[:output.num_samples] if references is not None else None
+    prefixes = prefixes[:output.num_samples] if prefixes is not None else None
   start = time.time()
-  nbest = translate_lines(model, vocab, sources, settings, search_fn, progress=progress)
+  nbest = translate_lines(model, vocab, sources, settings, search_fn, progress=progress,
+                          prefixes=prefixes)
   seconds = time.time() - start
   if postprocess is not None:
     nbest = [[h._replace(text=postprocess(src, h.text)) for h in hyps]
@@ -98,11 +103,12 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
 
 def decode_file(model, vocab, input_path, output_path=None, settings=None, reference_path=None,
                 attention_plot_dir=None, progress=True, log=print, postprocess=None,
-                search_fn=None):
+                search_fn=None, prefix_path=None):
   """Translates a text file line by line (see `translate_and_score`).
 
   settings: a `DecodeSettings` (default `parse_decode_hparams()`'s); output_path defaults
-  to "<input_path>.beam<k>.alpha<a>.decodes".
+  to "<input_path>.beam<k>.alpha<a>.decodes"; prefix_path: a file of target prefixes,
+  line-aligned with the input (an empty line: none).
   """
   settings = settings or parse_decode_hparams()
   if output_path is None:
@@ -113,8 +119,13 @@ def decode_file(model, vocab, input_path, output_path=None, settings=None, refer
   if references is not None and len(references) != len(sources):
     raise InputError(f"{input_path} has {len(sources)} lines but {reference_path} has "
                      f"{len(references)}")
+  prefixes = read_lines(prefix_path) if prefix_path else None
+  if prefixes is not None and len(prefixes) != len(sources):
+    raise InputError(f"{input_path} has {len(sources)} lines but the prefix file "
+                     f"{prefix_path} has {len(prefixes)}")
   return translate_and_score(model, vocab, sources, settings, references, output_path,
-                             attention_plot_dir, progress, log, postprocess, search_fn)
+                             attention_plot_dir, progress, log, postprocess, search_fn,
+                             prefixes)
 
 
 def split_pairs(problem, data_dir=None, split="test", tmp_dir=None, vocab=None):

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding import search
 from t2t_keras.decoding.sharding import shard_search_fn
+from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 
 
@@ -123,11 +124,11 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
 
 
 def _check_prefixes_fit(rows, width, search_settings):
-  """ValueError unless every prefix fits the output buffer of sources `width` ids wide."""
+  """InputError unless every prefix fits the output buffer of sources `width` ids wide."""
   limit = search_settings.max_decode_length or width + search_settings.extra_length
   longest = max(len(r) for r in rows)
   if longest > limit:
-    raise ValueError(f"a target prefix of {longest} ids is longer than the output limit "
+    raise InputError(f"a target prefix of {longest} ids is longer than the output limit "
                      f"of {limit} ids (extra_length / max_decode_length)")
 
 
