@@ -29,9 +29,11 @@ from t2t_keras.ids import EOS_ID
 Hypothesis = collections.namedtuple("Hypothesis", ["text", "ids", "score"])
 
 
-def pad_ids(rows):
-  """int32 [len(rows), longest] of id lists, 0-padded (a tf constant)."""
-  out = np.zeros([len(rows), max(len(r) for r in rows)], np.int32)
+def pad_ids(rows, multiple=1):
+  """int32 [len(rows), width] of id lists, 0-padded (a tf constant); width: the longest
+  row's length rounded up to a multiple of `multiple`, at least 1."""
+  width = max(1, -(-max(len(r) for r in rows) // multiple) * multiple)
+  out = np.zeros([len(rows), width], np.int32)
   for i, r in enumerate(rows):
     out[i, :len(r)] = r
   return tf.constant(out)
@@ -101,17 +103,13 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   bucket, batch_size = max(1, settings.batching.length_bucket), settings.batching.batch_size
   for start in range(0, len(order), batch_size):
     index = order[start:start + batch_size]
-    width = -(-max(len(sources[i]) for i in index) // bucket) * bucket
-    batch = np.zeros([batch_size, width], np.int32)
-    for row in range(batch_size):  # spare rows repeat the last sentence (same work)
-      src = sources[index[min(row, len(index) - 1)]]
-      batch[row, :len(src)] = src
+    rows = [index[min(row, len(index) - 1)] for row in range(batch_size)]  # spare rows
+    batch = pad_ids([sources[i] for i in rows], bucket)  # repeat the last sentence
     if prefixes is None:
-      ids, scores = search_fn(tf.constant(batch))
+      ids, scores = search_fn(batch)
     else:
-      rows = [prefixes[index[min(row, len(index) - 1)]] for row in range(batch_size)]
-      _check_prefixes_fit(rows, width, settings.search)
-      ids, scores = search_fn(tf.constant(batch), _padded_rows(rows, bucket))
+      _check_prefixes_fit([prefixes[i] for i in rows], batch.shape[1], settings.search)
+      ids, scores = search_fn(batch, pad_ids([prefixes[i] for i in rows], bucket))
     ids, scores = np.asarray(ids), np.asarray(scores)
     for row, i in enumerate(index):
       results[i] = [(_strip(ids[row, k]), float(scores[row, k]))
@@ -130,15 +128,6 @@ def _check_prefixes_fit(rows, width, search_settings):
   if longest > limit:
     raise InputError(f"a target prefix of {longest} ids is longer than the output limit "
                      f"of {limit} ids (extra_length / max_decode_length)")
-
-
-def _padded_rows(rows, bucket):
-  """int32 [len(rows), width] of id lists, 0-padded to a multiple of `bucket` (>= 1)."""
-  width = max(1, -(-max(len(r) for r in rows) // bucket) * bucket)
-  out = np.zeros([len(rows), width], np.int32)
-  for r, ids in enumerate(rows):
-    out[r, :len(ids)] = ids
-  return tf.constant(out)
 
 
 def encode_sources(vocab, lines):
