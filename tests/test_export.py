@@ -278,3 +278,30 @@ def test_sample_signature_equals_the_decoders_samples(loaded, reference):
   np.testing.assert_allclose(np.delete(out["scores"].numpy(), -2),
                              [h.score for h in expected], rtol=1e-4)
   assert _texts(sample(4)["outputs"].numpy()) != texts
+
+
+def test_prefix_signature_equals_the_decoders_prefixed_outputs(loaded, reference):
+  """`prefix` gives what translate_lines gives with the same prefixes ("" for none), in
+  one mixed batch: a prefix longer than the input's output limit (3 ids + extra_length
+  4) is kept whole, as the decoder keeps it; unprefixed rows equal serving_default's."""
+  model, vocab = reference
+  lines = SENTENCES[:3] + ["nine", "", "nine"]
+  prefixes = ["drei", "", "neun und", "neun " * 6, "zwei", ""]
+  out = loaded.signatures["prefix"](inputs=tf.constant(lines), prefix=tf.constant(prefixes))
+  texts = _texts(out["outputs"].numpy())
+  kept = [i for i, line in enumerate(lines) if line]
+  expected = translate.translate_lines(model, vocab, [lines[i] for i in kept],
+                                       parse_decode_hparams(DECODE),
+                                       prefixes=[prefixes[i] for i in kept])
+  assert [texts[i] for i in kept] == [hyps[0].text for hyps in expected]
+  np.testing.assert_allclose(out["scores"].numpy()[kept], [h[0].score for h in expected],
+                             rtol=1e-4)
+  for i, hyps in zip(kept, expected):
+    want = vocab.encode(prefixes[i])
+    assert hyps[0].ids[:len(want)] == want, (prefixes[i], hyps[0])
+  assert len(vocab.encode(prefixes[3])) > 2 + 4, "the long prefix must exceed the limit"
+  assert texts[4] == "" and out["scores"].numpy()[4] == 0  # an empty input: ""
+  free, _ = _translate(loaded, [lines[1], lines[5]])
+  assert [texts[1], texts[5]] == _texts(free)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="one target prefix per input"):
+    loaded.signatures["prefix"](inputs=tf.constant(lines), prefix=tf.constant(prefixes[:2]))

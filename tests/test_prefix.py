@@ -152,9 +152,18 @@ def test_translate_lines_with_prefixes_in_input_order_across_batches_and_shards(
       assert [h.ids for h in hyps] == [h.ids for h in free_hyps]
   with pytest.raises(ValueError, match="2 target prefixes for 4 sources"):
     translate.translate_lines(model, vocab, lines, settings, prefixes=prefixes[:2])
-  with pytest.raises(ValueError, match="longer than the output limit of"):
+  # A prefix past source length + extra_length widens the batch's buffer; a fixed
+  # max_decode_length cannot hold it and refuses it.
+  long_prefix = "neun " * 20
+  want = vocab.encode(long_prefix)
+  long_hyps, _ = translate.translate_lines(model, vocab, lines[:2], parse_decode_hparams(
+      "beam_size=2,extra_length=1"), prefixes=[long_prefix, ""])
+  assert len(want) > len(vocab.encode(lines[0])) + 2
+  assert all(h.ids[:len(want)] == want and len(h.ids) <= len(want) + 1 for h in long_hyps)
+  with pytest.raises(ValueError, match="longer than the output limit of 8 ids "
+                                       r"\(max_decode_length\)"):
     translate.translate_lines(model, vocab, lines[:1], parse_decode_hparams(
-        "beam_size=2,extra_length=1"), prefixes=["neun " * 20])
+        "beam_size=2,max_decode_length=8"), prefixes=[long_prefix])
 
 
 def test_t2t_decoder_decode_prefix_file(tmp_path, capsys):

@@ -29,10 +29,10 @@ from t2t_keras.ids import EOS_ID
 Hypothesis = collections.namedtuple("Hypothesis", ["text", "ids", "score"])
 
 
-def pad_ids(rows, multiple=1):
+def pad_ids(rows, multiple=1, min_width=1):
   """int32 [len(rows), width] of id lists, 0-padded (a tf constant); width: the longest
-  row's length rounded up to a multiple of `multiple`, at least 1."""
-  width = max(1, -(-max(len(r) for r in rows) // multiple) * multiple)
+  row's length or `min_width`, whichever is more, rounded up to a multiple of `multiple`."""
+  width = max(1, -(-max([min_width] + [len(r) for r in rows]) // multiple) * multiple)
   out = np.zeros([len(rows), width], np.int32)
   for i, r in enumerate(rows):
     out[i, :len(r)] = r
@@ -104,12 +104,15 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   for start in range(0, len(order), batch_size):
     index = order[start:start + batch_size]
     rows = [index[min(row, len(index) - 1)] for row in range(batch_size)]  # spare rows
-    batch = pad_ids([sources[i] for i in rows], bucket)  # repeat the last sentence
     if prefixes is None:
-      ids, scores = search_fn(batch)
-    else:
-      _check_prefixes_fit([prefixes[i] for i in rows], batch.shape[1], settings.search)
-      ids, scores = search_fn(batch, pad_ids([prefixes[i] for i in rows], bucket))
+      ids, scores = search_fn(pad_ids([sources[i] for i in rows], bucket))  # spare rows
+    else:                                                     # repeat the last sentence
+      batch_prefixes = [prefixes[i] for i in rows]
+      width = source_width(max(len(sources[i]) for i in rows),
+                           max(len(p) for p in batch_prefixes), settings.search,
+                           _max_positions(model))
+      ids, scores = search_fn(pad_ids([sources[i] for i in rows], bucket, width),
+                              pad_ids(batch_prefixes, bucket))
     ids, scores = np.asarray(ids), np.asarray(scores)
     for row, i in enumerate(index):
       results[i] = [(_strip(ids[row, k]), float(scores[row, k]))
@@ -121,13 +124,25 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   return results
 
 
-def _check_prefixes_fit(rows, width, search_settings):
-  """InputError unless every prefix fits the output buffer of sources `width` ids wide."""
-  limit = search_settings.max_decode_length or width + search_settings.extra_length
-  longest = max(len(r) for r in rows)
-  if longest > limit:
-    raise InputError(f"a target prefix of {longest} ids is longer than the output limit "
-                     f"of {limit} ids (extra_length / max_decode_length)")
+def source_width(width, longest_prefix, search_settings, max_positions=None):
+  """The width to pad a batch's sources to (at least `width`) so that its output buffer
+  (width + extra_length, or max_decode_length) holds its longest target prefix and EOS;
+  InputError where a fixed limit (max_decode_length, learned positions' max_positions)
+  cannot hold the prefix."""
+  for limit, name in ((search_settings.max_decode_length, "max_decode_length"),
+                      (max_positions, "the model's max_positions")):
+    if limit and longest_prefix > limit:
+      raise InputError(f"a target prefix of {longest_prefix} ids is longer than the output "
+                       f"limit of {limit} ids ({name})")
+  if search_settings.max_decode_length:
+    return width
+  return max(width, longest_prefix + 1 - search_settings.extra_length)
+
+
+def _max_positions(model):
+  """The most target positions of a model with learned positions, else None."""
+  hp = getattr(model, "hparams", None)
+  return hp.max_positions if hp is not None and hp.get("pos") == "emb" else None
 
 
 def encode_sources(vocab, lines):

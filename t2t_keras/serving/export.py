@@ -16,6 +16,9 @@
     m.signatures["sample"](inputs=..., seed=tf.constant(7))  # one sampled translation each
                                         # (sampling_temp / _keep_top_k / _keep_top_p of the
                                         # decode hparams), as serving_default's outputs
+    m.signatures["prefix"](inputs=..., prefix=tf.constant(["Ein Mann", ""]))  # each output
+                                        # starts with its target prefix ("": none), as
+                                        # serving_default's outputs
 
 Everything happens in the graph: UTF-8 repair (invalid bytes become U+FFFD),
 sentencepiece tokenization (tensorflow_text), truncation to the training
@@ -66,8 +69,8 @@ def _next_power_of_two(n):
 class Translator(tf.Module):
   """A tf.Module with the model's variables, its tokenizer and translate functions.
 
-  `translate`, `nbest` and `attention` are the SavedModel's signatures (SIGNATURES
-  below); they only use TensorFlow and TF Text ops.
+  `translate`, `nbest`, `sample`, `prefix` and `attention` are the SavedModel's
+  signatures (SIGNATURES below); they only use TensorFlow and TF Text ops.
   """
 
   def __init__(self, model, vocab_path, settings, max_input_length, postprocess=None,
@@ -95,6 +98,8 @@ class Translator(tf.Module):
     self.max_positions = max_positions
     self.batch_size = max(1, int(settings.batching.batch_size))
     self.length_bucket = max(1, int(settings.batching.length_bucket))
+    self.extra_length = int(search_settings.extra_length)
+    self.max_decode_length = int(search_settings.max_decode_length or 0)
 
     search = search_lib.from_settings(model, search_settings, constraint)
     signature = [tf.TensorSpec([None, None], tf.int32)]
@@ -103,6 +108,12 @@ class Translator(tf.Module):
     self._search = shard_search_fn(
         tf.function(search, jit_compile=bool(search_settings.jit), autograph=False,
                     input_signature=signature), search_settings.search_shards, signature)
+    # The same search with target prefixes, int32 [batch, P] 0-padded, a second input.
+    self._prefix_search = shard_search_fn(
+        tf.function(lambda ids, prefix: search(ids, prefix=prefix),
+                    jit_compile=bool(search_settings.jit), autograph=False,
+                    input_signature=signature * 2), search_settings.search_shards,
+        signature * 2)
     sampling = search_lib.sampling_from_settings(
         search_settings.replace(sampling_method="random"))
 
@@ -146,29 +157,44 @@ class Translator(tf.Module):
     flat = tf.ragged.boolean_mask(tf.reshape(ids, [-1, length]), tf.reshape(keep, [-1, length]))
     return tf.reshape(self.tokenizer.detokenize(flat), [-1, beam])
 
-  def _translate_sources(self, sources, search, beam):
+  def _translate_sources(self, sources, search, beam, prefixes=None):
     """Ragged ids [n, (len)] (n > 0) -> (strings [n, beam], scores [n, beam]) of
     `search` (int32 [rows, width] -> ids [rows, beam, len], scores [rows, beam]).
 
     Longest first, in chunks of at most batch_size rows (rounded up to a power
     of two, padded by repeating the last row), each padded to a multiple of
-    length_bucket tokens, as `translate.translate_ids` batches.
+    length_bucket tokens, as `translate.translate_ids` batches. `prefixes`: ragged
+    target ids [n, (P)], given to `search` as a second input, int32 [rows, P] 0-padded,
+    with the sources widened where needed so that the output buffer holds them
+    (`translate.source_width`).
     """
     n = sources.nrows(out_type=tf.int32)
     lengths = tf.cast(sources.row_lengths(), tf.int32)
     order = tf.argsort(lengths, direction="DESCENDING", stable=True)
     sources = tf.gather(sources, order)
     lengths = tf.gather(lengths, order)
+    if prefixes is not None:
+      prefixes = tf.gather(prefixes, order)
+      prefix_lengths = tf.cast(prefixes.row_lengths(), tf.int32)
     rows = tf.minimum(_next_power_of_two(n), self.batch_size)
     chunks = (n + rows - 1) // rows
 
     def body(c, texts, scores):
       index = tf.minimum(c * rows + tf.range(rows), n - 1)  # spare rows repeat the last
       width = tf.reduce_max(tf.gather(lengths, index))
+      if prefixes is None:
+        extra = ()
+      else:
+        longest = tf.reduce_max(tf.gather(prefix_lengths, index))
+        width = self._check_prefix_fits(longest, width)
+        prefix_width = (tf.maximum(longest, 1) + self.length_bucket - 1) // \
+            self.length_bucket * self.length_bucket
+        extra = (tf.gather(prefixes, index).to_tensor(
+            default_value=PAD_ID, shape=tf.stack([rows, prefix_width])),)
       width = (width + self.length_bucket - 1) // self.length_bucket * self.length_bucket
       batch = tf.gather(sources, index).to_tensor(default_value=PAD_ID,
                                                   shape=tf.stack([rows, width]))
-      ids, chunk_scores = search(batch)
+      ids, chunk_scores = search(batch, *extra)
       return (c + 1, texts.write(c, self._detokenize(ids, beam)), scores.write(c, chunk_scores))
 
     _, texts, scores = tf.while_loop(
@@ -181,17 +207,41 @@ class Translator(tf.Module):
     unsort = tf.math.invert_permutation(order)
     return tf.gather(texts, unsort), tf.gather(scores, unsort)
 
-  def _nbest(self, inputs, search=None, beam=None):
+  def _check_prefix_fits(self, longest, width):
+    """The source width (int32 scalar) whose output buffer holds `longest` prefix ids, as
+    `translate.source_width`; InvalidArgumentError where a fixed limit cannot."""
+    if not self.max_decode_length:
+      width = tf.maximum(width, longest + 1 - self.extra_length)
+    limit = self.max_decode_length or width + self.extra_length
+    if self.max_positions:
+      limit = tf.minimum(limit, self.max_positions)
+    check = tf.debugging.assert_less_equal(
+        longest, limit, message="a target prefix is longer than the output limit "
+                                "(max_decode_length, or the model's max_positions)")
+    with tf.control_dependencies([check]):
+      return tf.identity(width)
+
+  def _nbest(self, inputs, search=None, beam=None, prefixes=None):
     """strings [batch] -> (strings [batch, beam], scores [batch, beam], truncated [batch]),
-    by beam search (default) or another `search` giving `beam` outputs a sentence."""
+    by beam search (default) or another `search` giving `beam` outputs a sentence;
+    `prefixes`: target text [batch] with which each output starts ("": none)."""
     inputs = tf.reshape(inputs, [-1])
     sources, nonempty, truncated = self._source_ids(inputs)
     kept = tf.cast(tf.where(nonempty)[:, 0], tf.int32)
     n = tf.size(kept)
     search, beam = search or self._search, beam or self.beam_size
+    if prefixes is not None:
+      prefixes = tf.reshape(prefixes, [-1])
+      same = tf.debugging.assert_equal(
+          tf.size(prefixes), tf.size(inputs),
+          message="'prefix' needs one target prefix per input ('' for none)")
+      with tf.control_dependencies([same]):
+        prefixes = self.tokenizer.tokenize(tf.strings.unicode_transcode(
+            prefixes, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
+      prefixes = tf.gather(prefixes, kept)
 
     def translate():
-      return self._translate_sources(tf.gather(sources, kept), search, beam)
+      return self._translate_sources(tf.gather(sources, kept), search, beam, prefixes)
 
     def nothing():
       return tf.zeros([0, beam], tf.string), tf.zeros([0, beam], tf.float32)
@@ -239,6 +289,21 @@ class Translator(tf.Module):
     """
     texts, scores, truncated = self._nbest(
         inputs, lambda batch: self._sample_search(batch, seed), 1)
+    return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
+
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
+                                tf.TensorSpec([None], tf.string, name="prefix")])
+  def prefix(self, inputs, prefix):
+    """strings [batch], target prefixes [batch] ("": none) -> serving_default's outputs,
+    each output starting with its prefix (tokenized alone, as `vocab.encode(prefix)`).
+
+    The score is the model's log prob of the whole output, prefix included, / length
+    penalty. A sentence's output limit grows to its prefix's length + 1 (the sources are
+    padded wider where the buffer needs it); a prefix longer than a fixed limit
+    (max_decode_length, learned positions) fails the call with InvalidArgumentError.
+    An empty input gives "" whatever its prefix.
+    """
+    texts, scores, truncated = self._nbest(inputs, self._prefix_search, prefixes=prefix)
     return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
 
   @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
@@ -343,7 +408,9 @@ SIGNATURES = {
                  "source_pieces string [batch, S], target_pieces string [batch, T], "
                  "weights float32 [batch, layers, T, S]",
     "sample": "inputs string [batch], seed int32 [] -> outputs string [batch], "
-              "scores float32 [batch], truncated bool [batch]"}
+              "scores float32 [batch], truncated bool [batch]",
+    "prefix": "inputs string [batch], prefix string [batch] -> outputs string [batch] "
+              "(each starting with its prefix), scores float32 [batch], truncated bool [batch]"}
 
 
 def _version_dir(export_dir, version, checkpoint, overwrite):
@@ -370,7 +437,8 @@ def _save(translator, export_info, directory):
   signatures = {"serving_default": translator.translate.get_concrete_function(),
                 "nbest": translator.nbest.get_concrete_function(),
                 "attention": translator.attention.get_concrete_function(),
-                "sample": translator.sample.get_concrete_function()}
+                "sample": translator.sample.get_concrete_function(),
+                "prefix": translator.prefix.get_concrete_function()}
   tf.saved_model.save(translator, directory, signatures=signatures)
   os.remove(info_path)
   os.chmod(directory, 0o755)  # mkdtemp makes it 0700
