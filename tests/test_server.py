@@ -155,6 +155,23 @@ def test_tf_serving_client_gets_tf_serving_results(server, loaded):
       server.url, MODEL, ["nine"])
 
 
+def test_target_prefixes_in_instances_go_to_the_prefix_signature(server, loaded):
+  """Instances with "prefix" (no signature_name needed) are answered by the export's
+  `prefix` signature; an instance without one, or a plain string, has none."""
+  lines = ["nine", "twenty-three", "one hundred and five"]
+  prefixes = ["neun und", "", ""]
+  want = tf_serving_rows(loaded.signatures["prefix"](inputs=tf.constant(lines),
+                                                     prefix=tf.constant(prefixes)))
+  status, body = predict(server.url, {"instances": [
+      {"inputs": lines[0], "prefix": prefixes[0]}, {"inputs": lines[1]}, lines[2]]})
+  assert status == 200 and body["predictions"] == want
+  assert want[0]["outputs"].startswith("neun und"), want
+  assert want[1:] == tf_serving_rows(loaded.signatures["serving_default"](
+      inputs=tf.constant(lines[1:])))
+  status, body = predict(server.url, {"inputs": {"inputs": lines, "prefix": prefixes}})
+  assert status == 200 and body["outputs"] == {k: [row[k] for row in want] for k in want[0]}
+
+
 def test_status_metadata_health_and_page(server):
   status, body = call(server.url, f"/v1/models/{MODEL}")
   assert status == 200 and body == {"model_version_status": [
@@ -165,7 +182,7 @@ def test_status_metadata_health_and_page(server):
   assert status == 200 and body["model_spec"] == {"name": MODEL, "signature_name": "",
                                                   "version": "7"}
   defs = body["metadata"]["signature_def"]["signature_def"]
-  assert sorted(defs) == ["attention", "nbest", "serving_default"]
+  assert sorted(defs) == ["attention", "nbest", "prefix", "serving_default"]
   default = defs["serving_default"]
   assert default["method_name"] == "tensorflow/serving/predict"
   assert default["inputs"]["inputs"]["dtype"] == "DT_STRING"
@@ -196,7 +213,11 @@ def test_status_metadata_health_and_page(server):
     (b'{"signature_name": "attention", "instances": ["nine"]}', 400,
      "must be an object with the inputs ['inputs', 'outputs']"),
     (b'{"signature_name": "nope", "instances": ["nine"]}', 404,
-     "known: attention, nbest, serving_default"),
+     "known: attention, nbest, prefix, serving_default"),
+    (b'{"instances": [{"inputs": "nine", "prefix": 7}]}', 400,
+     "instance 0 input 'prefix': expected a string"),
+    (b'{"instances": [{"inputs": "nine", "prefix": "neun", "x": "y"}]}', 400,
+     "the signature takes ['inputs', 'prefix']"),
 ])
 def test_bad_requests_get_4xx_and_the_server_stays_up(server, raw, status, message):
   got_status, body = predict(server.url, None) if raw is None else call(
@@ -355,5 +376,17 @@ def test_web_page_translates_in_a_real_browser(server, loaded):
     pieces = [p for p in attention["target_pieces"] if p]
     heads = driver.find_elements(By.CSS_SELECTOR, "#attention tbody th")
     assert [h.text for h in heads] == [p.strip() for p in pieces]
+    # A target prefix: the prefix box's line steers the line's translation.
+    driver.find_element(By.ID, "prefix").send_keys("neun und")
+    driver.find_element(By.ID, "translate").click()
+    WebDriverWait(driver, 60).until(
+        lambda d: "with target prefixes" in d.find_element(By.ID, "latency").text)
+    steered = tf_serving_rows(loaded.signatures["prefix"](
+        inputs=tf.constant([sentence]), prefix=tf.constant(["neun und"])))[0]
+    assert steered["outputs"].startswith("neun und")
+    assert driver.find_element(By.ID, "error").text == ""
+    assert driver.find_element(By.ID, "translation").text == steered["outputs"]
+    rows = driver.find_elements(By.CSS_SELECTOR, "#nbest tbody tr")
+    assert [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows] == [steered["outputs"]]
   finally:
     driver.quit()

@@ -3,6 +3,8 @@
     GET  /v1/models/NAME[/versions/N]            version status
     GET  /v1/models/NAME[/versions/N]/metadata   signature defs
     POST /v1/models/NAME[/versions/N]:predict    {"instances": [...]} or {"inputs": ...}
+                                                 ("prefix" in the instances: the prefix
+                                                 signature, `rest.signature_name`)
     GET  /healthz                                200 once the model is loaded and warm
     GET  /                                       the web page (page.html)
 
@@ -125,7 +127,7 @@ async def _models(request, model, batcher, model_name, limits, max_request_bytes
     return JSONResponse(model.metadata(model_name))
   body = await _read_body(request, max_request_bytes)
   parsed_body = rest.parse_body(body)
-  signature = parsed_body.get("signature_name", "serving_default")
+  signature = rest.signature_name(parsed_body)
   model.signature(signature)  # NotFound for an unknown one
   parsed = rest.parse_predict(parsed_body, model.input_names(signature), limits)
   outputs = await batcher.submit(signature, parsed.inputs)

@@ -9,6 +9,10 @@
 
 A signature with a single output gives its values directly ("predictions": [v, ...],
 "outputs": [...]), as TF Serving does. Strings may be sent as {"b64": "..."}.
+
+Target prefixes (the exporter's `prefix` signature): instances {"inputs": s, "prefix": p};
+a request without signature_name whose instances (or columns) carry "prefix" goes to
+`prefix`, and an instance there without one has none ("").
 """
 
 import base64
@@ -47,6 +51,22 @@ class PredictRequest:
 
 
 _FIELDS = ("signature_name", "instances", "inputs")
+# Inputs an instance may leave out, with the value it then has.
+OPTIONAL_INPUTS = {"prefix": ""}
+
+
+def signature_name(request):
+  """The signature a parsed body asks for: its signature_name; without one, "prefix" where
+  its instances or columns carry a "prefix" input, else serving_default."""
+  if "signature_name" in request:
+    return request["signature_name"]
+  instances, columns = request.get("instances"), request.get("inputs")
+  if isinstance(instances, list) and any(isinstance(i, dict) and "prefix" in i
+                                         for i in instances):
+    return "prefix"
+  if isinstance(columns, dict) and "prefix" in columns:
+    return "prefix"
+  return "serving_default"
 
 
 def parse_body(body):
@@ -78,7 +98,7 @@ def parse_predict(request, input_names, limits):
     input_names: the signature's input names (sorted).
     limits: Limits.
   """
-  name = request.get("signature_name", "serving_default")
+  name = signature_name(request)
   if "instances" in request:
     inputs = _rows(request["instances"], input_names)
   else:
@@ -101,6 +121,8 @@ def _rows(instances, input_names):
   inputs = {k: [] for k in input_names}
   for i, instance in enumerate(instances):
     if isinstance(instance, dict) and "b64" not in instance:
+      instance = dict({k: v for k, v in OPTIONAL_INPUTS.items() if k in input_names},
+                      **instance)
       missing = [k for k in input_names if k not in instance]
       extra = sorted(set(instance) - set(input_names))
       if missing or extra:
@@ -108,8 +130,9 @@ def _rows(instances, input_names):
                          f"{input_names}")
       for k in input_names:
         inputs[k].append(instance[k])
-    elif len(input_names) == 1:
-      inputs[input_names[0]].append(instance)
+    elif len(set(input_names) - set(OPTIONAL_INPUTS)) == 1:
+      for k in input_names:
+        inputs[k].append(instance if k not in OPTIONAL_INPUTS else OPTIONAL_INPUTS[k])
     else:
       raise BadRequest(f"instance {i} must be an object with the inputs {input_names}")
   return inputs
