@@ -237,6 +237,43 @@ def test_beam_search_differs_only_where_ours_found_better(comparisons, name):
   assert replayed >= 1, "no difference was replayed: the rule went untested"
 
 
+@pytest.mark.parametrize("decode", ["beam_size=1", "beam_size=4,alpha=0.6"])
+def test_target_prefixes_agree_with_ours(built, comparisons, decode):
+  """With target prefixes (CTranslate2's target_prefix), each output starts with its
+  prefix and is scored as ours: the log prob of the whole output, prefix included (the
+  prefix's part from score_batch). Prefixes are the first 1-3 ids of *another* input's
+  greedy output, so they are forced against the model's own choice; every third input
+  has none. Greedy outputs agree but at near-ties, as without prefixes; beam outputs that
+  differ are ones where ours scores at least as high (12 of 60 on these models)."""
+  c = comparisons["post_norm_sinusoids", decode]
+  sources = c.sources[:60]
+  free = translate.translate_ids(c.run.model, sources, c.settings)
+  prefixes = [[] if i % 3 == 2 else free[(i + 7) % 60][0][0][:1 + i % 3]
+              for i in range(len(sources))]
+  assert sum(p != free[i][0][0][:len(p)] for i, p in enumerate(prefixes)) >= 20
+  ours = translate.translate_ids(c.run.model, sources, c.settings, prefixes=prefixes)
+  pieces = lambda ids: [c.run.vocab.id_to_piece(t) for t in ids]  # noqa: E731
+  theirs = c.translator.translate_pieces([pieces(s[:-1]) for s in sources],
+                                         [pieces(p) for p in prefixes])
+  differ = 0
+  for i, (o, t) in enumerate(zip(ours, theirs)):
+    their_ids = [c.run.vocab.piece_to_id(p) for p in t[0][0]]
+    assert their_ids[:len(prefixes[i])] == prefixes[i] == o[0][0][:len(prefixes[i])]
+    if their_ids == o[0][0]:
+      assert abs(o[0][1] - t[0][1]) < TOL, (i, o[0], t[0])
+      continue
+    differ += 1
+    if c.settings.search.beam_size == 1:
+      step = first_divergence(o[0][0] + [EOS_ID], their_ids + [EOS_ID])
+      log_probs = next_log_probs(c.run.model, sources[i])([o[0][0][:step]])[0]
+      gap = log_probs[(o[0][0] + [EOS_ID])[step]] - log_probs[(their_ids + [EOS_ID])[step]]
+      assert abs(gap) < TOL, (i, o[0], t[0], gap)
+    else:
+      assert o[0][1] >= t[0][1] - TOL, (i, o[0], t[0])
+  print(f"{decode}: {differ} of 60 prefixed outputs differ")
+  assert differ <= 30, "most outputs must agree, or their scores went untested"
+
+
 def test_gnmt_ranking_of_hand_made_hypotheses(tmp_path):
   """`_rank` orders by log p / ((5 + len) / 6) ** alpha, EOS counted, finished ones first."""
   translator = ct2_translate.Ct2Translator.__new__(ct2_translate.Ct2Translator)
@@ -324,6 +361,17 @@ def test_exporter_and_decoder_binaries(built, comparisons, dev_inputs, tmp_path,
   saved = os.path.getsize(os.path.join(ct2_dir, "model.bin")) - os.path.getsize(
       int8_dir / "model.bin")
   assert saved >= 2.8 * elements, (saved, elements)
+  # --decode_prefix_file with --engine=ctranslate2: every output starts with its prefix.
+  prefixes = ["", "drei", "neun und", "", "sieben"] * 12
+  prefix_file, output = tmp_path / "prefix.txt", tmp_path / "ct2_prefixed.txt"
+  prefix_file.write_text("\n".join(prefixes) + "\n")
+  code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={run_dir}",
+                            "--engine=ctranslate2", f"--decode_from_file={source}",
+                            f"--decode_prefix_file={prefix_file}", f"--decode_to_file={output}",
+                            "--decode_hparams=beam_size=4,alpha=0.6,jit=false")
+  assert code == 0, err
+  lines = output.read_text().splitlines()
+  assert len(lines) == 60 and all(line.startswith(p) for line, p in zip(lines, prefixes))
 
 
 @pytest.mark.parametrize("binary, args, message", [
@@ -371,3 +419,24 @@ def test_the_script_runs_without_tensorflow_or_this_package(built, dev_inputs):
   assert [t for _, t in printed] == [t for t, _ in expected]
   np.testing.assert_allclose([float(s) for s, _ in printed], [s for _, s in expected],
                              atol=1e-4)
+
+
+def test_the_script_takes_a_prefix_file(built, dev_inputs, tmp_path):
+  """ct2_translate.py --prefix_file: line-aligned target prefixes, as Ct2Translator's."""
+  _, ct2_dir = built["post_norm_sinusoids"]
+  lines, prefixes = dev_inputs[:4], ["drei", "", "neun und", "sieben"]
+  expected = ct2_translate.Ct2Translator(ct2_dir).translate(lines, prefixes=prefixes)
+  assert all(t.startswith(p) for (t, _), p in zip(expected, prefixes))
+  prefix_file = tmp_path / "prefix.txt"
+  prefix_file.write_text("\n".join(prefixes) + "\n")
+  run = lambda *args: subprocess.run(  # noqa: E731
+      [sys.executable, SCRIPT, *args, ct2_dir], input="\n".join(lines) + "\n",
+      capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  result = run(f"--prefix_file={prefix_file}")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert [line.split("\t")[1] for line in result.stdout.splitlines()] == [
+      t for t, _ in expected]
+  prefix_file.write_text("drei\n")
+  result = run(f"--prefix_file={prefix_file}")
+  assert result.returncode == 2 and f"4 inputs but 1 lines in {prefix_file}" in result.stderr

@@ -107,8 +107,6 @@ def main(argv):
   constraint = None if FLAGS.score_file else decoding.constraint(vocab)
   search_fn = None
   if FLAGS.engine == "ctranslate2":
-    if FLAGS.decode_prefix_file:
-      raise InputError("--decode_prefix_file runs with --engine=tensorflow only for now")
     search_fn = _ct2_search_fn(settings.search, constraint)
   elif FLAGS.decode_prefix_file:
     search_fn = translate.make_search_fn(model, settings.search, constraint, with_prefix=True)

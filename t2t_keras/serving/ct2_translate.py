@@ -3,6 +3,8 @@
     python ct2_translate.py MODEL_DIR "a sentence" ["another" ...]
     python ct2_translate.py MODEL_DIR < input.txt          # one line per input line
     python ct2_translate.py --compute_type=int8 --beam_size=4 --alpha=0.6 MODEL_DIR < in
+    python ct2_translate.py --prefix_file=prefixes.de MODEL_DIR < in   # line-aligned target
+                                                 # prefixes (an empty line: none)
 
     translator = Ct2Translator("runs/tiny/ctranslate2")
     translator.translate(["a sentence"])        # -> [(translation, score)]
@@ -27,6 +29,14 @@ outputs and scores are t2t-decoder's but for one difference: CTranslate2 takes a
 ended hypothesis only from the best beam_size of a step's 2 * beam_size candidates,
 t2t from all of them, so now and then t2t finds a short translation that
 CTranslate2 never sees (then ours scores higher; docs/ctranslate2.md has the rates).
+
+**Target prefixes** go to CTranslate2's `target_prefix`. Its beam search forces them
+and scores only what follows (`update_sample_with_prefix` in its src/decoding.cc resets
+the score to 0 at each forced step), so the prefix's log probability is taken from
+`score_batch` and added: a score is the log prob of the whole output, prefix included,
+as t2t-decoder's. A sentence's length limit grows to its prefix's length + 1 as there.
+At the first step after the prefix CTranslate2 also drops EOS from all but the best
+candidate (the same function), where t2t keeps it among the 2 * beam_size.
 """
 
 import argparse
@@ -87,30 +97,55 @@ class Ct2Translator:
   def compute_type(self):
     return self.translator.compute_type
 
-  def limit(self, num_pieces):
-    """t2t's maximum output length (EOS included) for a source of num_pieces pieces + EOS."""
+  def limit(self, num_pieces, prefix_length=0):
+    """t2t's maximum output length (EOS included) for a source of num_pieces pieces + EOS
+    and a target prefix of prefix_length pieces; ValueError where a fixed limit
+    (max_decode_length, the position table) cannot hold the prefix."""
     s = self.settings
     limit = num_pieces + 1 + s["extra_length"]
+    caps = [(s["max_positions"], "the model's max_positions")]
     if s.get("max_decode_length"):
       limit = min(limit, s["max_decode_length"])
-    return max(1, min(limit, s["max_positions"]))
+      caps.append((s["max_decode_length"], "max_decode_length"))
+    for cap, name in caps:
+      if prefix_length > cap:
+        raise ValueError(f"a target prefix of {prefix_length} ids is longer than the output "
+                         f"limit of {cap} ids ({name})")
+    return max(1, min(max(limit, prefix_length + 1), *(cap for cap, _ in caps)))
 
-  def _search(self, sources, max_length):
+  def _search(self, sources, max_length, prefixes=None):
     """CTranslate2's beam search: for each source (pieces, EOS added by the model), its
-    hypotheses as (pieces with the final EOS where one ended, log probability)."""
+    hypotheses as (pieces, prefix included, with the final EOS where one ended, log
+    probability of what follows the prefix)."""
     beam = int(self.settings["beam_size"])
     wanted = beam if beam == 1 else max(beam, round(beam * self.patience))
     results = self.translator.translate_batch(
-        sources, beam_size=beam, patience=wanted / beam, num_hypotheses=wanted,
+        sources, target_prefix=None if prefixes is None else [p or None for p in prefixes],
+        beam_size=beam, patience=wanted / beam, num_hypotheses=wanted,
         length_penalty=0.0, return_scores=True, return_end_token=True,
         max_input_length=0, max_decoding_length=max_length, min_decoding_length=0,
         max_batch_size=self.batch_size)
     return [list(zip(r.hypotheses, r.scores)) for r in results]
 
-  def _rank(self, hypotheses, limit):
-    """t2t's n-best of CTranslate2's hypotheses: [(pieces without EOS, score)], best first."""
+  def _prefix_log_probs(self, sources, prefixes):
+    """The log prob of each target prefix given its source (0.0 for none), by
+    CTranslate2's score_batch (which scores the EOS it appends too: left out)."""
+    out = [0.0] * len(sources)
+    rows = [i for i, p in enumerate(prefixes) if p]
+    if rows:
+      results = self.translator.score_batch([sources[i] for i in rows],
+                                            [prefixes[i] for i in rows],
+                                            max_batch_size=self.batch_size)
+      for i, result in zip(rows, results):
+        out[i] = float(sum(result.log_probs[:-1]))
+    return out
+
+  def _rank(self, hypotheses, limit, prefix_log_prob=0.0):
+    """t2t's n-best of CTranslate2's hypotheses: [(pieces without EOS, score)], best first
+    (`prefix_log_prob` added to each: CTranslate2 leaves the prefix out of its scores)."""
     alpha, beam = float(self.settings["alpha"]), int(self.settings["beam_size"])
     hypotheses = [h for h in hypotheses if self.pad not in h[0]] or hypotheses
+    hypotheses = [(p, s + prefix_log_prob) for p, s in hypotheses]
     finished = [(p, s) for p, s in hypotheses if p and p[-1] == self.eos]
     if finished:
       ranked = [(p[:-1], s / length_penalty(len(p), alpha)) for p, s in finished]
@@ -119,8 +154,9 @@ class Ct2Translator:
     ranked.sort(key=lambda h: -h[1])
     return ranked[:beam]
 
-  def translate_pieces(self, sources):
-    """n-best lists [(pieces, score)] for lists of source pieces (no EOS), in input order.
+  def translate_pieces(self, sources, prefixes=None):
+    """n-best lists [(pieces, score)] for lists of source pieces (no EOS), in input order;
+    `prefixes`: target pieces each output starts with ([]: none).
 
     Sources longer than max_input_length - 1 pieces are cut there (the EOS makes the
     limit), as the SavedModel export does.
@@ -129,32 +165,41 @@ class Ct2Translator:
     sources = [list(s)[:keep] for s in sources]
     if not sources:
       return []
-    limits = [self.limit(len(s)) for s in sources]
-    found = self._search(sources, max(limits))
+    prefixes = None if prefixes is None else [list(p) for p in prefixes]
+    given = prefixes or [[]] * len(sources)
+    limits = [self.limit(len(s), len(p)) for s, p in zip(sources, given)]
+    found = self._search(sources, max(limits), prefixes)
+    prefix_log_probs = self._prefix_log_probs(sources, given)
     out = []
-    for source, hyps, limit in zip(sources, found, limits):
+    for source, prefix, hyps, limit, lp in zip(sources, given, found, limits,
+                                                prefix_log_probs):
       if any(len(p) > limit for p, _ in hyps):
-        hyps = self._search([source], limit)[0]
+        hyps = self._search([source], limit, None if prefixes is None else [prefix])[0]
         self.researched += 1
-      out.append(self._rank(hyps, limit))
+      out.append(self._rank(hyps, limit, lp))
     return out
 
-  def search_ids(self, batch):
+  def search_ids(self, batch, prefix=None):
     """t2t-decoder's search function on this model (`decoding.translate.translate_ids`).
 
     batch: int [rows, width] source ids, EOS-terminated and 0-padded (rows may
-    repeat: each distinct one is translated once). Returns (ids int32 [rows, beam,
-    length], each hypothesis's ids then EOS, 0-padded; scores float32 [rows, beam],
-    -1e7 in empty slots).
+    repeat: each distinct one is translated once); prefix: optional int [rows, P]
+    target prefixes, 0-padded. Returns (ids int32 [rows, beam, length], each
+    hypothesis's ids then EOS, 0-padded; scores float32 [rows, beam], -1e7 in empty slots).
     """
     import numpy as np  # pylint: disable=import-outside-toplevel
     rows = []
-    for row in np.asarray(batch).tolist():
+    prefix_rows = (np.zeros([len(batch), 0], np.int32) if prefix is None
+                   else np.asarray(prefix)).tolist()
+    for row, prefix_row in zip(np.asarray(batch).tolist(), prefix_rows):
       end = row.index(EOS_PIECE_ID) if EOS_PIECE_ID in row else len(row)
-      rows.append(tuple(i for i in row[:end] if i != PAD_PIECE_ID))
+      rows.append((tuple(i for i in row[:end] if i != PAD_PIECE_ID),
+                   tuple(i for i in prefix_row if i != PAD_PIECE_ID)))
     distinct = list(dict.fromkeys(rows))
+    pieces = lambda ids: [self.sp.id_to_piece(i) for i in ids]  # noqa: E731
     found = dict(zip(distinct, self.translate_pieces(
-        [[self.sp.id_to_piece(i) for i in r] for r in distinct])))
+        [pieces(r) for r, _ in distinct],
+        None if prefix is None else [pieces(p) for _, p in distinct])))
     beam = int(self.settings["beam_size"])
     nbest = [[[self.sp.piece_to_id(p) for p in pieces] + [EOS_PIECE_ID]
               for pieces, _ in found[r]] for r in rows]
@@ -167,11 +212,14 @@ class Ct2Translator:
         scores[i, k] = score
     return ids, scores
 
-  def translate(self, sentences, nbest=False):
-    """[(translation, score)] per sentence, or with nbest [[(translation, score), ...]]."""
+  def translate(self, sentences, nbest=False, prefixes=None):
+    """[(translation, score)] per sentence, or with nbest [[(translation, score), ...]];
+    `prefixes`: target text each translation starts with ("": none)."""
     pieces = self.sp.encode(list(sentences), out_type=str)
+    prefix_pieces = None if prefixes is None else [
+        self.sp.encode(p, out_type=str) if p else [] for p in prefixes]
     results = [[(self.sp.decode(p), s) for p, s in hyps]
-               for hyps in self.translate_pieces(pieces)]
+               for hyps in self.translate_pieces(pieces, prefix_pieces)]
     return results if nbest else [hyps[0] for hyps in results]
 
 
@@ -189,12 +237,19 @@ def main(argv=None):
   parser.add_argument("--patience", type=float, default=DEFAULT_PATIENCE,
                       help="beam_size * patience hypotheses are ranked (docs/ctranslate2.md)")
   parser.add_argument("--nbest", action="store_true", help="every beam, a blank line between inputs")
+  parser.add_argument("--prefix_file", help="target prefixes, one per input line ('': none)")
   args = parser.parse_args(argv)
   translator = Ct2Translator(args.model_dir, args.device, args.compute_type, args.intra_threads,
                              args.beam_size, args.alpha, args.extra_length,
                              patience=args.patience, batch_size=args.batch_size)
   sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
-  for hyps in translator.translate(sentences, nbest=True):
+  prefixes = None
+  if args.prefix_file:
+    with open(args.prefix_file, encoding="utf-8") as f:
+      prefixes = [line.rstrip("\n") for line in f]
+    if len(prefixes) != len(sentences):
+      parser.error(f"{len(sentences)} inputs but {len(prefixes)} lines in {args.prefix_file}")
+  for hyps in translator.translate(sentences, nbest=True, prefixes=prefixes):
     for text, score in (hyps if args.nbest else hyps[:1]):
       print(f"{score:.4f}\t{text}")
     if args.nbest:
