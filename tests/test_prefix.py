@@ -187,3 +187,33 @@ def test_t2t_decoder_decode_prefix_file(tmp_path, capsys):
   capsys.readouterr()
   assert t2t_bin.run_in_process(decoder_bin, argv) == 1
   assert f"{source} has 3 lines but the prefix file {prefixes} has 1" in capsys.readouterr().err
+
+
+def test_multi30k_prefixes_figures_by_hand():
+  """recipes/multi30k_prefixes.py's figures: next word = word k + 1 equal, exact = whole
+  line equal, continuation BLEU = BLEU after the first k words (100 when equal)."""
+  from conftest import load_benchmark
+  recipe = load_benchmark("multi30k_prefixes", folder="recipes")
+  refs = ["Ein Mann fährt Rad .", "Zwei Hunde spielen im Schnee ."]
+  outs = ["Ein Mann fährt Rad .", "Zwei Katzen spielen im Schnee ."]
+  f = recipe.figures(outs, refs, 1)
+  assert f["next_word"] == 50.0 and f["exact"] == 50.0
+  assert recipe.figures(refs, refs, 2)["continuation_bleu"] == pytest.approx(100.0)
+  assert recipe.figures(outs, refs, 0)["next_word"] == 100.0
+
+
+def test_multi30k_prefixes_on_a_tiny_run(tmp_path):
+  """evaluate_split: k = 0, then each k and the unprefixed outputs on the same sentences
+  (those whose reference has more than k words); every prefixed output starts so."""
+  from conftest import load_benchmark, make_tiny_run
+  from t2t_keras import runs
+  from t2t_keras.decoding.settings import parse_decode_hparams
+  recipe = load_benchmark("multi30k_prefixes", folder="recipes")
+  model, vocab, *_ = runs.load(make_tiny_run(tmp_path))
+  sources = ["one hundred and five", "nine", "twenty three"]
+  refs = ["einhundertfünf", "neun", "drei und zwanzig"]
+  rows = recipe.evaluate_split(model, vocab, parse_decode_hparams("beam_size=2,extra_length=8"),
+                               sources, refs, [1, 2])
+  assert [(k, n) for k, n, _ in rows] == [(0, 3), (1, 1), ("0 on k=1's", 1), (2, 1),
+                                          ("0 on k=2's", 1)]
+  assert all(0 <= f["next_word"] <= 100 for _, _, f in rows)
