@@ -1,0 +1,124 @@
+"""Lexically constrained beam search (decoding/lexical.py): every finished output holds
+its sentence's phrases, and with a beam wide enough to keep every hypothesis the search
+returns the best-scoring output that holds them, as an exhaustive search finds it."""
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import tiny_model
+from t2t_keras.decoding import lexical
+from t2t_keras.errors import InputError
+from t2t_keras.models.transformer import shift_right
+
+VOCAB = 6  # PAD 0, EOS 1, tokens 2..5
+SRC = tf.constant([[3, 4, 1, 0], [5, 2, 3, 1], [2, 1, 0, 0]])
+
+
+@pytest.fixture(scope="module")
+def model():
+  return tiny_model(VOCAB, seed=11)
+
+
+def _contains(output, phrase):
+  return any(output[i:i + len(phrase)] == phrase for i in range(len(output) - len(phrase) + 1))
+
+
+def test_the_matcher_finds_phrases_wherever_they_occur():
+  """advance() over every sequence of 6 tokens from {2, 3} equals a brute-force search,
+  for self-overlapping phrases too (KMP's failure links)."""
+  phrases = [[2, 2, 3], [3, 2, 3, 2], [2]]
+  c = lexical.constraint_tensors([phrases])
+  seqs = list(itertools.product([2, 3], repeat=6))
+  rows = lambda x: tf.repeat(x, len(seqs), axis=0)  # noqa: E731
+  cs = lexical.Constraints(*map(rows, c))
+  met = tf.zeros([len(seqs), 3], tf.bool)
+  progress = tf.zeros([len(seqs), 3], tf.int32)
+  for t in range(6):
+    met, progress = lexical.advance(cs, met, progress, tf.constant([s[t] for s in seqs]))
+    want = [[_contains(list(s[:t + 1]), p) for p in phrases] for s in seqs]
+    np.testing.assert_array_equal(met.numpy(), want)
+
+
+def _log_probs(model, src, outputs):
+  """The model's log prob of each output (ids ending in EOS) given source row src [1, S]."""
+  width = max(len(o) for o in outputs)
+  targets = np.zeros([len(outputs), width], np.int32)
+  for i, o in enumerate(outputs):
+    targets[i, :len(o)] = o
+  memory, mask = model.encode(tf.repeat(src, len(outputs), axis=0))
+  logits, _ = model.decode(shift_right(tf.constant(targets)), memory, mask)
+  lp = tf.nn.log_softmax(logits).numpy()
+  return [float(sum(lp[i, t, tok] for t, tok in enumerate(o))) for i, o in enumerate(outputs)]
+
+
+@pytest.mark.parametrize("phrases", [[[4, 2]], [[5], [3, 3]], [[2, 2, 3]]])
+def test_a_wide_beam_returns_the_best_output_holding_every_phrase(model, phrases):
+  """Exhaustive over outputs of at most 5 tokens (4 tokens, then EOS; alpha 0, so the
+  score is the log prob): a beam of 256 keeps every hypothesis, and the best output and
+  its score are the exhaustive search's best among outputs holding every phrase."""
+  for row in range(3):
+    src = SRC[row:row + 1]
+    outputs = [list(p) + [1] for n in range(5) for p in itertools.product(range(2, VOCAB),
+                                                                          repeat=n)]
+    holding = [o for o in outputs if all(_contains(o[:-1], p) for p in phrases)]
+    scores = _log_probs(model, src, holding)
+    best = max(range(len(holding)), key=lambda i: scores[i])
+    ids, found, met = lexical.constrained_beam_search(
+        model, src, lexical.constraint_tensors([phrases]), beam_size=256, alpha=0.0,
+        max_decode_length=5, stop_early=True)
+    output = [int(x) for x in ids.numpy()[0, 0]]
+    output = output[:output.index(1) + 1]
+    assert bool(met.numpy()[0])
+    assert output == holding[best], (row, output, holding[best])
+    assert float(found.numpy()[0, 0]) == pytest.approx(scores[best], abs=1e-4)
+
+
+def test_every_output_holds_its_phrases_at_a_small_beam(model):
+  """Beam 4, three sentences with different phrase sets (one with none): every returned
+  hypothesis holds all of its sentence's phrases, and an unconstrained sentence decodes
+  as plain beam search."""
+  from t2t_keras.decoding import beam_search
+  phrases = [[[4, 2], [5]], [], [[3, 3, 3]]]
+  ids, scores, met = lexical.constrained_beam_search(
+      model, SRC, lexical.constraint_tensors(phrases), beam_size=4, alpha=0.6, extra_length=8)
+  assert met.numpy().tolist() == [True, True, True]
+  for b, sentence in enumerate(phrases):
+    for k in range(4):
+      if scores.numpy()[b, k] < -1e6:
+        continue
+      output = [int(x) for x in ids.numpy()[b, k]]
+      output = output[:output.index(1)] if 1 in output else output
+      assert all(_contains(output, p) for p in sentence), (b, k, output)
+  free_ids, free_scores = beam_search.beam_search(model, SRC[1:2], beam_size=4, alpha=0.6,
+                                                  extra_length=8)
+  np.testing.assert_array_equal(ids.numpy()[1, 0], free_ids.numpy()[0, 0])
+
+
+def test_phrases_that_cannot_fit_are_reported_per_sentence(model):
+  """A phrase longer than the sentence's length limit: met False for that sentence only."""
+  phrases = [[[2, 3, 4, 5, 2, 3]], [[4]], []]
+  _, _, met = lexical.constrained_beam_search(
+      model, SRC, lexical.constraint_tensors(phrases), beam_size=3, extra_length=2,
+      max_decode_length=6)
+  assert met.numpy().tolist() == [False, True, True]
+
+
+def test_xla_and_graph_give_the_same_outputs(model):
+  c = lexical.constraint_tensors([[[4, 2], [5]], [], [[3, 3]]])
+  run = lambda jit: tf.function(  # noqa: E731
+      lambda: lexical.constrained_beam_search(model, SRC, c, beam_size=3, extra_length=6),
+      jit_compile=jit, autograph=False)()
+  (ids, scores, met), (xla_ids, xla_scores, xla_met) = run(False), run(True)
+  np.testing.assert_array_equal(ids.numpy(), xla_ids.numpy())
+  np.testing.assert_allclose(scores.numpy(), xla_scores.numpy(), atol=1e-4)
+  np.testing.assert_array_equal(met.numpy(), xla_met.numpy())
+
+
+def test_bad_phrases_are_refused():
+  with pytest.raises(InputError, match="sentence 1: a constraint must be a non-empty phrase"):
+    lexical.constraint_tensors([[[3]], [[4, 1]]])
+  with pytest.raises(InputError, match="non-empty"):
+    lexical.constraint_tensors([[[]]])
