@@ -122,3 +122,60 @@ def test_bad_phrases_are_refused():
     lexical.constraint_tensors([[[3]], [[4, 1]]])
   with pytest.raises(InputError, match="non-empty"):
     lexical.constraint_tensors([[[]]])
+
+
+def test_translate_lines_and_the_decoder_take_terminology_constraints(tmp_path, capsys):
+  """translate_lines(constraints=...) over batches and two search shards: every output of
+  a constrained line holds its phrases, unconstrained lines decode as without the
+  argument; t2t-decoder --decode_constraints_file writes such outputs and names the
+  lines it cannot satisfy; bad constraint files are one line naming file and line."""
+  from conftest import make_tiny_run
+  from t2t_keras import bin as t2t_bin
+  from t2t_keras import runs
+  from t2t_keras.bin import decoder as decoder_bin
+  from t2t_keras.decoding import translate
+  from t2t_keras.decoding.settings import parse_decode_hparams
+  run = make_tiny_run(tmp_path)
+  model, vocab, *_ = runs.load(run)
+  lines = ["one hundred and five", "nine", "twenty three", "one"]
+  constraints = [["drei"], [], ["neun", "sieben und"], []]
+  settings = parse_decode_hparams(
+      "beam_size=3,batch_size=2,search_shards=2,extra_length=12,jit=false")
+  steered = translate.translate_lines(model, vocab, lines, settings, constraints=constraints)
+  free = translate.translate_lines(model, vocab, lines, settings)
+  assert steered.unmet == []
+  for phrases, hyps, free_hyps in zip(constraints, steered, free):
+    for h in hyps:
+      assert all(_contains(h.ids, vocab.encode(p)) for p in phrases), (phrases, h)
+    if not phrases:
+      assert [h.ids for h in hyps] == [h.ids for h in free_hyps]
+  # Two phrases, each within the line's output limit but not both: that line is named.
+  a, b, n = (len(vocab.encode(t)) for t in ("sieben und", "drei und", "nine"))
+  extra = max(a, b) + 1 - (n + 1)  # the limit before EOS: the longer phrase's length
+  tight = translate.translate_lines(model, vocab, ["nine", "nine"], parse_decode_hparams(
+      f"beam_size=2,extra_length={extra}"), constraints=[["sieben und", "drei und"], ["drei"]])
+  assert tight.unmet == [0]
+  with pytest.raises(InputError, match="a terminology constraint of .* ids is longer than"):
+    translate.translate_lines(model, vocab, ["nine"], parse_decode_hparams(
+        "beam_size=2,max_decode_length=4"), constraints=[["sieben und zwanzig tausend"]])
+
+  source, cfile, out = tmp_path / "in.en", tmp_path / "terms.jsonl", tmp_path / "out.de"
+  source.write_text("\n".join(lines) + "\n")
+  cfile.write_text('["drei"]\n\n["neun", "sieben und"]\n[]\n')
+  argv = ["t2t-decoder", f"--output_dir={run}", f"--decode_from_file={source}",
+          f"--decode_constraints_file={cfile}", f"--decode_to_file={out}",
+          "--decode_hparams=beam_size=3,extra_length=12,jit=false"]
+  assert t2t_bin.run_in_process(decoder_bin, argv) == 0
+  written = out.read_text().splitlines()
+  assert written == [hyps[0].text for hyps in translate.translate_lines(
+      model, vocab, lines, parse_decode_hparams("beam_size=3,extra_length=12,jit=false"),
+      constraints=constraints)]
+  for text, bad in (('["drei"]\n[\n[]\n[]\n', f"{cfile}:2: not JSON"),
+                    ('["drei"]\n[3]\n[]\n[]\n', f"{cfile}:2: a constraints line must be a "
+                                                "JSON list of non-empty strings"),
+                    ('["drei"]\n', f"{source} has 4 lines but the constraints file")):
+    cfile.write_text(text)
+    capsys.readouterr()
+    assert t2t_bin.run_in_process(decoder_bin, argv) == 1
+    err = capsys.readouterr().err
+    assert bad in err and len(err.strip().splitlines()) == 1, err

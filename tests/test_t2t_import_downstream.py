@@ -118,8 +118,11 @@ def test_beams_and_score_file_match_the_reference(imported, tmp_path, capsys):
   np.testing.assert_allclose(scores, theirs, atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow
 def test_an_ensemble_of_two_copies_decodes_as_one(imported, tmp_path, capsys):
-  """The ensemble's mean of two equal distributions is that distribution."""
+  """The ensemble's mean of two equal distributions is that distribution. Slow: covered by
+  test_ensemble (a model with itself is that model; t2t-decoder over several runs) and by
+  the imported run's own decoding tests here."""
   run_dir, run2, _, _ = imported
   (tmp_path / "src.en").write_text("\n".join(lines("val", "en", 4)) + "\n", encoding="utf-8")
   outputs = []

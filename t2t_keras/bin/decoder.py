@@ -56,6 +56,10 @@ _define("string", "decode_from_file", None, "Translate this text file, one sente
 _define("string", "decode_prefix_file", None,
         "With --decode_from_file: target prefixes, line-aligned with it (an empty line: "
         "none); each output starts with its prefix, scored with it.")
+_define("string", "decode_constraints_file", None,
+        "With --decode_from_file: terminology constraints, a JSON list of target phrases "
+        "per input line (e.g. [\"Hund\", \"roter Ball\"]; [] or an empty line: none); "
+        "each output contains every phrase of its line (lexically constrained beam search).")
 _define("string", "decode_to_file", None,
         "Where translations (or --score_file scores) go (default for translations: "
         "<decode_from_file>.beam<k>.alpha<a>.decodes).")
@@ -77,22 +81,7 @@ _define("string", "ct2_model_dir", None,
 
 def main(argv):
   del argv
-  if not FLAGS.output_dir:
-    raise app.UsageError("--output_dir is required")
-  modes = {"--decode_from_file": FLAGS.decode_from_file, "--decode_split": FLAGS.decode_split,
-           "--decode_interactive": FLAGS.decode_interactive, "--score_file": FLAGS.score_file}
-  if sum(bool(v) for v in modes.values()) != 1:
-    raise app.UsageError(f"give exactly one of {', '.join(modes)}")
-  if FLAGS.decode_prefix_file and not FLAGS.decode_from_file:
-    raise app.UsageError("--decode_prefix_file goes with --decode_from_file")
-  for flag, path in (("--decode_from_file", FLAGS.decode_from_file),
-                     ("--decode_prefix_file", FLAGS.decode_prefix_file),
-                     ("--decode_reference", FLAGS.decode_reference),
-                     ("--score_file", FLAGS.score_file)):
-    if path and not fileio.isfile(path):
-      raise InputError(f"{flag}={path}: no such file")
-  if FLAGS.score_file and not FLAGS.decode_to_file:
-    raise InputError("--score_file needs --decode_to_file for the scores")
+  _check_flags()
   run_flags.import_usr_dir()
   parse_decode_hparams(FLAGS.decode_hparams)  # bad overrides fail before the model loads
   run_flags.check(FLAGS.output_dir)
@@ -105,15 +94,7 @@ def main(argv):
     print(f"decoding with {info['problem']}'s defaults {decoding.defaults}, then "
           f"--decode_hparams={FLAGS.decode_hparams!r}")
   constraint = None if FLAGS.score_file else decoding.constraint(vocab)
-  search_fn = None
-  if FLAGS.engine == "ctranslate2":
-    search_fn = _ct2_search_fn(settings.search, constraint)
-  elif FLAGS.decode_prefix_file:
-    search_fn = translate.make_search_fn(model, settings.search, constraint, with_prefix=True)
-  elif constraint is not None:
-    print(f"decoding with {info['problem']}'s output constraint {type(constraint).__name__} "
-          "(constrain=false turns it off)")
-    search_fn = translate.make_search_fn(model, settings.search, constraint)
+  search_fn = _search_fn(model, settings, constraint, info["problem"])
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
     files.decode_interactive(model, vocab, settings, search_fn=search_fn)
@@ -125,12 +106,62 @@ def main(argv):
                         reference_path=FLAGS.decode_reference,
                         attention_plot_dir=FLAGS.attention_plot_dir,
                         postprocess=decoding.hooks.postprocess,
-                        search_fn=search_fn, prefix_path=FLAGS.decode_prefix_file)
+                        search_fn=search_fn, prefix_path=FLAGS.decode_prefix_file,
+                        constraints_path=FLAGS.decode_constraints_file)
   else:
     files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
                          FLAGS.decode_split, settings, tmp_dir=FLAGS.tmp_dir,
                          output_path=FLAGS.decode_to_file,
                          attention_plot_dir=FLAGS.attention_plot_dir, search_fn=search_fn)
+
+
+def _check_flags():
+  """UsageError / InputError for flags that do not go together or name missing files."""
+  if not FLAGS.output_dir:
+    raise app.UsageError("--output_dir is required")
+  modes = {"--decode_from_file": FLAGS.decode_from_file, "--decode_split": FLAGS.decode_split,
+           "--decode_interactive": FLAGS.decode_interactive, "--score_file": FLAGS.score_file}
+  if sum(bool(v) for v in modes.values()) != 1:
+    raise app.UsageError(f"give exactly one of {', '.join(modes)}")
+  for flag, value in (("--decode_prefix_file", FLAGS.decode_prefix_file),
+                      ("--decode_constraints_file", FLAGS.decode_constraints_file)):
+    if value and not FLAGS.decode_from_file:
+      raise app.UsageError(f"{flag} goes with --decode_from_file")
+  if FLAGS.decode_prefix_file and FLAGS.decode_constraints_file:
+    raise app.UsageError("--decode_prefix_file and --decode_constraints_file do not combine "
+                         "yet: give one")
+  for flag, path in (("--decode_from_file", FLAGS.decode_from_file),
+                     ("--decode_prefix_file", FLAGS.decode_prefix_file),
+                     ("--decode_constraints_file", FLAGS.decode_constraints_file),
+                     ("--decode_reference", FLAGS.decode_reference),
+                     ("--score_file", FLAGS.score_file)):
+    if path and not fileio.isfile(path):
+      raise InputError(f"{flag}={path}: no such file")
+  if FLAGS.score_file and not FLAGS.decode_to_file:
+    raise InputError("--score_file needs --decode_to_file for the scores")
+
+
+def _search_fn(model, settings, constraint, problem):
+  """The search function the flags ask for, or None for translate's default."""
+  if FLAGS.engine == "ctranslate2":
+    if FLAGS.decode_constraints_file:
+      raise InputError("--engine=ctranslate2 has no terminology constraints (CTranslate2 "
+                       "offers target prefixes only); use --engine=tensorflow")
+    return _ct2_search_fn(settings.search, constraint)
+  if FLAGS.decode_constraints_file:
+    if constraint is not None:
+      raise InputError(f"terminology constraints cannot be combined with "
+                       f"{problem}'s output constraint yet; pass "
+                       f"--decode_hparams=constrain=false to decode without it")
+    # translate_ids builds the search once the file's largest phrase list is known.
+    return None
+  if FLAGS.decode_prefix_file:
+    return translate.make_search_fn(model, settings.search, constraint, with_prefix=True)
+  if constraint is not None:
+    print(f"decoding with {problem}'s output constraint {type(constraint).__name__} "
+          "(constrain=false turns it off)")
+    return translate.make_search_fn(model, settings.search, constraint)
+  return None
 
 
 def _ct2_search_fn(search_settings, constraint):

@@ -9,6 +9,7 @@
 Outputs are written under a temporary name and renamed when complete.
 """
 
+import json
 import sys
 import time
 
@@ -41,12 +42,14 @@ def read_lines(path):
 
 def translate_and_score(model, vocab, sources, settings, references=None, output_path=None,
                         attention_plot_dir=None, progress=True, log=print, postprocess=None,
-                        search_fn=None, prefixes=None):
+                        search_fn=None, prefixes=None, constraints=None):
   """Translates text lines with `settings` (a `DecodeSettings`); writes/scores/plots as
   its output and evaluation groups ask. Returns a summary dict.
 
   `prefixes`: optional target text per line ("" for none) with which each output starts
-  (`translate.translate_lines`; `search_fn` must then take them).
+  (`translate.translate_lines`; `search_fn` must then take them); `constraints`: optional
+  lists of target phrases per line that each output must contain (lines whose outputs
+  cannot hold them all are logged by number, and listed in the summary's "unmet").
 
   The dict holds "translations" (best per line), "nbest", "seconds",
   "sentences_per_second", "output_path" and, with references, "bleu" (a
@@ -56,21 +59,25 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
   defaults to one built from settings.search.
   """
   output = settings.output
-  if output.num_samples >= 0:
-    sources = sources[:output.num_samples]
-    references = references[:output.num_samples] if references is not None else None
-    prefixes = prefixes[:output.num_samples] if prefixes is not None else None
+  if output.num_samples >= 0:  # the first num_samples lines, and what goes with them
+    sources, references, prefixes, constraints = (
+        None if x is None else x[:output.num_samples]
+        for x in (sources, references, prefixes, constraints))
   start = time.time()
   nbest = translate_lines(model, vocab, sources, settings, search_fn, progress=progress,
-                          prefixes=prefixes)
+                          prefixes=prefixes, constraints=constraints)
   seconds = time.time() - start
+  unmet = list(nbest.unmet)
+  if unmet:
+    log(f"terminology constraints not met for {len(unmet)} of {len(sources)} lines (their "
+        f"best outputs are written anyway): lines {', '.join(str(i + 1) for i in unmet)}")
   if postprocess is not None:
     nbest = [[h._replace(text=postprocess(src, h.text)) for h in hyps]
              for src, hyps in zip(sources, nbest)]
   translations = [h[0].text for h in nbest]
   summary = {"translations": translations, "nbest": nbest, "seconds": seconds,
              "sentences_per_second": len(sources) / max(seconds, 1e-9),
-             "output_path": output_path, "bleu": None}
+             "output_path": output_path, "bleu": None, "unmet": unmet}
   log(f"decoded {len(sources)} sentences in {seconds:.1f} s "
       f"({summary['sentences_per_second']:.1f} sentences/s, "
       f"beam {settings.search.beam_size}, alpha {settings.search.alpha})")
@@ -78,14 +85,8 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
     write_lines(output_path, [_format(h, output.return_beams) for h in nbest])
     log(f"wrote {output_path}")
   if output.return_alignment:
-    from t2t_keras.decoding import alignment  # pylint: disable=import-outside-toplevel
-    summary["alignments"] = alignment.alignments(
-        model, vocab, encode_sources(vocab, sources), [h[0].ids for h in nbest],
-        output.alignment_layer)
-    if output_path:
-      write_lines(output_path + ".align", summary["alignments"])
-      log(f"wrote {output_path}.align (Pharaoh word alignments, decoder layer "
-          f"{output.alignment_layer})")
+    summary["alignments"] = _write_alignments(model, vocab, sources, nbest, output,
+                                              output_path, log)
   if references is not None:
     from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
     summary["bleu"] = bleu.bleu_report(translations, references,
@@ -101,14 +102,28 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
   return summary
 
 
+def _write_alignments(model, vocab, sources, nbest, output, output_path, log):
+  """Pharaoh word alignments of each best output (written beside output_path)."""
+  from t2t_keras.decoding import alignment  # pylint: disable=import-outside-toplevel
+  alignments = alignment.alignments(model, vocab, encode_sources(vocab, sources),
+                                    [h[0].ids for h in nbest], output.alignment_layer)
+  if output_path:
+    write_lines(output_path + ".align", alignments)
+    log(f"wrote {output_path}.align (Pharaoh word alignments, decoder layer "
+        f"{output.alignment_layer})")
+  return alignments
+
+
 def decode_file(model, vocab, input_path, output_path=None, settings=None, reference_path=None,
                 attention_plot_dir=None, progress=True, log=print, postprocess=None,
-                search_fn=None, prefix_path=None):
+                search_fn=None, prefix_path=None, constraints_path=None):
   """Translates a text file line by line (see `translate_and_score`).
 
   settings: a `DecodeSettings` (default `parse_decode_hparams()`'s); output_path defaults
   to "<input_path>.beam<k>.alpha<a>.decodes"; prefix_path: a file of target prefixes,
-  line-aligned with the input (an empty line: none).
+  line-aligned with the input (an empty line: none); constraints_path: a JSON-lines file
+  of terminology constraints, line-aligned with the input, each line a JSON list of
+  target phrases (`[]` or an empty line: none).
   """
   settings = settings or parse_decode_hparams()
   if output_path is None:
@@ -123,9 +138,32 @@ def decode_file(model, vocab, input_path, output_path=None, settings=None, refer
   if prefixes is not None and len(prefixes) != len(sources):
     raise InputError(f"{input_path} has {len(sources)} lines but the prefix file "
                      f"{prefix_path} has {len(prefixes)}")
+  constraints = read_constraints(constraints_path) if constraints_path else None
+  if constraints is not None and len(constraints) != len(sources):
+    raise InputError(f"{input_path} has {len(sources)} lines but the constraints file "
+                     f"{constraints_path} has {len(constraints)}")
   return translate_and_score(model, vocab, sources, settings, references, output_path,
                              attention_plot_dir, progress, log, postprocess, search_fn,
-                             prefixes)
+                             prefixes, constraints)
+
+
+def read_constraints(path):
+  """A JSON-lines file of terminology constraints -> a list of phrase lists per line; an
+  empty line is none. InputError naming the file and line of one that is not a JSON list
+  of non-empty strings."""
+  out = []
+  for number, line in enumerate(read_lines(path), start=1):
+    try:
+      phrases = json.loads(line) if line.strip() else []
+    except json.JSONDecodeError as e:
+      raise InputError(f"{path}:{number}: not JSON ({e.msg}); a constraints line is a JSON "
+                       f"list of target phrases, e.g. [\"Hund\", \"roter Ball\"]") from None
+    if not isinstance(phrases, list) or not all(isinstance(p, str) and p.strip()
+                                                for p in phrases):
+      raise InputError(f"{path}:{number}: a constraints line must be a JSON list of "
+                       f"non-empty strings, got {line.strip()[:80]}")
+    out.append(phrases)
+  return out
 
 
 def split_pairs(problem, data_dir=None, split="test", tmp_dir=None, vocab=None):

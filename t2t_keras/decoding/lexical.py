@@ -53,16 +53,21 @@ def _failure(phrase):
   return fail
 
 
+def check_phrases(phrases):
+  """InputError naming the sentence (0-based) of a phrase that is empty or holds PAD or EOS."""
+  for b, sentence in enumerate(phrases):
+    for phrase in sentence:
+      if not len(phrase) or PAD_ID in phrase or EOS_ID in phrase:
+        raise InputError(f"sentence {b}: a constraint must be a non-empty phrase without "
+                         f"PAD or EOS ids, got {list(phrase)}")
+
+
 def constraint_tensors(phrases, min_phrases=1, min_tokens=1):
   """Per-sentence lists of phrases (lists of ids, no PAD or EOS) -> `Constraints`.
 
   Shapes are at least [B, min_phrases, min_tokens] (fixed shapes: fewer XLA programs).
   """
-  for b, sentence in enumerate(phrases):
-    for phrase in sentence:
-      if not phrase or PAD_ID in phrase or EOS_ID in phrase:
-        raise InputError(f"sentence {b}: a constraint must be a non-empty phrase without "
-                         f"PAD or EOS ids, got {list(phrase)}")
+  check_phrases(phrases)
   c = max([min_phrases] + [len(s) for s in phrases])
   t = max([min_tokens] + [len(p) for s in phrases for p in s])
   tokens = np.zeros([len(phrases), c, t], np.int32)
@@ -129,11 +134,63 @@ def _allocate(log_probs, banks, num_banks, beam_size):
 State = collections.namedtuple("State", bs.BeamState._fields + ("met", "progress"))
 
 
+def holds_all(lengths, met):
+  """bool [...]: every used phrase slot is met (met bool [..., C]; lengths int32 [..., C],
+  broadcastable, 0 for an unused slot)."""
+  return tf.reduce_all(tf.logical_or(met, lengths <= 0), axis=-1)
+
+
+def candidate_ids(s, cand, constraints, eos_id):
+  """A step's candidates as flat ids beam * V + token, int32 [B, N], N = 4K + K * C; -1
+  for none, a copy of an earlier candidate also -1.
+
+  t2t's 2K best of cand float32 [B, K, V] (alive log prob + next-token log prob), each
+  beam's next token of every phrase it has not met, each beam's best token, and EOS for
+  each beam that holds every phrase in a sentence that has some (its output may end there
+  whatever EOS's rank: a weak model seldom ranks it high).
+  """
+  batch, k, vocab = tf.shape(cand)[0], cand.shape[1], cand.shape[2] or tf.shape(cand)[2]
+  num_phrases = constraints.lengths.shape[1]
+  _, top_ids = bs.top_k(tf.reshape(cand, [batch, k * vocab]), 2 * k)            # [B, 2K]
+  per_beam = lambda x: tf.repeat(x[:, None], k, axis=1)  # noqa: E731  [B, ...] -> [B, K, ...]
+  next_tokens = tf.gather(per_beam(constraints.tokens), s.progress, axis=3,
+                          batch_dims=3)                                          # [B, K, C]
+  wanted = tf.logical_and(tf.logical_not(s.met), per_beam(constraints.lengths) > 0)
+  beam_base = tf.range(k)[None, :] * vocab                                       # [1, K]
+  phrase_ids = tf.where(wanted, beam_base[:, :, None] + next_tokens, -1)
+  best_ids = beam_base + tf.argmax(cand, axis=2, output_type=tf.int32)
+  has_phrases = tf.reduce_any(constraints.lengths > 0, axis=1)                   # [B]
+  eos_ids = tf.where(tf.logical_and(holds_all(constraints.lengths[:, None], s.met),
+                                    has_phrases[:, None]), beam_base + eos_id, -1)
+  ids = tf.concat([top_ids, tf.reshape(phrase_ids, [batch, k * num_phrases]), best_ids,
+                   eos_ids], axis=1)
+  n = 4 * k + k * num_phrases
+  earlier_copy = tf.reduce_any(tf.logical_and(
+      tf.equal(ids[:, :, None], ids[:, None, :]),
+      tf.range(n)[None, :, None] < tf.range(n)[None, None, :]), axis=1)           # [B, N]
+  return tf.where(earlier_copy, -1, ids)
+
+
+def candidate_states(s, ids, constraints, vocab):
+  """(beams, tokens int32 [B, N]; met bool, progress int32 [B, N, C]) of candidates `ids`
+  (-1: none, read as beam 0's PAD)."""
+  safe = tf.maximum(ids, 0)
+  beams, tokens = safe // vocab, safe % vocab
+  n, num_phrases = ids.shape[1], constraints.lengths.shape[1]
+  met = tf.gather(s.met, beams, axis=1, batch_dims=1)                            # [B, N, C]
+  progress = tf.gather(s.progress, beams, axis=1, batch_dims=1)
+  flat = Constraints(*(tf.repeat(x, n, axis=0) for x in constraints))            # [B * N, ...]
+  met, progress = advance(flat, tf.reshape(met, [-1, num_phrases]),
+                          tf.reshape(progress, [-1, num_phrases]), tf.reshape(tokens, [-1]))
+  shape = tf.stack([tf.shape(ids)[0], n, num_phrases])
+  return beams, tokens, tf.reshape(met, shape), tf.reshape(progress, shape)
+
+
 def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch_size,
                                  beam_size, max_length, decode_lengths, alpha=0.6,
                                  eos_id=EOS_ID, stop_early=True, reordered_keys=None):
   """`beam_search.beam_search_loop` where every finished output holds its sentence's
-  phrases (`constraints`, batch-major [B, ...]).
+  phrases (`constraints`, batch-major [B, C, T], C and T static).
 
   Returns (ids int32 [B, K, max_length], scores float32 [B, K], met bool [B], steps): a
   sentence with no finished hypothesis returns its alive beams (those holding every
@@ -143,12 +200,10 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
   """
   decode_lengths, alpha = tf.cast(decode_lengths, tf.int32), tf.cast(alpha, tf.float32)
   max_penalty = length_penalty(decode_lengths, alpha)                            # [B]
-  k = beam_size
-  rows = lambda x: tf.repeat(x, k, axis=0)  # noqa: E731  [B, ...] -> [B * K, ...]
-  beam_constraints = Constraints(*map(rows, constraints))
-  num_phrases = constraints.lengths.shape[1]
+  k, num_phrases = beam_size, constraints.lengths.shape[1]
   num_banks = num_phrases * constraints.tokens.shape[2] + 1
-  has_phrases = tf.reduce_any(constraints.lengths > 0, axis=1)                    # [B]
+  n = 4 * k + k * num_phrases
+  per_candidate = Constraints(*(tf.repeat(x[:, None], n, axis=1) for x in constraints))
 
   def cond(s):
     return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(s.done)))
@@ -158,59 +213,28 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
     logits, cache = symbols_to_logits_fn(flat_ids, s.i, s.cache)
     log_probs = step_log_probs(logits)                                           # [B*K, V]
     vocab = log_probs.shape[-1] or tf.shape(log_probs)[-1]
-    all_met = tf.reduce_all(tf.logical_or(
-        tf.reshape(s.met, [-1, num_phrases]), beam_constraints.lengths <= 0), axis=1)
-    is_eos = tf.equal(tf.range(vocab), eos_id)[None, :]
-    log_probs = tf.where(tf.logical_and(is_eos, tf.logical_not(all_met)[:, None]),
-                         -INF, log_probs)  # EOS only once every phrase is held
-    cand = s.alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch_size, k, vocab])
-    # The candidates: t2t's 2K best, each beam's next phrase tokens, each beam's best token.
-    penalty = length_penalty(s.i + 1, alpha)
-    _, top_ids = bs.top_k(tf.reshape(cand, [batch_size, k * vocab]), 2 * k)       # [B, 2K]
-    progress_tokens = tf.gather(
-        tf.reshape(beam_constraints.tokens, [batch_size, k, num_phrases, -1]),
-        s.progress, axis=3, batch_dims=3)                                         # [B, K, C]
-    wanted = tf.logical_and(tf.logical_not(s.met),
-                            tf.reshape(beam_constraints.lengths, [batch_size, k, -1]) > 0)
-    phrase_ids = tf.where(wanted, tf.range(k)[None, :, None] * vocab + progress_tokens, -1)
-    best_ids = tf.range(k)[None, :] * vocab + tf.argmax(cand, axis=2, output_type=tf.int32)
-    # EOS for each beam that holds every phrase, in a sentence that has some: its output
-    # may end there whatever EOS's rank (a random or weak model seldom ranks it high).
-    eos_ids = tf.where(tf.logical_and(tf.reshape(all_met, [batch_size, k]), has_phrases[:, None]),
-                       tf.range(k)[None, :] * vocab + eos_id, -1)
-    ids = tf.concat([top_ids, tf.reshape(phrase_ids, [batch_size, k * num_phrases]), best_ids,
-                     eos_ids], axis=1)
-    n = 4 * k + k * num_phrases  # static: the candidates of a sentence
-    first = tf.reduce_all(tf.logical_or(
-        tf.not_equal(ids[:, :, None], ids[:, None, :]),
-        tf.range(n)[None, :, None] >= tf.range(n)[None, None, :]), axis=1)        # [B, N]
-    # `first`: no earlier candidate has the same id (a copy of an earlier one is dropped).
-    valid = tf.logical_and(ids >= 0, first)
-    safe = tf.maximum(ids, 0)
-    lp = tf.gather(tf.reshape(cand, [batch_size, -1]), safe, axis=1, batch_dims=1)
-    lp = tf.where(valid, lp, -INF)                                               # [B, N]
-    beams, tokens = safe // vocab, safe % vocab
-    met = tf.gather(s.met, beams, axis=1, batch_dims=1)                          # [B, N, C]
-    progress = tf.gather(s.progress, beams, axis=1, batch_dims=1)
-    flat_c = Constraints(*(tf.repeat(x, n, axis=0) for x in constraints))  # [B * N, ...]
-    met, progress = advance(flat_c, tf.reshape(met, [-1, num_phrases]),
-                            tf.reshape(progress, [-1, num_phrases]), tf.reshape(tokens, [-1]))
-    met = tf.reshape(met, [batch_size, n, num_phrases])
-    progress = tf.reshape(progress, [batch_size, n, num_phrases])
+    log_probs = tf.reshape(log_probs, [batch_size, k, vocab])
+    is_eos = tf.equal(tf.range(vocab), eos_id)
+    barred = tf.logical_and(is_eos, tf.logical_not(
+        holds_all(constraints.lengths[:, None], s.met))[:, :, None])
+    log_probs = tf.where(barred, -INF, log_probs)  # EOS only once every phrase is held
+    cand = s.alive_log_probs[:, :, None] + log_probs                             # [B, K, V]
+    ids = candidate_ids(s, cand, constraints, eos_id)                            # [B, N]
+    beams, tokens, met, progress = candidate_states(s, ids, constraints, vocab)
+    lp = tf.where(ids >= 0, tf.gather(tf.reshape(cand, [batch_size, -1]), tf.maximum(ids, 0),
+                                      axis=1, batch_dims=1), -INF)               # [B, N]
     seq = write_at(tf.gather(s.alive_seq, beams, axis=1, batch_dims=1), s.i + 1, tokens)
     ended = tf.logical_and(tf.equal(tokens, eos_id), lp > -INF / 2)
-    candidates = bs.Candidates(seq, lp, lp / penalty, beams, ended)
+    candidates = bs.Candidates(seq, lp, lp / length_penalty(s.i + 1, alpha), beams, ended)
     # Alive: the bank allocation over the candidates that did not end.
     alive_lp = tf.where(ended, -INF, lp)
-    index = _allocate(alive_lp, _bank(constraints_like(constraints, n), met, progress),
-                      num_banks, k)
+    index = _allocate(alive_lp, _bank(per_candidate, met, progress), num_banks, k)
     pick = lambda x: tf.gather(x, index, axis=1, batch_dims=1)  # noqa: E731
-    alive_seq, alive_log_probs, source_beams = pick(seq), pick(alive_lp), pick(beams)
-    cache = bs.reorder_cache(cache, s.cache, source_beams, batch_size, k, reordered_keys)
+    cache = bs.reorder_cache(cache, s.cache, pick(beams), batch_size, k, reordered_keys)
     finished_seq, finished_scores, finished_flags = bs.grow_finished(s, candidates, k)
     keep = lambda new, old: tf.where(  # noqa: E731  sentences already done keep their state
         tf.reshape(tf.logical_not(s.done), [-1] + [1] * (new.shape.rank - 1)), new, old)
-    s = State(s.i + 1, keep(alive_seq, s.alive_seq), keep(alive_log_probs, s.alive_log_probs),
+    s = State(s.i + 1, keep(pick(seq), s.alive_seq), keep(pick(alive_lp), s.alive_log_probs),
               keep(finished_seq, s.finished_seq), keep(finished_scores, s.finished_scores),
               keep(finished_flags, s.finished_flags), s.done, cache,
               keep(pick(met), s.met), keep(pick(progress), s.progress))
@@ -221,10 +245,14 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
   start = State(*start, met=tf.zeros([batch_size, k, num_phrases], tf.bool),
                 progress=tf.zeros([batch_size, k, num_phrases], tf.int32))
   s, = tf.while_loop(cond, body, (start,))
+  return _result(s, constraints, max_penalty) + (s.i,)
+
+
+def _result(s, constraints, max_penalty):
+  """(ids [B, K, L - 1], scores [B, K], met [B]) of the final state: the finished
+  hypotheses, or where none finished the alive beams, those holding every phrase first."""
   finished = tf.reduce_any(s.finished_flags, axis=1)                             # [B]
-  # Where none finished: the alive beams, those holding every phrase first (t2t returns
-  # its alive beams when none ended; these end at the length limit).
-  holding = tf.reduce_all(tf.logical_or(s.met, constraints.lengths[:, None, :] <= 0), 2)
+  holding = holds_all(constraints.lengths[:, None], s.met)                       # [B, K]
   alive = s.alive_log_probs > -INF / 2
   alive_scores = tf.where(alive, s.alive_log_probs / max_penalty[:, None], -INF)
   order = tf.argsort(alive_scores + tf.where(holding, 0.0, -2 * INF), axis=1,
@@ -234,12 +262,7 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
   ids = tf.where(finished[:, None, None], s.finished_seq, alive_seq)[:, :, 1:]
   scores = tf.where(finished[:, None], s.finished_scores, alive_scores)
   met = tf.logical_or(finished, tf.reduce_any(tf.logical_and(holding, alive), axis=1))
-  return ids, scores, met, s.i
-
-
-def constraints_like(constraints, n):
-  """`constraints` [B, ...] with a candidate axis: [B, n, ...] (broadcast for `_bank`)."""
-  return Constraints(*(tf.repeat(x[:, None], n, axis=1) for x in constraints))
+  return ids, scores, met
 
 
 def constrained_beam_search(model, inputs, constraints, beam_size=4, alpha=0.6,

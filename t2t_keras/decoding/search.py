@@ -103,6 +103,27 @@ def sampling_from_settings(search_settings):
                   float(search_settings.sampling_keep_top_p), int(search_settings.sampling_seed))
 
 
+def constrained_from_settings(model, search_settings):
+  """Lexically constrained beam search (`lexical.py`) with a `DecodeSettings.search`, as a
+  function (inputs [B, S], tokens [B, C, T], lengths [B, C], fail [B, C, T]) -> (ids
+  [B, K, L], scores [B, K], met bool [B]); InputError for sampling, which has no such
+  search."""
+  from t2t_keras.decoding import lexical  # pylint: disable=import-outside-toplevel
+  from t2t_keras.errors import InputError  # pylint: disable=import-outside-toplevel
+  s = search_settings
+  if s.sampling_method != "argmax":
+    raise InputError("terminology constraints run with beam search; sampling "
+                     "(sampling_method=random) cannot take them")
+
+  def fn(inputs, tokens, lengths, fail):
+    return lexical.constrained_beam_search(
+        model, inputs, lexical.Constraints(tokens, lengths, fail), beam_size=s.beam_size,
+        alpha=s.alpha, extra_length=s.extra_length,
+        max_decode_length=s.max_decode_length or None, stop_early=s.stop_early)
+
+  return fn
+
+
 def from_settings(model, search_settings, constraint=None):
   """The search a `DecodeSettings.search` asks for (beam_size, alpha, extra_length,
   max_decode_length, stop_early, sampling_*), as a function of int32 [batch, src_len] ids."""

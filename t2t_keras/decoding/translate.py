@@ -20,13 +20,19 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding import search
+from t2t_keras.decoding import lexical, search
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 
 
 Hypothesis = collections.namedtuple("Hypothesis", ["text", "ids", "score"])
+
+
+class NBest(list):
+  """translate_ids' result: one n-best list per source; `unmet`: the indices of the sources
+  whose terminology constraints no output holds (their best outputs are returned anyway)."""
+  unmet = ()
 
 
 def pad_ids(rows, multiple=1, min_width=1):
@@ -39,17 +45,30 @@ def pad_ids(rows, multiple=1, min_width=1):
   return tf.constant(out)
 
 
-def make_search_fn(model, search_settings, constraint=None, with_prefix=False):
+def make_search_fn(model, search_settings, constraint=None, with_prefix=False,
+                   with_phrases=None):
   """A tf.function: int32 [batch, len] source ids -> (ids [batch, beam, max_len], scores [batch, beam]).
 
   search_settings: a `DecodeSettings.search` (with jit and search_shards); `constraint`
   (e.g. a problem's `decode_constraint`) limits the outputs the search builds;
   `with_prefix`: the function takes target prefixes too, int32 [batch, P] 0-padded
-  (`search_common.prefix_forcing`).
+  (`search_common.prefix_forcing`); `with_phrases`: (C, T), it takes terminology
+  constraints instead, `lexical.Constraints`' three tensors of at most C phrases of T
+  tokens (static: the search's candidates are counted in Python), and also returns met,
+  bool [batch].
   """
   # One trace for every shape; XLA still compiles one program per input shape.
   signature = [tf.TensorSpec([None, None], tf.int32)] * (2 if with_prefix else 1)
-  searcher = search.from_settings(model, search_settings, constraint)
+  if with_phrases:
+    if constraint is not None or with_prefix:
+      raise InputError("terminology constraints cannot be combined with target prefixes "
+                       "or a problem's output constraint yet")
+    c, t = with_phrases
+    signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, c, t], tf.int32),
+                 tf.TensorSpec([None, c], tf.int32), tf.TensorSpec([None, c, t], tf.int32)]
+    searcher = search.constrained_from_settings(model, search_settings)
+  else:
+    searcher = search.from_settings(model, search_settings, constraint)
   if with_prefix:
     searcher = functools.partial(lambda s, inputs, prefix: s(inputs, prefix=prefix), searcher)
   search_fn = tf.function(searcher, jit_compile=search_settings.jit, autograph=False,
@@ -77,7 +96,8 @@ def _progress(total, enabled):
   return tqdm(total=total, unit="sent", file=sys.stderr, dynamic_ncols=True)
 
 
-def translate_ids(model, sources, settings, search_fn=None, progress=False, prefixes=None):
+def translate_ids(model, sources, settings, search_fn=None, progress=False, prefixes=None,
+                  phrases=None):
   """n-best lists for source id lists (EOS-terminated), in the input order.
 
   settings: a `DecodeSettings` (its batching; its search where `search_fn` is None);
@@ -87,33 +107,42 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   EOS; empty: none), one per source: each output starts with its prefix, and
   `search_fn` then also takes the padded prefixes (`make_search_fn(with_prefix=True)`).
 
-  Returns a list (one per source) of lists of (ids without EOS, score), best first; a
-  score is the model's log prob of the whole output, prefix included, / length penalty.
+  `phrases`: optional terminology constraints, per source a list of target phrases (id
+  lists) that each output must contain (`lexical.py`; a given `search_fn` then takes
+  `lexical.Constraints`' tensors padded to the most phrases and tokens of any source,
+  and returns met too).
+
+  Returns an `NBest` list (one per source) of lists of (ids without EOS, score), best
+  first; a score is the model's log prob of the whole output, prefix included, / length
+  penalty. With phrases, its `unmet` names the sources no output of which holds them all.
   """
   sources = [list(s) for s in sources]
   if not sources:
-    return []
-  if prefixes is not None and len(prefixes) != len(sources):
-    raise ValueError(f"{len(prefixes)} target prefixes for {len(sources)} sources")
+    return NBest()
+  for name, given in (("target prefixes", prefixes), ("constraint lists", phrases)):
+    if given is not None and len(given) != len(sources):
+      raise ValueError(f"{len(given)} {name} for {len(sources)} sources")
+  shape = None
+  if phrases is not None:  # every batch padded to the most phrases and tokens of any line
+    lexical.check_phrases(phrases)
+    shape = (max([1] + [len(c) for c in phrases]),
+             max([1] + [len(p) for c in phrases for p in c]))
   search_fn = search_fn or make_search_fn(model, settings.search,
-                                          with_prefix=prefixes is not None)
+                                          with_prefix=prefixes is not None,
+                                          with_phrases=shape)
+  unmet = []
   order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
   results = [None] * len(sources)
   bar = _progress(len(sources), progress)
-  bucket, batch_size = max(1, settings.batching.length_bucket), settings.batching.batch_size
-  for start in range(0, len(order), batch_size):
-    index = order[start:start + batch_size]
-    rows = [index[min(row, len(index) - 1)] for row in range(batch_size)]  # spare rows
-    if prefixes is None:
-      ids, scores = search_fn(pad_ids([sources[i] for i in rows], bucket))  # spare rows
-    else:                                                     # repeat the last sentence
-      batch_prefixes = [prefixes[i] for i in rows]
-      width = source_width(max(len(sources[i]) for i in rows),
-                           max(len(p) for p in batch_prefixes), settings.search,
-                           _max_positions(model))
-      ids, scores = search_fn(pad_ids([sources[i] for i in rows], bucket, width),
-                              pad_ids(batch_prefixes, bucket))
-    ids, scores = np.asarray(ids), np.asarray(scores)
+  for start in range(0, len(order), settings.batching.batch_size):
+    index = order[start:start + settings.batching.batch_size]
+    rows = [index[min(row, len(index) - 1)]  # spare rows repeat the last sentence
+            for row in range(settings.batching.batch_size)]
+    ids, scores, met = _search_batch(model, search_fn, settings, [sources[i] for i in rows],
+                                     None if prefixes is None else [prefixes[i] for i in rows],
+                                     None if phrases is None else [phrases[i] for i in rows],
+                                     shape)
+    unmet += [i for row, i in enumerate(index) if not met[row]]
     for row, i in enumerate(index):
       results[i] = [(_strip(ids[row, k]), float(scores[row, k]))
                     for k in range(ids.shape[1]) if scores[row, k] > -1e6]
@@ -121,7 +150,38 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
       bar.update(len(index))
   if bar is not None:
     bar.close()
+  results = NBest(results)
+  results.unmet = sorted(unmet)
   return results
+
+
+def _search_batch(model, search_fn, settings, sources, prefixes, phrases, shape):
+  """One batch through `search_fn`: (ids [rows, beam, len], scores [rows, beam], met bool
+  [rows]) as arrays, the sources padded as the batching (and any prefix) asks."""
+  bucket = max(1, settings.batching.length_bucket)
+  width = max(len(s) for s in sources)
+  if phrases is not None:
+    _check_phrases_fit(phrases, width, settings.search, _max_positions(model))
+    ids, scores, met = search_fn(pad_ids(sources, bucket),
+                                 *lexical.constraint_tensors(phrases, *shape))
+    return np.asarray(ids), np.asarray(scores), np.asarray(met)
+  if prefixes is None:
+    ids, scores = search_fn(pad_ids(sources, bucket))
+  else:
+    width = source_width(width, max(len(p) for p in prefixes), settings.search,
+                         _max_positions(model))
+    ids, scores = search_fn(pad_ids(sources, bucket, width), pad_ids(prefixes, bucket))
+  return np.asarray(ids), np.asarray(scores), np.ones(len(sources), bool)
+
+
+def _check_phrases_fit(rows, width, search_settings, max_positions=None):
+  """InputError for a phrase longer than the output limit of sources `width` ids wide."""
+  limit = search_settings.max_decode_length or width + search_settings.extra_length
+  limit = min(limit, max_positions or limit) - 1  # room for EOS
+  longest = max([0] + [len(p) for phrases in rows for p in phrases])
+  if longest > limit:
+    raise InputError(f"a terminology constraint of {longest} ids is longer than the output "
+                     f"limit of {limit} ids before EOS (extra_length / max_decode_length)")
 
 
 def source_width(width, longest_prefix, search_settings, max_positions=None):
@@ -152,14 +212,21 @@ def encode_sources(vocab, lines):
 
 
 def translate_lines(model, vocab, lines, settings, search_fn=None, progress=False,
-                    prefixes=None):
+                    prefixes=None, constraints=None):
   """n-best `Hypothesis(text, ids, score)` lists for text lines, in input order
   (settings: a `DecodeSettings`); `prefixes`: optional target text, one per line ("":
-  none), with which each output starts."""
+  none), with which each output starts; `constraints`: optional lists of target phrases
+  (text), one list per line, that each output must contain. The result's `unmet` names
+  the lines no output of which holds all their phrases (`NBest`)."""
   prefix_ids = None if prefixes is None else [vocab.encode(p) if p else [] for p in prefixes]
+  phrase_ids = None if constraints is None else [[vocab.encode(p) for p in c]
+                                                 for c in constraints]
   nbest = translate_ids(model, encode_sources(vocab, lines), settings, search_fn, progress,
-                        prefix_ids)
-  return [[Hypothesis(vocab.decode(ids), ids, score) for ids, score in hyps] for hyps in nbest]
+                        prefix_ids, phrase_ids)
+  out = NBest([[Hypothesis(vocab.decode(ids), ids, score) for ids, score in hyps]
+               for hyps in nbest])
+  out.unmet = nbest.unmet
+  return out
 
 
 def decode_lines(model, vocab, lines, settings, search_fn=None, progress=False):
