@@ -305,3 +305,30 @@ def test_prefix_signature_equals_the_decoders_prefixed_outputs(loaded, reference
   assert [texts[1], texts[5]] == _texts(free)
   with pytest.raises(tf.errors.InvalidArgumentError, match="one target prefix per input"):
     loaded.signatures["prefix"](inputs=tf.constant(lines), prefix=tf.constant(prefixes[:2]))
+
+
+def test_constrained_signature_equals_the_decoders_constrained_outputs(loaded, reference):
+  """`constrained` gives what translate_lines gives with the same phrases: every output
+  holds its row's phrases ("" pads a shorter list), met is false for the row whose two
+  phrases cannot both fit its limit, an empty input gives "" (met: it has no phrases)."""
+  model, vocab = reference
+  lines = SENTENCES[:3] + ["nine", ""]
+  # (Words the tiny vocabulary spells without unknown pieces: "sieben" would decode as
+  # "sie ⁇ en", held as ids but not as text.)
+  phrases = [["drei", ""], ["", ""], ["neun", "vier"], ["vier und", "drei und"], ["", ""]]
+  out = loaded.signatures["constrained"](inputs=tf.constant(lines),
+                                         constraints=tf.constant(phrases))
+  texts, met = _texts(out["outputs"].numpy()), out["met"].numpy().tolist()
+  kept = [[p for p in row if p] for row in phrases[:4]]
+  expected = translate.translate_lines(model, vocab, lines[:4], parse_decode_hparams(DECODE),
+                                       constraints=kept)
+  assert texts[:4] == [hyps[0].text for hyps in expected]
+  np.testing.assert_allclose(out["scores"].numpy()[:4], [h[0].score for h in expected],
+                             rtol=1e-4)
+  # Row 3's two phrases cannot both fit its limit; at beam 2 a row may also miss them.
+  assert 3 in expected.unmet and met == [i not in expected.unmet for i in range(5)]
+  assert met[0] and met[4] and all(p in texts[i] for i in (0, 2) if met[i] for p in kept[i])
+  assert texts[1] == _texts(_translate(loaded, [lines[1]])[0])[0] and texts[4] == ""
+  with pytest.raises(tf.errors.InvalidArgumentError, match="the limit set at export, 8"):
+    loaded.signatures["constrained"](inputs=tf.constant(["nine"]),
+                                     constraints=tf.constant([["neun"] * 9]))

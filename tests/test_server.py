@@ -172,6 +172,23 @@ def test_target_prefixes_in_instances_go_to_the_prefix_signature(server, loaded)
   assert status == 200 and body["outputs"] == {k: [row[k] for row in want] for k in want[0]}
 
 
+def test_terminology_constraints_in_instances_go_to_the_constrained_signature(server, loaded):
+  """Instances with "constraints" (a list of phrases) are answered by the export's
+  `constrained` signature, lists of different lengths padded with ""; an instance
+  without them has none."""
+  lines = ["nine", "twenty-three", "one hundred and five"]
+  terms = [["neun", "drei"], [], ["vier"]]
+  want = tf_serving_rows(loaded.signatures["constrained"](
+      inputs=tf.constant(lines), constraints=tf.constant([["neun", "drei"], ["", ""],
+                                                           ["vier", ""]])))
+  status, body = predict(server.url, {"instances": [
+      {"inputs": lines[0], "constraints": terms[0]}, lines[1],
+      {"inputs": lines[2], "constraints": terms[2]}]})
+  assert status == 200 and body["predictions"] == want
+  assert all(t in want[i]["outputs"] for i in (0, 2) for t in terms[i] if want[i]["met"]), want
+  assert [w["met"] for w in want][1] is True
+
+
 def test_status_metadata_health_and_page(server):
   status, body = call(server.url, f"/v1/models/{MODEL}")
   assert status == 200 and body == {"model_version_status": [
@@ -182,7 +199,7 @@ def test_status_metadata_health_and_page(server):
   assert status == 200 and body["model_spec"] == {"name": MODEL, "signature_name": "",
                                                   "version": "7"}
   defs = body["metadata"]["signature_def"]["signature_def"]
-  assert sorted(defs) == ["attention", "nbest", "prefix", "serving_default"]
+  assert sorted(defs) == ["attention", "constrained", "nbest", "prefix", "serving_default"]
   default = defs["serving_default"]
   assert default["method_name"] == "tensorflow/serving/predict"
   assert default["inputs"]["inputs"]["dtype"] == "DT_STRING"
@@ -213,7 +230,11 @@ def test_status_metadata_health_and_page(server):
     (b'{"signature_name": "attention", "instances": ["nine"]}', 400,
      "must be an object with the inputs ['inputs', 'outputs']"),
     (b'{"signature_name": "nope", "instances": ["nine"]}', 404,
-     "known: attention, nbest, prefix, serving_default"),
+     "known: attention, constrained, nbest, prefix, serving_default"),
+    (b'{"instances": [{"inputs": "nine", "constraints": "neun"}]}', 400,
+     "instance 0 input 'constraints': expected a list of strings, got str"),
+    (b'{"instances": [{"inputs": "nine", "constraints": ["neun", 3]}]}', 400,
+     "instance 0 input 'constraints': expected a string"),
     (b'{"instances": [{"inputs": "nine", "prefix": 7}]}', 400,
      "instance 0 input 'prefix': expected a string"),
     (b'{"instances": [{"inputs": "nine", "prefix": "neun", "x": "y"}]}', 400,
@@ -388,5 +409,18 @@ def test_web_page_translates_in_a_real_browser(server, loaded):
     assert driver.find_element(By.ID, "translation").text == steered["outputs"]
     rows = driver.find_elements(By.CSS_SELECTOR, "#nbest tbody tr")
     assert [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows] == [steered["outputs"]]
+    # Terms: the terms box's phrases must appear in the line's translation.
+    driver.find_element(By.ID, "prefix").clear()
+    driver.find_element(By.ID, "terms").send_keys("drei")
+    driver.find_element(By.ID, "translate").click()
+    WebDriverWait(driver, 60).until(
+        lambda d: "with terms" in d.find_element(By.ID, "latency").text)
+    termed = tf_serving_rows(loaded.signatures["constrained"](
+        inputs=tf.constant([sentence]), constraints=tf.constant([["drei"]])))[0]
+    assert driver.find_element(By.ID, "error").text == ""
+    assert driver.find_element(By.ID, "translation").text == termed["outputs"]
+    latency = driver.find_element(By.ID, "latency").text
+    assert ("could not hold all their terms" in latency) == (not termed["met"]), latency
+    assert not termed["met"] or "drei" in termed["outputs"]
   finally:
     driver.quit()

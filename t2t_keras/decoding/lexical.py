@@ -62,6 +62,24 @@ def check_phrases(phrases):
                          f"PAD or EOS ids, got {list(phrase)}")
 
 
+def failure_links(tokens, lengths):
+  """KMP's failure function in TF ops: int32 [..., T] of phrases tokens int32 [..., T]
+  (static T) of `lengths` int32 [...], as `_failure` gives for each phrase (0 past its end)."""
+  width = tokens.shape[-1]
+  fail = [tf.zeros_like(tokens[..., 0])]
+  for j in range(1, width):
+    k = fail[j - 1]
+    for _ in range(j):  # fall back while the next token differs
+      back = tf.gather(tf.stack(fail + [tf.zeros_like(k)] * (width - j), -1),
+                       tf.maximum(k - 1, 0), batch_dims=tokens.shape.rank - 1)
+      at = tf.gather(tokens, k, batch_dims=tokens.shape.rank - 1)
+      k = tf.where(tf.logical_and(k > 0, tf.not_equal(at, tokens[..., j])), back, k)
+    at = tf.gather(tokens, k, batch_dims=tokens.shape.rank - 1)
+    fail.append(tf.where(tf.equal(at, tokens[..., j]), k + 1, k))
+  fail = tf.stack(fail, axis=-1)
+  return tf.where(tf.range(width) < lengths[..., None], fail, 0)
+
+
 def constraint_tensors(phrases, min_phrases=1, min_tokens=1):
   """Per-sentence lists of phrases (lists of ids, no PAD or EOS) -> `Constraints`.
 

@@ -129,7 +129,8 @@ async def _models(request, model, batcher, model_name, limits, max_request_bytes
   parsed_body = rest.parse_body(body)
   signature = rest.signature_name(parsed_body)
   model.signature(signature)  # NotFound for an unknown one
-  parsed = rest.parse_predict(parsed_body, model.input_names(signature), limits)
+  parsed = rest.parse_predict(parsed_body, model.input_names(signature), limits,
+                              model.list_inputs(signature))
   outputs = await batcher.submit(signature, parsed.inputs)
   return JSONResponse(rest.predict_response(outputs, model.output_names(signature),
                                             parsed.row_format))

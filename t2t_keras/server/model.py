@@ -87,6 +87,12 @@ class ServedModel:
     """The signature's input names, sorted."""
     return sorted(self.signature_defs[name].get("inputs", {}))
 
+  def list_inputs(self, name):
+    """The signature's inputs of rank 2 ([batch, C] strings: a list per instance)."""
+    inputs = self.signature_defs[name].get("inputs", {})
+    return sorted(k for k, v in inputs.items()
+                  if len(v.get("tensor_shape", {}).get("dim", [])) == 2)
+
   def output_names(self, name):
     """The signature's output names, sorted (TF Serving's order in row responses)."""
     return sorted(self.signature_defs[name].get("outputs", {}))
@@ -104,10 +110,18 @@ class ServedModel:
   def run(self, name, inputs):
     """Calls signature `name` with {input: list of bytes}; returns {output: np.ndarray}.
 
-    Every input is a 1-D string tensor (t2t-exporter's signatures take [batch] strings).
+    An input is a [batch] string tensor, or for a list input ([batch, C]: `list_inputs`)
+    a list of lists of bytes, padded with b"" to the longest.
     """
     function = self.signature(name)
-    tensors = {k: tf.constant(v, tf.string, shape=[len(v)]) for k, v in inputs.items()}
+    tensors = {}
+    for k, v in inputs.items():
+      if k in self.list_inputs(name):
+        width = max([0] + [len(row) for row in v])
+        rows = [list(row) + [b""] * (width - len(row)) for row in v]
+        tensors[k] = tf.constant(rows, tf.string, shape=[len(v), width])
+      else:
+        tensors[k] = tf.constant(v, tf.string, shape=[len(v)])
     return {k: v.numpy() for k, v in function(**tensors).items()}
 
   def status(self):

@@ -11,8 +11,10 @@ A signature with a single output gives its values directly ("predictions": [v, .
 "outputs": [...]), as TF Serving does. Strings may be sent as {"b64": "..."}.
 
 Target prefixes (the exporter's `prefix` signature): instances {"inputs": s, "prefix": p};
-a request without signature_name whose instances (or columns) carry "prefix" goes to
-`prefix`, and an instance there without one has none ("").
+terminology constraints (`constrained`): {"inputs": s, "constraints": [p, ...]}, a list of
+strings per instance (a [batch, C] input, padded with "" when called). A request without
+signature_name whose instances (or columns) carry "prefix" or "constraints" goes to that
+signature, and an instance there without it has none.
 """
 
 import base64
@@ -52,20 +54,24 @@ class PredictRequest:
 
 _FIELDS = ("signature_name", "instances", "inputs")
 # Inputs an instance may leave out, with the value it then has.
-OPTIONAL_INPUTS = {"prefix": ""}
+OPTIONAL_INPUTS = {"prefix": "", "constraints": []}
+# The signature an input names when the request gives none.
+STEERING_INPUTS = {"prefix": "prefix", "constraints": "constrained"}
 
 
 def signature_name(request):
-  """The signature a parsed body asks for: its signature_name; without one, "prefix" where
-  its instances or columns carry a "prefix" input, else serving_default."""
+  """The signature a parsed body asks for: its signature_name; without one, "prefix" or
+  "constrained" where its instances or columns carry a "prefix" or "constraints" input,
+  else serving_default."""
   if "signature_name" in request:
     return request["signature_name"]
   instances, columns = request.get("instances"), request.get("inputs")
-  if isinstance(instances, list) and any(isinstance(i, dict) and "prefix" in i
-                                         for i in instances):
-    return "prefix"
-  if isinstance(columns, dict) and "prefix" in columns:
-    return "prefix"
+  for key, name in STEERING_INPUTS.items():
+    if isinstance(instances, list) and any(isinstance(i, dict) and key in i
+                                           for i in instances):
+      return name
+    if isinstance(columns, dict) and key in columns:
+      return name
   return "serving_default"
 
 
@@ -90,13 +96,14 @@ def parse_body(body):
   return request
 
 
-def parse_predict(request, input_names, limits):
+def parse_predict(request, input_names, limits, list_inputs=()):
   """A JSON object from `parse_body` -> PredictRequest; BadRequest naming what is wrong.
 
   Args:
     request: the parsed body.
     input_names: the signature's input names (sorted).
     limits: Limits.
+    list_inputs: the inputs that take a list of strings per instance ([batch, C]).
   """
   name = signature_name(request)
   if "instances" in request:
@@ -109,8 +116,8 @@ def parse_predict(request, input_names, limits):
   if size > limits.max_instances:
     raise BadRequest(f"{size} instances, over the limit of {limits.max_instances} sentences "
                      f"per request (--max_instances)", status=413)
-  encoded = {k: [_string(v, i, k, limits) for i, v in enumerate(values)]
-             for k, values in inputs.items()}
+  encoded = {k: [_strings(v, i, k, limits) if k in list_inputs else _string(v, i, k, limits)
+                 for i, v in enumerate(values)] for k, values in inputs.items()}
   return PredictRequest(name, encoded, "instances" in request)
 
 
@@ -156,6 +163,15 @@ def _columns(columns, input_names):
     raise BadRequest(f"the inputs have different lengths: "
                      f"{ {k: len(v) for k, v in columns.items()} }")
   return columns
+
+
+def _strings(value, index, input_name, limits):
+  """One instance's list of strings -> a list of UTF-8 bytes; BadRequest naming the instance
+  for anything else."""
+  if not isinstance(value, list):
+    raise BadRequest(f"instance {index} input {input_name!r}: expected a list of strings, "
+                     f"got {type(value).__name__}")
+  return [_string(v, index, input_name, limits) for v in value]
 
 
 def _string(value, index, input_name, limits):

@@ -50,6 +50,7 @@ import tensorflow as tf
 
 from t2t_keras import fileio, runs
 from t2t_keras.data import vocabulary
+from t2t_keras.decoding import lexical
 from t2t_keras.decoding import search as search_lib
 from t2t_keras.decoding.attention import teacher_forced_attention
 from t2t_keras.decoding.spec import DecodingSpec
@@ -58,6 +59,7 @@ from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
 
 NO_HYPOTHESIS = -1e6  # beam slots that never finished score -1e7 (beam_search's -INF)
+MAX_PHRASES, MAX_PHRASE_PIECES = 8, 16  # the constrained signature's static limits
 
 
 def _next_power_of_two(n):
@@ -74,11 +76,14 @@ class Translator(tf.Module):
   """
 
   def __init__(self, model, vocab_path, settings, max_input_length, postprocess=None,
-               constraint=None, max_positions=None):
+               constraint=None, max_positions=None, max_phrases=MAX_PHRASES,
+               max_phrase_pieces=MAX_PHRASE_PIECES):
     """`settings`: a `DecodeSettings` (its search and batching are baked into the graph);
     `postprocess`: see below; `constraint`: the problem's output constraint for the
     search (`decoding/constraints.py`), or None; `max_positions`: the most target
-    positions the model has (learned positions), or None."""
+    positions the model has (learned positions), or None; `max_phrases`,
+    `max_phrase_pieces`: the `constrained` signature's most phrases per sentence and
+    pieces per phrase (static: the search's candidates are counted when it is built)."""
     super().__init__(name="translator")
     # A problem's output post-processing in TF ops, (outputs [n], inputs [n]) -> [n]
     # (parsing: trees from linearized outputs); None: outputs as decoded.
@@ -128,6 +133,29 @@ class Translator(tf.Module):
     self._sample_search = tf.function(
         sample, jit_compile=bool(search_settings.jit), autograph=False,
         input_signature=signature + [tf.TensorSpec([], tf.int32)])
+    # Terminology constraints (decoding/lexical.py) where the problem has no output
+    # constraint of its own: the sources, each sentence's phrase pieces [rows, C, T] and
+    # their lengths [rows, C]; KMP's failure links are computed in the graph.
+    self.max_phrases, self.max_phrase_pieces = int(max_phrases), int(max_phrase_pieces)
+    self._constrained_search = None
+    # No constrained signature where the problem constrains outputs itself (parsing) or
+    # the export samples.
+    self.takes_constraints = constraint is None and search_settings.sampling_method == "argmax"
+    if self.takes_constraints:
+      phrase_signature = signature + [
+          tf.TensorSpec([None, self.max_phrases, self.max_phrase_pieces], tf.int32),
+          tf.TensorSpec([None, self.max_phrases], tf.int32)]
+      constrained = search_lib.constrained_from_settings(model, search_settings)
+
+      def lexical_search(ids, tokens, lengths):
+        return constrained(ids, tokens, lengths, lexical.failure_links(tokens, lengths))
+
+      self._constrained_search = shard_search_fn(
+          tf.function(lexical_search, jit_compile=bool(search_settings.jit), autograph=False,
+                      input_signature=phrase_signature), search_settings.search_shards,
+          phrase_signature)
+    else:  # no `constrained` function at all: saving would trace it
+      self.constrained = None
 
   # --- pieces of the graph -------------------------------------------------
 
@@ -157,34 +185,36 @@ class Translator(tf.Module):
     flat = tf.ragged.boolean_mask(tf.reshape(ids, [-1, length]), tf.reshape(keep, [-1, length]))
     return tf.reshape(self.tokenizer.detokenize(flat), [-1, beam])
 
-  def _translate_sources(self, sources, search, beam, prefixes=None):
-    """Ragged ids [n, (len)] (n > 0) -> (strings [n, beam], scores [n, beam]) of
-    `search` (int32 [rows, width] -> ids [rows, beam, len], scores [rows, beam]).
+  def _translate_sources(self, sources, search, beam, prefixes=None, row_inputs=()):
+    """Ragged ids [n, (len)] (n > 0) -> (strings [n, beam], scores [n, beam], met bool [n])
+    of `search` (int32 [rows, width] -> ids [rows, beam, len], scores [rows, beam] and,
+    for a constrained search, met [rows]; met is all true for the others).
 
     Longest first, in chunks of at most batch_size rows (rounded up to a power
     of two, padded by repeating the last row), each padded to a multiple of
     length_bucket tokens, as `translate.translate_ids` batches. `prefixes`: ragged
     target ids [n, (P)], given to `search` as a second input, int32 [rows, P] 0-padded,
     with the sources widened where needed so that the output buffer holds them
-    (`translate.source_width`).
+    (`translate.source_width`). `row_inputs`: dense tensors [n, ...] given to `search`
+    after the sources, a chunk's rows each (the constrained search's phrases).
     """
     n = sources.nrows(out_type=tf.int32)
     lengths = tf.cast(sources.row_lengths(), tf.int32)
     order = tf.argsort(lengths, direction="DESCENDING", stable=True)
     sources = tf.gather(sources, order)
     lengths = tf.gather(lengths, order)
+    row_inputs = tuple(tf.gather(x, order) for x in row_inputs)
     if prefixes is not None:
       prefixes = tf.gather(prefixes, order)
       prefix_lengths = tf.cast(prefixes.row_lengths(), tf.int32)
     rows = tf.minimum(_next_power_of_two(n), self.batch_size)
     chunks = (n + rows - 1) // rows
 
-    def body(c, texts, scores):
+    def body(c, texts, scores, mets):
       index = tf.minimum(c * rows + tf.range(rows), n - 1)  # spare rows repeat the last
       width = tf.reduce_max(tf.gather(lengths, index))
-      if prefixes is None:
-        extra = ()
-      else:
+      extra = tuple(tf.gather(x, index) for x in row_inputs)
+      if prefixes is not None:
         longest = tf.reduce_max(tf.gather(prefix_lengths, index))
         width = self._check_prefix_fits(longest, width)
         prefix_width = (tf.maximum(longest, 1) + self.length_bucket - 1) // \
@@ -194,18 +224,22 @@ class Translator(tf.Module):
       width = (width + self.length_bucket - 1) // self.length_bucket * self.length_bucket
       batch = tf.gather(sources, index).to_tensor(default_value=PAD_ID,
                                                   shape=tf.stack([rows, width]))
-      ids, chunk_scores = search(batch, *extra)
-      return (c + 1, texts.write(c, self._detokenize(ids, beam)), scores.write(c, chunk_scores))
+      out = search(batch, *extra)
+      met = out[2] if len(out) > 2 else tf.ones([rows], tf.bool)
+      return (c + 1, texts.write(c, self._detokenize(out[0], beam)), scores.write(c, out[1]),
+              mets.write(c, met))
 
-    _, texts, scores = tf.while_loop(
+    _, texts, scores, mets = tf.while_loop(
         lambda c, *_: c < chunks, body,
         (tf.constant(0), tf.TensorArray(tf.string, size=chunks, element_shape=[None, beam]),
-         tf.TensorArray(tf.float32, size=chunks, element_shape=[None, beam])),
+         tf.TensorArray(tf.float32, size=chunks, element_shape=[None, beam]),
+         tf.TensorArray(tf.bool, size=chunks, element_shape=[None])),
         parallel_iterations=1)
     texts = tf.reshape(texts.stack(), [-1, beam])[:n]
     scores = tf.reshape(scores.stack(), [-1, beam])[:n]
+    mets = tf.reshape(mets.stack(), [-1])[:n]
     unsort = tf.math.invert_permutation(order)
-    return tf.gather(texts, unsort), tf.gather(scores, unsort)
+    return tf.gather(texts, unsort), tf.gather(scores, unsort), tf.gather(mets, unsort)
 
   def _check_prefix_fits(self, longest, width):
     """The source width (int32 scalar) whose output buffer holds `longest` prefix ids, as
@@ -221,10 +255,12 @@ class Translator(tf.Module):
     with tf.control_dependencies([check]):
       return tf.identity(width)
 
-  def _nbest(self, inputs, search=None, beam=None, prefixes=None):
-    """strings [batch] -> (strings [batch, beam], scores [batch, beam], truncated [batch]),
-    by beam search (default) or another `search` giving `beam` outputs a sentence;
-    `prefixes`: target text [batch] with which each output starts ("": none)."""
+  def _nbest(self, inputs, search=None, beam=None, prefixes=None, phrases=None):
+    """strings [batch] -> (strings [batch, beam], scores [batch, beam], truncated [batch],
+    met [batch]), by beam search (default) or another `search` giving `beam` outputs a
+    sentence; `prefixes`: target text [batch] with which each output starts ("": none);
+    `phrases`: target phrases [batch, C] each output must hold ("": none), for
+    the constrained search (met: whether the outputs hold them; true for the others)."""
     inputs = tf.reshape(inputs, [-1])
     sources, nonempty, truncated = self._source_ids(inputs)
     kept = tf.cast(tf.where(nonempty)[:, 0], tf.int32)
@@ -236,26 +272,64 @@ class Translator(tf.Module):
           tf.size(prefixes), tf.size(inputs),
           message="'prefix' needs one target prefix per input ('' for none)")
       with tf.control_dependencies([same]):
-        prefixes = self.tokenizer.tokenize(tf.strings.unicode_transcode(
-            prefixes, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
+        prefixes = self._tokenize(prefixes)
       prefixes = tf.gather(prefixes, kept)
+    row_inputs, no_phrases = (), tf.ones_like(nonempty)
+    if phrases is not None:
+      tokens, lengths = self._phrase_pieces(phrases, tf.size(inputs))
+      row_inputs = (tf.gather(tokens, kept), tf.gather(lengths, kept))
+      no_phrases = tf.reduce_all(tf.equal(lengths, 0), axis=1)
 
     def translate():
-      return self._translate_sources(tf.gather(sources, kept), search, beam, prefixes)
+      return self._translate_sources(tf.gather(sources, kept), search, beam, prefixes,
+                                     row_inputs)
 
     def nothing():
-      return tf.zeros([0, beam], tf.string), tf.zeros([0, beam], tf.float32)
+      return (tf.zeros([0, beam], tf.string), tf.zeros([0, beam], tf.float32),
+              tf.zeros([0], tf.bool))
 
-    texts, scores = tf.cond(n > 0, translate, nothing)
-    # Back to the input rows; empty inputs get "" (score 0, NO_HYPOTHESIS for beams > 1).
+    texts, scores, met = tf.cond(n > 0, translate, nothing)
+    # Back to the input rows; empty inputs get "" (score 0, NO_HYPOTHESIS for beams > 1),
+    # met where they had no phrases.
     slot = tf.where(nonempty, tf.cumsum(tf.cast(nonempty, tf.int32)) - 1, n)
     empty_scores = tf.concat([tf.zeros([1, 1]), tf.fill([1, beam - 1], -1e7)], axis=1)
     texts = tf.gather(tf.concat([texts, tf.fill([1, beam], "")], 0), slot)
     scores = tf.gather(tf.concat([scores, empty_scores], 0), slot)
+    met = tf.where(nonempty, tf.gather(tf.concat([met, [True]], 0), slot), no_phrases)
     if self.postprocess is not None:
       texts = tf.reshape(self.postprocess(tf.reshape(texts, [-1]), tf.repeat(inputs, beam)),
                          [-1, beam])
-    return texts, scores, truncated
+    return texts, scores, truncated, met
+
+  def _tokenize(self, texts):
+    """strings [n] -> ragged pieces [n, (len)], invalid UTF-8 replaced by U+FFFD."""
+    return self.tokenizer.tokenize(tf.strings.unicode_transcode(
+        texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
+
+  def _phrase_pieces(self, phrases, batch):
+    """Phrases string [batch, C_in] ("": none) -> (pieces int32 [batch, max_phrases,
+    max_phrase_pieces], lengths int32 [batch, max_phrases]); InvalidArgumentError for a
+    batch size other than the inputs', more phrases or longer ones than those limits."""
+    c_in = tf.shape(phrases)[1]
+    checks = [
+        tf.debugging.assert_equal(tf.shape(phrases)[0], batch, message=(
+            "'constraints' needs one list of phrases per input")),
+        tf.debugging.assert_less_equal(c_in, self.max_phrases, message=(
+            f"more terminology constraints for a sentence than the limit set at export, "
+            f"{self.max_phrases}"))]
+    with tf.control_dependencies(checks):
+      pieces = self._tokenize(tf.reshape(phrases, [-1]))
+    lengths = tf.cast(pieces.row_lengths(), tf.int32)
+    fits = tf.debugging.assert_less_equal(
+        tf.reduce_max(tf.concat([lengths, [0]], 0)), self.max_phrase_pieces, message=(
+            f"a terminology constraint longer than the limit set at export, "
+            f"{self.max_phrase_pieces} pieces"))
+    with tf.control_dependencies([fits]):
+      tokens = pieces.to_tensor(PAD_ID, shape=tf.stack([tf.size(lengths),
+                                                        self.max_phrase_pieces]))
+    pad = [[0, 0], [0, self.max_phrases - c_in]]
+    tokens = tf.pad(tf.reshape(tokens, [batch, c_in, self.max_phrase_pieces]), pad + [[0, 0]])
+    return tokens, tf.pad(tf.reshape(lengths, [batch, c_in]), pad)
 
   def _pieces(self, ids, valid):
     """ids int32 [n, len], bool [n, len] -> the sentencepiece pieces, "" where not valid."""
@@ -267,7 +341,7 @@ class Translator(tf.Module):
   def translate(self, inputs):
     """strings [batch] -> {"outputs": best translation [batch], "scores": [batch],
     "truncated": bool [batch], true where the input lost pieces past max_input_length}."""
-    texts, scores, truncated = self._nbest(inputs)
+    texts, scores, truncated, _ = self._nbest(inputs)
     return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
 
   @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
@@ -275,7 +349,7 @@ class Translator(tf.Module):
     """strings [batch] -> {"outputs": [batch, beam], "scores": [batch, beam],
     "truncated": [batch]}, best first. Beams that found no hypothesis are "" with score -1e7.
     """
-    texts, scores, truncated = self._nbest(inputs)
+    texts, scores, truncated, _ = self._nbest(inputs)
     return {"outputs": texts, "scores": scores, "truncated": truncated}
 
   @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
@@ -287,7 +361,7 @@ class Translator(tf.Module):
     The decode hparams' sampling_temp, sampling_keep_top_k and sampling_keep_top_p;
     a sentence's sample is a function of the seed and the sentence (decoding/sampling.py).
     """
-    texts, scores, truncated = self._nbest(
+    texts, scores, truncated, _ = self._nbest(
         inputs, lambda batch: self._sample_search(batch, seed), 1)
     return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
 
@@ -303,8 +377,23 @@ class Translator(tf.Module):
     (max_decode_length, learned positions) fails the call with InvalidArgumentError.
     An empty input gives "" whatever its prefix.
     """
-    texts, scores, truncated = self._nbest(inputs, self._prefix_search, prefixes=prefix)
+    texts, scores, truncated, _ = self._nbest(inputs, self._prefix_search, prefixes=prefix)
     return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
+
+  @tf.function(autograph=False, input_signature=[
+      tf.TensorSpec([None], tf.string, name="inputs"),
+      tf.TensorSpec([None, None], tf.string, name="constraints")])
+  def constrained(self, inputs, constraints):
+    """strings [batch], target phrases [batch, C] ("" pads a shorter list) ->
+    serving_default's outputs, each holding every phrase of its row (terminology
+    constraints: decoding/lexical.py), and met bool [batch]: false where the best output
+    found does not hold them all (they did not fit the output limit). At most
+    max_phrases phrases of max_phrase_pieces pieces each (export_info.json), else the
+    call fails with InvalidArgumentError."""
+    texts, scores, truncated, met = self._nbest(inputs, self._constrained_search,
+                                                phrases=constraints)
+    return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated,
+            "met": met}
 
   @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
                                 tf.TensorSpec([None], tf.string, name="outputs")])
@@ -390,6 +479,10 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
                             constraint=decoding.constraint(vocab),
                             max_positions=(hparams.max_positions
                                            if hparams.get("pos") == "emb" else None))
+    export_info["signatures"] = {k: v for k, v in SIGNATURES.items()
+                                 if k != "constrained" or translator.takes_constraints}
+    export_info["constraint_limits"] = {"max_phrases": translator.max_phrases,
+                                        "max_phrase_pieces": translator.max_phrase_pieces}
     _save(translator, export_info, tmp)
     _move_into_place(tmp, final, export_dir, version)
   except BaseException:
@@ -410,7 +503,10 @@ SIGNATURES = {
     "sample": "inputs string [batch], seed int32 [] -> outputs string [batch], "
               "scores float32 [batch], truncated bool [batch]",
     "prefix": "inputs string [batch], prefix string [batch] -> outputs string [batch] "
-              "(each starting with its prefix), scores float32 [batch], truncated bool [batch]"}
+              "(each starting with its prefix), scores float32 [batch], truncated bool [batch]",
+    "constrained": "inputs string [batch], constraints string [batch, C] ('' pads) -> "
+                   "outputs string [batch] (each holding its row's phrases), scores float32 "
+                   "[batch], truncated bool [batch], met bool [batch]"}
 
 
 def _version_dir(export_dir, version, checkpoint, overwrite):
@@ -439,6 +535,8 @@ def _save(translator, export_info, directory):
                 "attention": translator.attention.get_concrete_function(),
                 "sample": translator.sample.get_concrete_function(),
                 "prefix": translator.prefix.get_concrete_function()}
+  if translator.takes_constraints:
+    signatures["constrained"] = translator.constrained.get_concrete_function()
   tf.saved_model.save(translator, directory, signatures=signatures)
   os.remove(info_path)
   os.chmod(directory, 0o755)  # mkdtemp makes it 0700
