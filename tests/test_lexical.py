@@ -179,3 +179,27 @@ def test_translate_lines_and_the_decoder_take_terminology_constraints(tmp_path, 
     assert t2t_bin.run_in_process(decoder_bin, argv) == 1
     err = capsys.readouterr().err
     assert bad in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_failure_links_in_tf_equal_the_python_ones():
+  """failure_links (TF ops, for the SavedModel) against constraint_tensors' KMP tables."""
+  phrases = [[[2, 2, 3, 2, 2, 2], [3, 2, 3, 2]], [[5, 5, 5, 5, 5, 5, 5]], [[2, 3, 4]]]
+  c = lexical.constraint_tensors(phrases)
+  np.testing.assert_array_equal(lexical.failure_links(c.tokens, c.lengths).numpy(),
+                                c.fail.numpy())
+
+
+def test_multi30k_terms_dictionary_and_terms_by_hand():
+  """recipes/multi30k_terms.py: Dice co-occurrence pairs a word with its translation; a
+  term is a reference word the output lacks that the dictionary pairs with a source word."""
+  from conftest import load_benchmark
+  recipe = load_benchmark("multi30k_terms", folder="recipes")
+  sources = ["a dog runs", "a red dog", "a cat sleeps", "the red ball", "a man", "a boy",
+             "a woman"] * 3
+  targets = ["ein Hund rennt", "ein roter Hund", "eine Katze schläft", "der rote Ball",
+             "ein Mann", "ein Junge", "eine Frau"] * 3
+  table = recipe.dictionary(sources, targets, min_count=3, min_dice=0.5, stop_words=1)
+  assert table["dog"][0] == ("hund", 1.0) and table["cat"][0][0] == "katze"
+  assert recipe.terms_for("a dog and a cat", "Ein Hund und eine Katze .",
+                          "ein Hund und ein Tier", table, max_terms=1) == ["Katze"]
+  assert recipe.terms_for("a cat", "Eine Katze", "eine Katze", table) == []
