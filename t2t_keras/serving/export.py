@@ -68,6 +68,21 @@ def _next_power_of_two(n):
   return tf.reduce_min(tf.where(powers >= n, powers, powers[-1]))
 
 
+def _sampling_search(model, search_settings, constraint, signature):
+  """The `sample` signature's search: one over the whole batch (the seed is a second
+  input, which sharding lacks), with the decode hparams' sampling_* settings."""
+  sampling = search_lib.sampling_from_settings(search_settings.replace(sampling_method="random"))
+
+  def sample(ids, seed):
+    return search_lib.search(model, ids, beam_size=1, alpha=search_settings.alpha,
+                             extra_length=search_settings.extra_length,
+                             max_decode_length=search_settings.max_decode_length or None,
+                             constraint=constraint, sampling=sampling._replace(seed=seed))
+
+  return tf.function(sample, jit_compile=bool(search_settings.jit), autograph=False,
+                     input_signature=signature + [tf.TensorSpec([], tf.int32)])
+
+
 class Translator(tf.Module):
   """A tf.Module with the model's variables, its tokenizer and translate functions.
 
@@ -119,43 +134,33 @@ class Translator(tf.Module):
                     jit_compile=bool(search_settings.jit), autograph=False,
                     input_signature=signature * 2), search_settings.search_shards,
         signature * 2)
-    sampling = search_lib.sampling_from_settings(
-        search_settings.replace(sampling_method="random"))
-
-    def sample(ids, seed):
-      return search_lib.search(model, ids, beam_size=1, alpha=search_settings.alpha,
-                               extra_length=search_settings.extra_length,
-                               max_decode_length=search_settings.max_decode_length or None,
-                               constraint=constraint,
-                               sampling=sampling._replace(seed=seed))
-
-    # One search over the whole batch (the seed is a second input, which sharding lacks).
-    self._sample_search = tf.function(
-        sample, jit_compile=bool(search_settings.jit), autograph=False,
-        input_signature=signature + [tf.TensorSpec([], tf.int32)])
-    # Terminology constraints (decoding/lexical.py) where the problem has no output
-    # constraint of its own: the sources, each sentence's phrase pieces [rows, C, T] and
-    # their lengths [rows, C]; KMP's failure links are computed in the graph.
+    self._sample_search = _sampling_search(model, search_settings, constraint, signature)
     self.max_phrases, self.max_phrase_pieces = int(max_phrases), int(max_phrase_pieces)
-    self._constrained_search = None
     # No constrained signature where the problem constrains outputs itself (parsing) or
     # the export samples.
     self.takes_constraints = constraint is None and search_settings.sampling_method == "argmax"
+    self._constrained_search = None
     if self.takes_constraints:
-      phrase_signature = signature + [
-          tf.TensorSpec([None, self.max_phrases, self.max_phrase_pieces], tf.int32),
-          tf.TensorSpec([None, self.max_phrases], tf.int32)]
-      constrained = search_lib.constrained_from_settings(model, search_settings)
-
-      def lexical_search(ids, tokens, lengths):
-        return constrained(ids, tokens, lengths, lexical.failure_links(tokens, lengths))
-
-      self._constrained_search = shard_search_fn(
-          tf.function(lexical_search, jit_compile=bool(search_settings.jit), autograph=False,
-                      input_signature=phrase_signature), search_settings.search_shards,
-          phrase_signature)
+      self._constrained_search = self._lexical_search(model, search_settings, signature)
     else:  # no `constrained` function at all: saving would trace it
       self.constrained = None
+
+  def _lexical_search(self, model, search_settings, signature):
+    """Terminology constraints' search (decoding/lexical.py), sharded: the sources, each
+    sentence's phrase pieces [rows, C, T] and their lengths [rows, C]; KMP's failure
+    links are computed in the graph."""
+    phrase_signature = signature + [
+        tf.TensorSpec([None, self.max_phrases, self.max_phrase_pieces], tf.int32),
+        tf.TensorSpec([None, self.max_phrases], tf.int32)]
+    constrained = search_lib.constrained_from_settings(model, search_settings)
+
+    def lexical_search(ids, tokens, lengths):
+      return constrained(ids, tokens, lengths, lexical.failure_links(tokens, lengths))
+
+    return shard_search_fn(
+        tf.function(lexical_search, jit_compile=bool(search_settings.jit), autograph=False,
+                    input_signature=phrase_signature), search_settings.search_shards,
+        phrase_signature)
 
   # --- pieces of the graph -------------------------------------------------
 
@@ -468,21 +473,12 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   tmp = tempfile.mkdtemp(prefix=f".tmp-{int(version)}-",
                          dir=None if fileio.is_remote(export_dir) else export_dir)
   try:
-    export_info = {"checkpoint_path": ",".join(fileio.abspath(c) for c in ckpt.split(",")),
-                   "version": int(version),
-                   "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
-                   "max_input_length": int(max_input_length),
-                   "decode_hparams": settings.values(), "hparams": hparams.values(),
-                   "signatures": SIGNATURES}
     translator = Translator(model, info["vocab_path"], settings, max_input_length,
                             postprocess=decoding.hooks.serving_postprocess(),
                             constraint=decoding.constraint(vocab),
                             max_positions=(hparams.max_positions
                                            if hparams.get("pos") == "emb" else None))
-    export_info["signatures"] = {k: v for k, v in SIGNATURES.items()
-                                 if k != "constrained" or translator.takes_constraints}
-    export_info["constraint_limits"] = {"max_phrases": translator.max_phrases,
-                                        "max_phrase_pieces": translator.max_phrase_pieces}
+    export_info = _export_info(translator, ckpt, version, info, settings, hparams)
     _save(translator, export_info, tmp)
     _move_into_place(tmp, final, export_dir, version)
   except BaseException:
@@ -507,6 +503,20 @@ SIGNATURES = {
     "constrained": "inputs string [batch], constraints string [batch, C] ('' pads) -> "
                    "outputs string [batch] (each holding its row's phrases), scores float32 "
                    "[batch], truncated bool [batch], met bool [batch]"}
+
+
+def _export_info(translator, ckpt, version, info, settings, hparams):
+  """assets/export_info.json's content: checkpoint, version, problem, limits, the decode
+  hparams and hparams, and the signatures this export has."""
+  return {"checkpoint_path": ",".join(fileio.abspath(c) for c in ckpt.split(",")),
+          "version": int(version),
+          "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
+          "max_input_length": translator.max_input_length,
+          "decode_hparams": settings.values(), "hparams": hparams.values(),
+          "signatures": {k: v for k, v in SIGNATURES.items()
+                         if k != "constrained" or translator.takes_constraints},
+          "constraint_limits": {"max_phrases": translator.max_phrases,
+                                "max_phrase_pieces": translator.max_phrase_pieces}}
 
 
 def _version_dir(export_dir, version, checkpoint, overwrite):
