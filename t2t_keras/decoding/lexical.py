@@ -189,15 +189,15 @@ def candidate_ids(s, cand, constraints, eos_id):
   return tf.where(earlier_copy, -1, ids)
 
 
-def candidate_states(s, ids, constraints, vocab):
+def candidate_states(s, ids, flat, vocab):
   """(beams, tokens int32 [B, N]; met bool, progress int32 [B, N, C]) of candidates `ids`
-  (-1: none, read as beam 0's PAD)."""
+  (-1: none, read as beam 0's PAD); `flat`: the constraints of each candidate, [B * N, ...]
+  (made once per search, not per step)."""
   safe = tf.maximum(ids, 0)
   beams, tokens = safe // vocab, safe % vocab
-  n, num_phrases = ids.shape[1], constraints.lengths.shape[1]
+  n, num_phrases = ids.shape[1], flat.lengths.shape[1]
   met = tf.gather(s.met, beams, axis=1, batch_dims=1)                            # [B, N, C]
   progress = tf.gather(s.progress, beams, axis=1, batch_dims=1)
-  flat = Constraints(*(tf.repeat(x, n, axis=0) for x in constraints))            # [B * N, ...]
   met, progress = advance(flat, tf.reshape(met, [-1, num_phrases]),
                           tf.reshape(progress, [-1, num_phrases]), tf.reshape(tokens, [-1]))
   shape = tf.stack([tf.shape(ids)[0], n, num_phrases])
@@ -222,6 +222,7 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
   num_banks = num_phrases * constraints.tokens.shape[2] + 1
   n = 4 * k + k * num_phrases
   per_candidate = Constraints(*(tf.repeat(x[:, None], n, axis=1) for x in constraints))
+  flat = Constraints(*(tf.repeat(x, n, axis=0) for x in constraints))            # [B * N, ...]
 
   def cond(s):
     return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(s.done)))
@@ -238,7 +239,7 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
     log_probs = tf.where(barred, -INF, log_probs)  # EOS only once every phrase is held
     cand = s.alive_log_probs[:, :, None] + log_probs                             # [B, K, V]
     ids = candidate_ids(s, cand, constraints, eos_id)                            # [B, N]
-    beams, tokens, met, progress = candidate_states(s, ids, constraints, vocab)
+    beams, tokens, met, progress = candidate_states(s, ids, flat, vocab)
     lp = tf.where(ids >= 0, tf.gather(tf.reshape(cand, [batch_size, -1]), tf.maximum(ids, 0),
                                       axis=1, batch_dims=1), -INF)               # [B, N]
     seq = write_at(tf.gather(s.alive_seq, beams, axis=1, batch_dims=1), s.i + 1, tokens)
