@@ -219,8 +219,7 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
   decode_lengths, alpha = tf.cast(decode_lengths, tf.int32), tf.cast(alpha, tf.float32)
   max_penalty = length_penalty(decode_lengths, alpha)                            # [B]
   k, num_phrases = beam_size, constraints.lengths.shape[1]
-  num_banks = num_phrases * constraints.tokens.shape[2] + 1
-  n = 4 * k + k * num_phrases
+  num_banks, n = num_phrases * constraints.tokens.shape[2] + 1, 4 * k + k * num_phrases
   per_candidate = Constraints(*(tf.repeat(x[:, None], n, axis=1) for x in constraints))
   flat = Constraints(*(tf.repeat(x, n, axis=0) for x in constraints))            # [B * N, ...]
 
