@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from t2t_keras.server.batching import Batcher, QueueFull
+from t2t_keras.server.batching import Batcher, QueueFull, ShuttingDown, WorkerDead
 
 
 class Recorder:
@@ -124,6 +124,88 @@ def test_model_errors_reach_every_request_of_the_call():
 
   results = run(_with(batcher, body))
   assert [str(r) for r in results] == ["bad batch", "bad batch"]
+
+
+def test_a_failed_merged_call_fails_only_the_request_that_caused_it():
+  model = Recorder()
+
+  def refuses_negatives(signature, inputs):
+    if any(x < 0 for x in inputs["inputs"]):
+      raise ValueError("negative input")
+    return model(signature, inputs)
+
+  batcher = Batcher(refuses_negatives, max_batch_size=8, batch_timeout_ms=200, max_queued=16)
+
+  async def body():
+    return await asyncio.gather(*(batcher.submit("s", {"inputs": rows})
+                                  for rows in ([1, 2], [-3], [4])), return_exceptions=True)
+
+  good, bad, other = run(_with(batcher, body))
+  assert good["outputs"].tolist() == [2, 4] and other["outputs"].tolist() == [8]
+  assert isinstance(bad, ValueError) and str(bad) == "negative input"
+  # the merged call failed before the model ran; then each request alone
+  assert model.calls == [("s", [1, 2]), ("s", [4])]
+
+
+def test_a_cancelled_request_leaves_the_queue_and_never_reaches_the_model():
+  model = Recorder(seconds=0.3)
+  batcher = Batcher(model, max_batch_size=1, batch_timeout_ms=1, max_queued=4)
+
+  async def body():
+    first = asyncio.ensure_future(batcher.submit("s", {"inputs": [1]}))
+    await asyncio.sleep(0.1)  # the first is in the model
+    left = asyncio.ensure_future(batcher.submit("s", {"inputs": [2, 3]}))
+    await asyncio.sleep(0.01)
+    assert batcher.queued == 2
+    left.cancel()  # its client went away
+    await asyncio.sleep(0.01)
+    queued_after = batcher.queued
+    last = await batcher.submit("s", {"inputs": [4]})
+    return (await first)["outputs"].tolist(), queued_after, last["outputs"].tolist()
+
+  first, queued_after, last = run(_with(batcher, body))
+  assert (first, queued_after, last) == ([2], 0, [8])
+  assert [rows for _, rows in model.calls] == [[1], [4]]
+
+
+def test_expire_answers_every_waiting_request_and_the_running_call_finishes():
+  model = Recorder(seconds=0.3)
+  batcher = Batcher(model, max_batch_size=1, batch_timeout_ms=1, max_queued=4)
+
+  async def body():
+    running = asyncio.ensure_future(batcher.submit("s", {"inputs": [1]}))
+    await asyncio.sleep(0.1)
+    waiting = asyncio.ensure_future(batcher.submit("s", {"inputs": [2]}))
+    await asyncio.sleep(0.01)
+    batcher.expire("shutting down")
+    return await asyncio.gather(running, waiting, return_exceptions=True)
+
+  running, waiting = run(_with(batcher, body))
+  assert running["outputs"].tolist() == [2]
+  assert isinstance(waiting, ShuttingDown) and str(waiting) == "shutting down"
+  assert batcher.queued == 0 and [rows for _, rows in model.calls] == [[1]]
+
+
+def test_a_dead_worker_fails_waiting_requests_and_says_why():
+  deaths = []
+
+  def returns_nothing(signature, inputs):
+    return None  # the worker cannot slice this: a bug in the worker's own code path
+
+  batcher = Batcher(returns_nothing, max_batch_size=1, batch_timeout_ms=1, max_queued=4,
+                    on_dead=deaths.append)
+
+  async def body():
+    results = await asyncio.gather(batcher.submit("s", {"inputs": [1]}),
+                                   batcher.submit("s", {"inputs": [2]}),
+                                   return_exceptions=True)
+    with pytest.raises(WorkerDead, match="no longer live"):
+      await batcher.submit("s", {"inputs": [3]})
+    return results
+
+  first, second = run(_with(batcher, body))
+  assert isinstance(first, WorkerDead) and isinstance(second, WorkerDead)
+  assert len(deaths) == 1 and isinstance(batcher.dead, AttributeError)
 
 
 def test_bad_sizes_are_refused():

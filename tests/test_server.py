@@ -3,32 +3,24 @@
 import base64
 import json
 import os
-import select
+import re
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.error
 import urllib.request
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import TINY_SENTENCES, make_tiny_run
+from serve_process import DECODE, MAX_LENGTH, MODEL, Server, call, predict
 
 from t2t_keras import runs
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.serving import export
-
-MODEL = "translate_ende_numbers"  # the tiny run's problem: the default model name
-DECODE = "beam_size=2,extra_length=4,batch_size=4,jit=false"
-MAX_LENGTH = 12
-QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
@@ -42,34 +34,6 @@ def loaded(run_dir):
   return tf.saved_model.load(os.path.join(run_dir, "export", "7"))
 
 
-class Server:
-  """A t2t-serve process on a free port (it binds port 0 and prints the one it got)."""
-
-  def __init__(self, export_dir, log_path, *flags):
-    self.log_path = log_path
-    self.log = open(log_path, "w")
-    self.proc = subprocess.Popen(
-        [sys.executable, "-m", "t2t_keras.bin.serve", f"--export_dir={export_dir}",
-         "--port=0", *flags], stdout=subprocess.PIPE, stderr=self.log, text=True, env=QUIET)
-    self.ready_line = self._read_line(300)
-    assert self.ready_line.startswith(f"t2t-serve: serving {MODEL} version 7 at http://"), (
-        self.ready_line, open(log_path).read()[-3000:])
-    self.url = self.ready_line.rsplit(" ", 1)[1].rstrip("/")
-    self.port = int(self.url.rsplit(":", 1)[1])
-
-  def _read_line(self, timeout):
-    ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-    return self.proc.stdout.readline().strip() if ready else ""
-
-  def stop(self, signalled=False):
-    """SIGTERM (unless already sent); returns (exit status, the rest of stdout)."""
-    if not signalled:
-      self.proc.send_signal(signal.SIGTERM)
-    out, _ = self.proc.communicate(timeout=120)
-    self.log.close()
-    return self.proc.returncode, out
-
-
 @pytest.fixture(scope="module")
 def server(run_dir, tmp_path_factory):
   s = Server(run_dir, str(tmp_path_factory.mktemp("log") / "serve.log"),
@@ -77,22 +41,6 @@ def server(run_dir, tmp_path_factory):
   yield s
   status, out = s.stop()
   assert status == 0 and "t2t-serve: stopped" in out
-
-
-def call(url, path, body=None, method=None, raw=None):
-  """(HTTP status, parsed JSON body) of one request."""
-  data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-  request = urllib.request.Request(url + path, data=data, method=method,
-                                   headers={"Content-Type": "application/json"})
-  try:
-    with urllib.request.urlopen(request, timeout=120) as response:
-      return response.status, json.load(response)
-  except urllib.error.HTTPError as e:
-    return e.code, json.load(e)
-
-
-def predict(url, body, version=""):
-  return call(url, f"/v1/models/{MODEL}{version}:predict", body)
 
 
 def tf_serving_client(url, model, instances, signature_name="serving_default"):
@@ -229,8 +177,9 @@ def test_status_metadata_health_and_page(server):
     (b'{"inputs": {"inputs": ["a"], "x": ["b"]}}', 400, "the signature takes ['inputs']"),
     (b'{"signature_name": "attention", "instances": ["nine"]}', 400,
      "must be an object with the inputs ['inputs', 'outputs']"),
-    (b'{"signature_name": "nope", "instances": ["nine"]}', 404,
-     "known: attention, constrained, nbest, prefix, serving_default"),
+    (b'{"signature_name": "nope", "instances": ["nine"]}', 400,
+     'Serving signature name: "nope" not found in signature def; known: attention, '
+     'constrained, nbest, prefix, serving_default'),
     (b'{"instances": [{"inputs": "nine", "constraints": "neun"}]}', 400,
      "instance 0 input 'constraints': expected a list of strings, got str"),
     (b'{"instances": [{"inputs": "nine", "constraints": ["neun", 3]}]}', 400,
@@ -265,17 +214,37 @@ def test_limits_name_the_flag_and_lose_nothing_silently(server):
 
 
 def test_unknown_model_version_verb_and_method(server):
+  """TF Serving's answers (its http_rest_api_util.cc and http_rest_api_handler.cc): 404 for
+  an unknown model or version, 400 "Malformed request" for any other path under /v1/ that
+  its patterns refuse, whatever the method; outside /v1/ a JSON 404."""
   cases = [(f"/v1/models/other:predict", "POST", 404, "Latest(other)"),
            (f"/v1/models/{MODEL}/versions/8:predict", "POST", 404, f"Specific({MODEL}, 8)"),
-           (f"/v1/models/{MODEL}/labels/stable", "GET", 404, "label"),
+           (f"/v1/models/{MODEL}/labels/stable", "GET", 400,
+            "Unrecognized servable version label: stable"),
            (f"/v1/models/{MODEL}:classify", "POST", 400, "predict"),
-           (f"/v1/models/{MODEL}:predict", "GET", 405, "use POST"),
-           (f"/v1/models/{MODEL}/metadata", "POST", 405, "use GET"),
-           ("/v1/models/a/b/c", "GET", 404, "Malformed request")]
+           (f"/v1/models/{MODEL}:PREDICT", "POST", 400,
+            f"Malformed request: POST /v1/models/{MODEL}:PREDICT"),
+           (f"/v1/models/{MODEL}:predict", "GET", 400,
+            f"Malformed request: GET /v1/models/{MODEL}:predict"),
+           (f"/v1/models/{MODEL}/metadata", "POST", 400, "Malformed request: POST"),
+           (f"/v1/models/{MODEL}:predict", "DELETE", 400, "Malformed request: DELETE"),
+           (f"/v1/models/{MODEL}/versions/abc", "GET", 400, "Malformed request: GET"),
+           (f"/v1/models/{MODEL}/versions/99999999999999999999", "GET", 400,
+            "Failed to convert version: 99999999999999999999 to numeric."),
+           ("/v1/models", "GET", 400, "Missing model name in request."),
+           ("/v1/models/a/b/c", "GET", 400, "Malformed request"),
+           ("/nowhere", "GET", 404, "no such path: /nowhere"),
+           ("/healthz", "POST", 405, "use GET")]
   for path, method, status, message in cases:
     body = b'{"instances": ["nine"]}' if method == "POST" else None
     got, answer = call(server.url, path, raw=body, method=method)
-    assert got == status and message in answer["error"], (path, answer)
+    assert got == status and message in answer["error"], (path, method, answer)
+  # what TF Serving accepts: any case in the path's words, a version's leading zeros,
+  # and "signature_name": "" for serving_default
+  status, answer = call(server.url, f"/V1/Models/{MODEL}/versions/07:predict",
+                        {"signature_name": "", "instances": ["nine"]})
+  assert status == 200 and list(answer["predictions"][0]) == ["outputs", "scores",
+                                                             "truncated"], answer
 
 
 def test_concurrent_requests_are_batched(server):
@@ -312,15 +281,16 @@ def test_access_log_has_one_line_per_request(server):
   with open(server.log_path) as f:
     lines = [l for l in f.read().splitlines() if ":predict" in l][before:]
   assert len(lines) == 2
-  assert f'"POST /v1/models/{MODEL}:predict" 200 ' in lines[0] and lines[0].endswith(" ms")
+  assert f'"POST /v1/models/{MODEL}:predict" 200 ' in lines[0]
   assert f'"POST /v1/models/{MODEL}:predict" 400 ' in lines[1]
+  assert all(re.search(r" ms [0-9a-f]{32}$", line) for line in lines), lines  # request ids
 
 
 def test_queue_full_then_sigterm_answers_every_accepted_request(run_dir, tmp_path, loaded):
   """Six requests wait in the queue (a 4 s batch timeout); a seventh that would overflow it
   gets 503; SIGTERM then stops accepting connections, answers the six and exits 0."""
   s = Server(run_dir, str(tmp_path / "serve.log"), "--max_batch_size=8",
-             "--max_queued_sentences=8", "--batch_timeout_ms=4000")
+             "--max_queued_sentences=8", "--max_instances=8", "--batch_timeout_ms=4000")
   results = [None] * 6
 
   def client(i):

@@ -1,48 +1,41 @@
-"""The Starlette application of t2t-serve: TF Serving's REST API, health, web page.
+"""The Starlette application of t2t-serve: TF Serving's REST API, probes, web page.
 
     GET  /v1/models/NAME[/versions/N]            version status
     GET  /v1/models/NAME[/versions/N]/metadata   signature defs
     POST /v1/models/NAME[/versions/N]:predict    {"instances": [...]} or {"inputs": ...}
                                                  ("prefix" in the instances: the prefix
                                                  signature, `rest.signature_name`)
-    GET  /healthz                                200 once the model is loaded and warm
+    GET  /healthz                                liveness: 200 while the batch worker lives
+    GET  /readyz                                 readiness: 200 until SIGTERM starts the drain
     GET  /                                       the web page (page.html)
 
-Errors are TF Serving's body, {"error": "..."}: 400 bad request, 404 unknown model,
-version or signature, 405 wrong method, 413 over a size limit, 503 queue full, 500 a
-bug (logged with its traceback).
+Errors are TF Serving's body, {"error": "..."}, with a plain message (the details of a
+500 go to the log under the request's id): 400 bad request, 404 unknown model or version,
+405 wrong method, 408 a body not received in time, 413 over a size limit, 503 queue full
+or shutting down (with Retry-After), 504 past --request_timeout_ms, 500 a bug.
+Every response carries X-Request-Id (the client's, when it sends a usable one).
 """
 
+import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
-import time
 
 import tensorflow as tf
 from starlette.applications import Starlette
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from t2t_keras.server import rest
-from t2t_keras.server.batching import QueueFull
+from t2t_keras.server import access, lifecycle, paths, rest
+from t2t_keras.server.batching import QueueFull, ShuttingDown, WorkerDead
 from t2t_keras.server.model import NotFound
 
-ACCESS_LOG = logging.getLogger("t2t_serve.access")
-
-
-def log_access_to(stream):
-  """Sends the access log (one line per request) to `stream`, apart from absl's logging."""
-  handler = logging.StreamHandler(stream)
-  handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-  ACCESS_LOG.addHandler(handler)
-  ACCESS_LOG.setLevel(logging.INFO)
-  ACCESS_LOG.propagate = False
-
-
-_MODEL_PATH = re.compile(
-    r"(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
-    r"(?P<verb>/metadata|:[a-z]+)?")
+LOG = logging.getLogger("t2t_serve")
+PROBES = ("/healthz", "/readyz", "/")
 
 
 class HttpError(Exception):
@@ -53,34 +46,39 @@ class HttpError(Exception):
     self.status = status
 
 
-def create_app(model, batcher, model_name, limits, max_request_bytes=1 << 20):
-  """The ASGI application serving `model` (ServedModel) through `batcher` (Batcher).
+def create_app(model, batcher, model_name, limits, life):
+  """The ASGI application serving `model` (ServedModel) through `batcher` (Batcher),
+  within `limits` (rest.Limits), in the life `life` (lifecycle.Lifecycle) tells.
 
   The batcher is started and stopped with the application's lifespan (after the
   server stops accepting and in-flight requests are answered).
   """
   page = _page(model_name)
+  timeout_s = limits.request_timeout_ms / 1000 if limits.request_timeout_ms else None
 
-  async def models(request):
+  async def models(request, rest_path):
+    phase = ["headers"]
     try:
-      return await _models(request, model, batcher, model_name, limits, max_request_bytes)
-    except HttpError as e:
-      return _error(e.status, str(e))
-    except rest.BadRequest as e:
-      return _error(e.status, str(e))
-    except NotFound as e:
-      return _error(404, str(e))
-    except QueueFull as e:
-      return _error(503, str(e))
-    except tf.errors.InvalidArgumentError as e:
-      return _error(400, e.message)
+      return await life.bounded(
+          _models(request, rest_path, phase, model, batcher, model_name, limits),
+          timeout_s, reading=lambda: phase[0] == "body")
     except Exception as e:  # pylint: disable=broad-except
-      logging.getLogger("t2t_serve").exception("internal error")
-      return _error(500, f"internal error: {type(e).__name__}: {e}")
+      return _answer_error(e, request, limits)
+
+  async def other(request):
+    path = request.url.path
+    if path[:4].lower() == "/v1/":
+      return await models(request, path[4:])
+    return _unrouted(request)
 
   async def healthz(_):
-    return JSONResponse({"status": "ok", "model": model_name, "version": model.version,
-                         "queued": batcher.queued, "batches": batcher.batches})
+    body = {"status": "ok" if life.live else "dead", "model": model_name,
+            "version": model.version, "queued": batcher.queued, "batches": batcher.batches}
+    return JSONResponse(body, status_code=200 if life.live else 503)
+
+  async def readyz(_):
+    state = "ready" if life.ready else ("draining" if life.live else "dead")
+    return JSONResponse({"status": state}, status_code=200 if life.ready else 503)
 
   async def index(_):
     return HTMLResponse(page)
@@ -92,48 +90,55 @@ def create_app(model, batcher, model_name, limits, max_request_bytes=1 << 20):
     await batcher.stop()
 
   app = Starlette(routes=[
-      Route("/v1/models/{rest:path}", models, methods=["GET", "POST"]),
       Route("/healthz", healthz, methods=["GET"]),
+      Route("/readyz", readyz, methods=["GET"]),
       Route("/", index, methods=["GET"]),
-  ], lifespan=lifespan)
-  return AccessLog(app)
+      Route("/{path:path}", other, methods=list(paths.METHODS)),
+  ], lifespan=lifespan,
+      # paths the catch-all's pattern cannot match (a decoded newline)
+      exception_handlers={HTTPException: lambda request, _: _unrouted(request)})
+  return access.AccessLog(app)
 
 
-async def _models(request, model, batcher, model_name, limits, max_request_bytes):
-  """Dispatches /v1/models/...: status, metadata or predict."""
-  match = _MODEL_PATH.fullmatch(request.path_params["rest"])
-  if not match:
-    raise HttpError(404, f"Malformed request: {request.method} {request.url.path}")
-  name, version, label, verb = match.group("name", "version", "label", "verb")
-  if name != model_name:
-    spec = f"Specific({name}, {version})" if version else f"Latest({name})"
-    raise HttpError(404, f"Servable not found for request: {spec}; this server serves "
-                         f"{model_name!r}")
-  if label is not None:
-    raise HttpError(404, f"Unrecognized servable version label: {label} (t2t-serve "
-                         f"serves one version, {model.version}, and no labels)")
-  if version is not None and version != str(model.version):
-    raise HttpError(404, f"Servable not found for request: Specific({name}, {version}); "
-                         f"served version: {model.version}")
-  wanted = {None: "GET", "/metadata": "GET", ":predict": "POST"}
-  if verb not in wanted:
-    raise HttpError(400, f"{verb[1:]} is not served: t2t-serve answers predict, "
-                         f"metadata and status requests")
-  if request.method != wanted[verb]:
-    raise HttpError(405, f"{request.method} is not allowed here: use {wanted[verb]}")
-  if verb is None:
+async def _models(request, rest_path, phase, model, batcher, model_name, limits):
+  """Dispatches /v1/<rest_path>: status, metadata or predict."""
+  try:
+    target = paths.parse(request.method, rest_path, model_name, model.version)
+  except paths.PathError as e:
+    raise HttpError(e.status, str(e)) from None
+  if target.verb == "status":
     return JSONResponse(model.status())
-  if verb == "/metadata":
+  if target.verb == "metadata":
     return JSONResponse(model.metadata(model_name))
-  body = await _read_body(request, max_request_bytes)
+  phase[0] = "body"
+  body = await _read_body(request, limits.max_request_bytes)
+  phase[0] = "model"
   parsed_body = rest.parse_body(body)
   signature = rest.signature_name(parsed_body)
   model.signature(signature)  # NotFound for an unknown one
+  mergeable = model.mergeable(signature)
   parsed = rest.parse_predict(parsed_body, model.input_names(signature), limits,
-                              model.list_inputs(signature))
-  outputs = await batcher.submit(signature, parsed.inputs)
-  return JSONResponse(rest.predict_response(outputs, model.output_names(signature),
-                                            parsed.row_format))
+                              model.list_inputs(signature), mergeable)
+  outputs = await lifecycle.unless_client_leaves(
+      request.receive, batcher.submit(signature, parsed.inputs))
+  # Off the event loop: a large answer (attention) must not stall /healthz.
+  content = await asyncio.to_thread(_json_bytes, rest.predict_response,
+                                    outputs, model.output_names(signature), parsed.row_format)
+  return Response(content, media_type="application/json")
+
+
+def _unrouted(request):
+  """405 for a wrong method on a probe or the page, else a JSON 404."""
+  path = request.url.path
+  if path in PROBES:
+    return _error(405, f"{request.method} is not allowed on {path}: use GET")
+  return _error(404, f"no such path: {access.printable(path)}; t2t-serve answers "
+                     f"/v1/models/NAME[/versions/N][:predict|/metadata], {', '.join(PROBES)}")
+
+
+def _json_bytes(build, *args):
+  return json.dumps(build(*args), ensure_ascii=False, allow_nan=False,
+                    separators=(",", ":")).encode("utf-8")
 
 
 async def _read_body(request, limit):
@@ -151,8 +156,56 @@ async def _read_body(request, limit):
   return b"".join(chunks)
 
 
-def _error(status, message):
-  return JSONResponse({"error": message}, status_code=status)
+def _answer_error(e, request, limits):
+  """The error response for exception `e` raised while answering `request`."""
+  request_id = request.scope.get("state", {}).get("request_id", "-")
+  retry_later = "; retry later"
+  if isinstance(e, HttpError):
+    return _error(e.status, str(e))
+  if isinstance(e, rest.BadRequest):
+    return _error(e.status, str(e))
+  if isinstance(e, NotFound):  # an unknown signature: 400, as TF Serving answers
+    return _error(400, str(e))
+  if isinstance(e, QueueFull):
+    return _error(503, str(e), {"Retry-After": "1"})
+  if isinstance(e, (ShuttingDown, lifecycle.Expired)):
+    return _error(503, "the server is shutting down and could not answer in time"
+                  + retry_later, {"Retry-After": "1", "Connection": "close"})
+  if isinstance(e, WorkerDead):
+    return _error(503, str(e), {"Connection": "close"})
+  if isinstance(e, lifecycle.Deadline):
+    if e.reading:
+      return _error(408, f"request body not received within {limits.request_timeout_ms} "
+                         f"ms (--request_timeout_ms)", {"Connection": "close"})
+    return _error(504, f"Timed out waiting for the answer: over {limits.request_timeout_ms} "
+                       f"ms (--request_timeout_ms)")
+  if isinstance(e, (lifecycle.ClientGone, ClientDisconnect)):
+    LOG.info("request %s: the client disconnected before the answer", request_id)
+    return Response(status_code=499)
+  if isinstance(e, tf.errors.InvalidArgumentError):
+    return _error(400, plain_tf_message(e.message))
+  LOG.error("request %s: internal error", request_id, exc_info=e)
+  return _error(500, f"internal error; the server's log has the details under request id "
+                     f"{request_id}")
+
+
+def plain_tf_message(message):
+  """A TensorFlow error message without the graph's node, op and stack text: the message
+  of a failed assertion, else its first line of substance."""
+  failed = re.search(r"assertion failed: \[(.*?)\]", message)
+  if failed:
+    return failed.group(1)
+  lines = [line.strip() for line in message.split("\n")]
+  lines = [line for line in lines if line and not line.startswith(_TF_NOISE)]
+  text = re.split(r"\s*\[\[|\s*\[Op:|\s*\(defined at", lines[0])[0] if lines else ""
+  return text.strip() or "the model refused this input"
+
+
+_TF_NOISE = ("Graph execution error", "Detected at node", "<stack", "[[", "{{")
+
+
+def _error(status, message, headers=None):
+  return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def _page(model_name):
@@ -161,28 +214,3 @@ def _page(model_name):
     html = f.read()
   name = model_name.replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
   return html.replace("{{MODEL_NAME}}", name)
-
-
-class AccessLog:
-  """ASGI middleware: one log line per HTTP request, with status and latency."""
-
-  def __init__(self, app):
-    self.app = app
-
-  async def __call__(self, scope, receive, send):
-    if scope["type"] != "http":
-      return await self.app(scope, receive, send)
-    start = time.perf_counter()
-    status = [500]
-
-    async def send_status(message):
-      if message["type"] == "http.response.start":
-        status[0] = message["status"]
-      await send(message)
-
-    try:
-      await self.app(scope, receive, send_status)
-    finally:
-      client = scope.get("client") or ("-", 0)
-      ACCESS_LOG.info('%s:%s "%s %s" %d %.1f ms', client[0], client[1], scope["method"],
-                      scope["path"], status[0], (time.perf_counter() - start) * 1000)

@@ -16,6 +16,12 @@ already sorts a batch's sentences by length before its beam search
 Signatures whose outputs have rows of different widths per batch (the
 attention signature pads to the batch's longest sentence) are never merged:
 `mergeable` says which may be.
+
+A request that is cancelled while it waits (its client left, its deadline passed) leaves
+the queue at once and never reaches the model. When a merged call fails, each of its
+requests is run again alone, so only the one that fails gets the error. `expire` answers
+everything still waiting with ShuttingDown (the end of a drain). If the worker itself
+dies, `dead` holds why and every waiting request gets WorkerDead.
 """
 
 import asyncio
@@ -30,7 +36,15 @@ class QueueFull(Exception):
   """More sentences are waiting than the queue holds (HTTP 503)."""
 
 
-@dataclasses.dataclass
+class ShuttingDown(Exception):
+  """The server stopped before this request reached the model (HTTP 503)."""
+
+
+class WorkerDead(Exception):
+  """The batch worker has died; the server is no longer live (HTTP 503)."""
+
+
+@dataclasses.dataclass(eq=False)  # items compare by identity
 class _Item:
   signature: str
   inputs: dict  # input name -> list [size]
@@ -43,9 +57,10 @@ class Batcher:
   """Merges concurrent `submit` calls into calls of run(signature, inputs) -> outputs."""
 
   def __init__(self, run, max_batch_size=32, batch_timeout_ms=5.0, max_queued=1024,
-               mergeable=lambda signature: True):
+               mergeable=lambda signature: True, on_dead=None):
     """`run(signature, {input: list}) -> {output: np.ndarray [rows, ...]}` is called from one
-    worker thread; `mergeable(signature)`: whether requests to it may share a call."""
+    worker thread; `mergeable(signature)`: whether requests to it may share a call;
+    `on_dead(exception)`: called once if the worker dies."""
     if max_batch_size < 1 or max_queued < max_batch_size:
       raise ValueError(f"need 1 <= max_batch_size ({max_batch_size}) <= max_queued "
                        f"({max_queued})")
@@ -58,17 +73,34 @@ class Batcher:
     self.queued = 0  # sentences waiting, not yet in a running call
     self.batches = 0  # calls made, for the health endpoint and tests
     self._busy = False  # a call is running
+    self._running = []  # its items
     self._arrived = None
     self._task = None
+    self._on_dead = on_dead
+    self.dead = None  # the exception that killed the worker, if one did
     self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="model")
 
   async def start(self):
     self._arrived = asyncio.Event()
-    self._task = asyncio.get_running_loop().create_task(self._loop())
+    self._task = asyncio.get_running_loop().create_task(self._guarded_loop())
+
+  @property
+  def idle(self):
+    """Nothing waits and no call runs."""
+    return not self._pending and not self._busy
+
+  def expire(self, message, error=None):
+    """Answers every request still waiting with `error` (default ShuttingDown(message)); a
+    running call finishes and its requests get their rows."""
+    while self._pending:
+      item = self._pending.popleft()
+      self.queued -= item.size
+      if not item.future.done():
+        item.future.set_exception(error or ShuttingDown(message))
 
   async def stop(self):
     """Finishes every waiting request, then stops the worker."""
-    while self._pending or self._busy:
+    while not self.idle and self.dead is None:
       await asyncio.sleep(0.01)
     if self._task:
       self._task.cancel()
@@ -93,19 +125,51 @@ class Batcher:
       chunk = {k: v[start:start + step] for k, v in inputs.items()}
       items.append(_Item(signature, chunk, len(next(iter(chunk.values()))),
                          loop.create_future(), mergeable))
+    if self.dead is not None:
+      raise WorkerDead(f"the batch worker has died ({self.dead!r}); this server is no "
+                       f"longer live")
     self._pending.extend(items)
     self.queued += size
     self._arrived.set()
-    parts = await asyncio.gather(*(item.future for item in items))
+    try:
+      parts = await asyncio.gather(*(item.future for item in items))
+    except asyncio.CancelledError:
+      self._withdraw(items)
+      raise
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+  def _withdraw(self, items):
+    """Takes a cancelled request's items that have not reached the model off the queue."""
+    for item in items:
+      if item in self._pending:
+        self._pending.remove(item)
+        self.queued -= item.size
+      if not item.future.done():
+        item.future.cancel()
 
   def _waiting_rows(self, signature):
     return sum(i.size for i in self._pending if i.signature == signature and i.mergeable)
 
+  async def _guarded_loop(self):
+    """_loop; if it dies, every waiting request gets WorkerDead and on_dead is told."""
+    try:
+      await self._loop()
+    except asyncio.CancelledError:
+      raise
+    except BaseException as e:  # pylint: disable=broad-except
+      self.dead = e
+      error = WorkerDead(f"the batch worker has died ({e!r}); this server is no longer live")
+      for item in self._running:
+        if not item.future.done():
+          item.future.set_exception(error)
+      self.expire(str(error), error)
+      if self._on_dead is not None:
+        self._on_dead(e)
+
   async def _loop(self):
     loop = asyncio.get_running_loop()
     while True:
-      if not self._pending:
+      while not self._pending:
         self._arrived.clear()
         await self._arrived.wait()
       first = self._pending[0]
@@ -120,10 +184,13 @@ class Batcher:
             await asyncio.wait_for(self._arrived.wait(), remaining)
           except asyncio.TimeoutError:
             break
-      batch = self._take(first)
+      if first not in self._pending:  # withdrawn while the batch filled
+        continue
+      self._running = self._take(first)
       self._busy = True
       try:
-        await self._call(loop, batch)
+        await self._call(loop, self._running)
+        self._running = []  # (kept if the call died: _guarded_loop answers them)
       finally:
         self._busy = False
 
@@ -143,15 +210,20 @@ class Batcher:
     return batch
 
   async def _call(self, loop, batch):
-    """Runs one merged call in the worker thread and gives each item its rows."""
+    """Runs one merged call in the worker thread and gives each item its rows; when it
+    fails, each item is run again alone so the error reaches only the items that cause it."""
     inputs = {k: [x for item in batch for x in item.inputs[k]] for k in batch[0].inputs}
     try:
       outputs = await loop.run_in_executor(self._executor, self._run, batch[0].signature,
                                            inputs)
     except Exception as e:  # pylint: disable=broad-except
+      if len(batch) == 1:
+        if not batch[0].future.done():
+          batch[0].future.set_exception(e)
+        return
       for item in batch:
         if not item.future.done():
-          item.future.set_exception(e)
+          await self._call(loop, [item])
       return
     self.batches += 1
     start = 0

@@ -16,7 +16,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 
 class NotFound(Exception):
-  """An unknown model, version or signature (HTTP 404)."""
+  """An unknown signature (HTTP 400, TF Serving's answer)."""
 
 
 def _versions(directory):

@@ -35,9 +35,18 @@ class BadRequest(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-  """Per-request limits: sentences (instances) and characters per sentence."""
+  """Per-request limits, each named by the t2t-serve flag of the same name.
+
+  max_attention_instances and max_attention_chars bound the signatures whose calls are
+  never merged (attention: its output grows with instances x layers x target x source).
+  request_timeout_ms: from the request's headers to its answer (0: none).
+  """
   max_instances: int = 256
   max_sentence_chars: int = 2000
+  max_attention_instances: int = 8
+  max_attention_chars: int = 400
+  max_request_bytes: int = 1 << 20
+  request_timeout_ms: int = 120_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,10 +69,10 @@ STEERING_INPUTS = {"prefix": "prefix", "constraints": "constrained"}
 
 
 def signature_name(request):
-  """The signature a parsed body asks for: its signature_name; without one, "prefix" or
-  "constrained" where its instances or columns carry a "prefix" or "constraints" input,
-  else serving_default."""
-  if "signature_name" in request:
+  """The signature a parsed body asks for: its signature_name; without one (or with "", as
+  TF Serving reads it), "prefix" or "constrained" where its instances or columns carry a
+  "prefix" or "constraints" input, else serving_default."""
+  if request.get("signature_name"):
     return request["signature_name"]
   instances, columns = request.get("instances"), request.get("inputs")
   for key, name in STEERING_INPUTS.items():
@@ -79,8 +88,10 @@ def parse_body(body):
   """Request bytes -> the JSON object; BadRequest for invalid JSON or a non-object."""
   try:
     request = json.loads(body)
-  except (json.JSONDecodeError, UnicodeDecodeError) as e:
-    raise BadRequest(f"request body is not valid JSON: {e}") from None
+  except RecursionError:
+    raise BadRequest("request body nests JSON arrays or objects too deeply") from None
+  except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError; a 5,000-digit number
+    raise BadRequest(f"request body is not valid JSON: {str(e).split(';')[0]}") from None
   if not isinstance(request, dict):
     raise BadRequest(f"request body must be a JSON object, got {type(request).__name__}")
   unknown = sorted(set(request) - set(_FIELDS))
@@ -96,7 +107,7 @@ def parse_body(body):
   return request
 
 
-def parse_predict(request, input_names, limits, list_inputs=()):
+def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True):
   """A JSON object from `parse_body` -> PredictRequest; BadRequest naming what is wrong.
 
   Args:
@@ -104,7 +115,16 @@ def parse_predict(request, input_names, limits, list_inputs=()):
     input_names: the signature's input names (sorted).
     limits: Limits.
     list_inputs: the inputs that take a list of strings per instance ([batch, C]).
+    mergeable: False for a signature whose calls are never merged (attention): it is held
+      to limits.max_attention_instances and max_attention_chars.
   """
+  if not mergeable:
+    limits = dataclasses.replace(
+        limits, max_instances=min(limits.max_instances, limits.max_attention_instances),
+        max_sentence_chars=min(limits.max_sentence_chars, limits.max_attention_chars))
+    flags = ("--max_attention_instances", "--max_attention_chars")
+  else:
+    flags = ("--max_instances", "--max_sentence_chars")
   name = signature_name(request)
   if "instances" in request:
     inputs = _rows(request["instances"], input_names)
@@ -115,8 +135,9 @@ def parse_predict(request, input_names, limits, list_inputs=()):
     raise BadRequest("no instances: send at least one sentence")
   if size > limits.max_instances:
     raise BadRequest(f"{size} instances, over the limit of {limits.max_instances} sentences "
-                     f"per request (--max_instances)", status=413)
-  encoded = {k: [_strings(v, i, k, limits) if k in list_inputs else _string(v, i, k, limits)
+                     f"per request to {name!r} ({flags[0]})", status=413)
+  encoded = {k: [_strings(v, i, k, limits, flags[1]) if k in list_inputs
+                 else _string(v, i, k, limits, flags[1])
                  for i, v in enumerate(values)] for k, values in inputs.items()}
   return PredictRequest(name, encoded, "instances" in request)
 
@@ -165,16 +186,16 @@ def _columns(columns, input_names):
   return columns
 
 
-def _strings(value, index, input_name, limits):
+def _strings(value, index, input_name, limits, flag):
   """One instance's list of strings -> a list of UTF-8 bytes; BadRequest naming the instance
   for anything else."""
   if not isinstance(value, list):
     raise BadRequest(f"instance {index} input {input_name!r}: expected a list of strings, "
                      f"got {type(value).__name__}")
-  return [_string(v, index, input_name, limits) for v in value]
+  return [_string(v, index, input_name, limits, flag) for v in value]
 
 
-def _string(value, index, input_name, limits):
+def _string(value, index, input_name, limits, flag="--max_sentence_chars"):
   """One instance's value -> UTF-8 bytes; BadRequest for a non-string, bad base64, a lone
   surrogate or too many characters."""
   where = f"instance {index}" + (f" input {input_name!r}" if input_name != "inputs" else "")
@@ -196,7 +217,7 @@ def _string(value, index, input_name, limits):
                      f"{type(value).__name__}")
   if chars > limits.max_sentence_chars:
     raise BadRequest(f"{where} has {chars} characters, over the limit of "
-                     f"{limits.max_sentence_chars} per sentence (--max_sentence_chars)")
+                     f"{limits.max_sentence_chars} per sentence ({flag})")
   return data
 
 

@@ -1,0 +1,60 @@
+"""A t2t-serve process on 127.0.0.1 for the tests, and plain HTTP calls to it."""
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+MODEL = "translate_ende_numbers"  # the tiny run's problem: the default model name
+DECODE = "beam_size=2,extra_length=4,batch_size=4,jit=false"
+MAX_LENGTH = 12
+QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+class Server:
+  """A t2t-serve process on a free port (it binds port 0 and prints the one it got)."""
+
+  def __init__(self, export_dir, log_path, *flags, preexec_fn=None):
+    self.log_path = log_path
+    self.log = open(log_path, "w")
+    self.proc = subprocess.Popen(
+        [sys.executable, "-m", "t2t_keras.bin.serve", f"--export_dir={export_dir}",
+         "--port=0", *flags], stdout=subprocess.PIPE, stderr=self.log, text=True, env=QUIET,
+        preexec_fn=preexec_fn)
+    self.ready_line = self._read_line(300)
+    assert self.ready_line.startswith(f"t2t-serve: serving {MODEL} version 7 at http://"), (
+        self.ready_line, open(log_path).read()[-3000:])
+    self.url = self.ready_line.rsplit(" ", 1)[1].rstrip("/")
+    self.port = int(self.url.rsplit(":", 1)[1])
+
+  def _read_line(self, timeout):
+    ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+    return self.proc.stdout.readline().strip() if ready else ""
+
+  def stop(self, signalled=False):
+    """SIGTERM (unless already sent); returns (exit status, the rest of stdout)."""
+    if not signalled:
+      self.proc.send_signal(signal.SIGTERM)
+    out, _ = self.proc.communicate(timeout=120)
+    self.log.close()
+    return self.proc.returncode, out
+
+
+def call(url, path, body=None, method=None, raw=None):
+  """(HTTP status, parsed JSON body) of one request."""
+  data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+  request = urllib.request.Request(url + path, data=data, method=method,
+                                   headers={"Content-Type": "application/json"})
+  try:
+    with urllib.request.urlopen(request, timeout=120) as response:
+      return response.status, json.load(response)
+  except urllib.error.HTTPError as e:
+    return e.code, json.load(e)
+
+
+def predict(url, body, version=""):
+  return call(url, f"/v1/models/{MODEL}{version}:predict", body)
