@@ -51,6 +51,7 @@ setuptools.setup(
         "nltk>=3.9",  # Penn Treebank .mrg reading (parsing problem)
         "starlette>=1.0",  # t2t-serve's HTTP routing (ASGI)
         "uvicorn>=0.30",  # t2t-serve's HTTP server
+        "prometheus-client>=0.20",  # t2t-serve's /monitoring/prometheus/metrics
     ],
     package_data={"t2t_keras.server": ["page.html"]},
     # selenium drives Debian's chromium in the web page's browser test

@@ -42,10 +42,10 @@ def sentences(path, n=500):
   return [num2words(rng.randrange(1, 100_000)) for _ in range(n)]
 
 
-def start_server(export_dir):
-  """(process, port) of a t2t-serve on a free port, once it listens."""
+def start_server(export_dir, flags=()):
+  """(process, port, model name) of a t2t-serve on a free port, once it listens."""
   proc = subprocess.Popen([sys.executable, "-m", "t2t_keras.bin.serve",
-                           f"--export_dir={export_dir}", "--port=0"],
+                           f"--export_dir={export_dir}", "--port=0", *flags],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
   ready, _, _ = select.select([proc.stdout], [], [], 600)
   line = proc.stdout.readline().strip() if ready else ""
@@ -71,16 +71,25 @@ class Client:
     self.path = f"/v1/models/{model}:predict"
 
   def send(self, sentence):
-    body = json.dumps({"instances": [sentence]})
+    status, seconds = self.send_batch([sentence])
+    return status == 200, seconds
+
+  def send_batch(self, batch):
+    """(HTTP status, or None for no answer or a 200 without predictions; seconds)."""
+    body = json.dumps({"instances": batch})
     start = time.perf_counter()
     try:
       self.conn.request("POST", self.path, body, {"Content-Type": "application/json"})
       response = self.conn.getresponse()
-      ok = response.status == 200 and "predictions" in json.loads(response.read())
+      status = response.status
+      if status == 200 and "predictions" not in json.loads(response.read()):
+        status = None
+      elif status != 200:
+        response.read()
     except (OSError, http.client.HTTPException, ValueError):
       self.conn.close()
-      ok = False
-    return ok, time.perf_counter() - start
+      status = None
+    return status, time.perf_counter() - start
 
 
 def load(port, model, lines, clients, seconds, on_tick=None):

@@ -97,8 +97,8 @@ def test_the_crossing_finder_sees_an_import_across_a_wall():
     # The two searches depend on search_common only, not on each other.
     (["decoding/beam_search.py"], ["t2t_keras.decoding.greedy"]),
     (["decoding/greedy.py"], ["t2t_keras.decoding.beam_search"]),
-    # The server ships alone: TensorFlow, TF Text, Starlette and uvicorn, nothing of ours
-    # beyond itself (and, for its binary, bin/'s quiet start-up).
+    # The server ships alone: TensorFlow, TF Text, Starlette, uvicorn and prometheus-client,
+    # nothing of ours beyond itself (and, for its binary, bin/'s quiet start-up).
     (["server/"], [f"t2t_keras.{p}" for p in _PACKAGES if p != "server"]),
     (["bin/serve.py"], [f"t2t_keras.{p}" for p in _PACKAGES if p not in ("server", "bin")]),
 ])

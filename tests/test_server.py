@@ -157,6 +157,7 @@ def test_status_metadata_health_and_page(server):
       {"size": "-1"}, {"size": "2"}]
   status, body = call(server.url, "/healthz")
   assert status == 200 and body["status"] == "ok" and body["version"] == 7
+  assert body["versions"] == [7] and call(server.url, "/readyz") == (200, {"status": "ready"})
   with urllib.request.urlopen(server.url + "/", timeout=30) as response:
     html = response.read().decode()
   assert f'data-model="{MODEL}"' in html and 'id="translate"' in html

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ import urllib.request
 
 import pytest
 from conftest import TINY_SENTENCES, make_tiny_run
+from prometheus_client.parser import text_string_to_metric_families
 from serve_process import DECODE, MAX_LENGTH, MODEL, Server, call, predict
 
 from t2t_keras.server.lifecycle import Lifecycle
@@ -236,9 +238,10 @@ def test_readiness_and_liveness():
 
 @pytest.fixture(scope="module")
 def slow_batches(run_dir, tmp_path_factory):
-  """A server that waits 3 s to fill a batch of 8 and gives each request 1.5 s."""
+  """A server that waits 6 s to fill a batch of 8 and gives each request 3 s (a full batch
+  runs at once: its 3 s are for the model alone)."""
   s = Server(run_dir, str(tmp_path_factory.mktemp("log") / "serve.log"),
-             "--batch_timeout_ms=3000", "--max_batch_size=8", "--request_timeout_ms=1500")
+             "--batch_timeout_ms=6000", "--max_batch_size=8", "--request_timeout_ms=3000")
   yield s
   status, out = s.stop()
   assert status == 0 and "t2t-serve: stopped" in out, out
@@ -260,7 +263,7 @@ def test_an_abandoned_request_leaves_the_queue_and_never_reaches_the_model(slow_
   _wait_for(lambda: health()["queued"] == 1, 5, "the request never queued")
   sock.close()  # the client leaves while its request waits for a batch
   _wait_for(lambda: health()["queued"] == 0, 1, "the abandoned request stayed queued")
-  time.sleep(3.5)  # past the batch timeout: nothing is left to run
+  time.sleep(6.5)  # past the batch timeout: nothing is left to run
   assert health()["batches"] == before
   line = [l for l in _log(slow_batches).splitlines() if "abandoned" in l][-1]
   assert f'"POST {PREDICT}" 499 ' in line, line
@@ -271,17 +274,74 @@ def test_past_its_deadline_a_request_gets_504_and_leaves_the_queue(slow_batches)
   start = time.time()
   status, answer = predict(slow_batches.url, {"instances": ["nine"]})
   assert status == 504 and "--request_timeout_ms" in answer["error"], answer
-  assert 1.4 < time.time() - start < 3.0
+  assert 2.9 < time.time() - start < 6.0
   assert call(slow_batches.url, "/healthz")[1]["queued"] == 0
-  time.sleep(2.0)
+  time.sleep(3.5)  # past the batch timeout: nothing was left to run
   assert call(slow_batches.url, "/healthz")[1]["batches"] == before
   status, answer = predict(slow_batches.url, {"instances": TINY_SENTENCES[:2] * 4})
   assert status == 200 and len(answer["predictions"]) == 8  # a full batch waits for nothing
 
 
-def test_sigterm_drains_then_answers_what_is_left_503_within_the_deadline(run_dir, tmp_path):
-  s = Server(run_dir, str(tmp_path / "serve.log"), "--drain_seconds=3",
-             "--batch_timeout_ms=1000")
+def _scrape(server):
+  """{(sample name, frozenset(labels)): value} of the server's Prometheus metrics."""
+  with urllib.request.urlopen(server.url + "/monitoring/prometheus/metrics",
+                              timeout=60) as response:
+    assert response.headers["Content-Type"].startswith("text/plain")
+    text = response.read().decode()
+  return {(sample.name, frozenset(sample.labels.items())): sample.value
+          for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def test_metrics_count_known_traffic(slow_batches):
+  """Three full batches of 8 sentences (no batch wait) and one unknown signature: the
+  counters move by exactly that; the queue is empty and nothing is in flight."""
+  before = _scrape(slow_batches)
+  for _ in range(3):
+    status, _ = predict(slow_batches.url, {"instances": TINY_SENTENCES[:4] * 2})
+    assert status == 200
+  status, _ = predict(slow_batches.url, {"signature_name": "nope", "instances": ["nine"]})
+  assert status == 400
+  after = _scrape(slow_batches)
+
+  def moved(name, **labels):
+    key = (name, frozenset(labels.items()))
+    return after.get(key, 0) - before.get(key, 0)
+
+  served = dict(api="predict", signature="serving_default")
+  assert moved("t2t_serve_requests_total", code="200", **served) == 3
+  assert moved("t2t_serve_requests_total", api="predict", signature="", code="400") == 1
+  assert moved("t2t_serve_request_seconds_count", **served) == 3
+  assert moved("t2t_serve_model_calls_total", signature="serving_default") == 3
+  assert moved("t2t_serve_batch_sentences_sum", signature="serving_default") == 24
+  assert moved("t2t_serve_batch_sentences_bucket", signature="serving_default",
+               le="4.0") == 0
+  assert moved("t2t_serve_batch_sentences_bucket", signature="serving_default",
+               le="8.0") == 3
+  assert after[("t2t_serve_queued_sentences", frozenset())] == 0
+  assert after[("t2t_serve_in_flight_requests", frozenset())] == 0
+  assert after[("t2t_serve_info", frozenset({("model", MODEL), ("version", "7")}))] == 1
+
+
+@pytest.fixture
+def start(run_dir, tmp_path):
+  """start(*flags, export_dir=run_dir) -> a Server of this test, killed if still running at
+  the end (a failed assertion leaves no process behind)."""
+  started = []
+
+  def start_server(*flags, export_dir=run_dir):
+    started.append(Server(str(export_dir), str(tmp_path / f"serve{len(started)}.log"),
+                          *flags))
+    return started[-1]
+
+  yield start_server
+  for s in started:
+    if s.proc.poll() is None:
+      s.proc.kill()
+      s.proc.wait()
+
+
+def test_sigterm_drains_then_answers_what_is_left_503_within_the_deadline(start):
+  s = start("--drain_seconds=3", "--batch_timeout_ms=1000")
   stalled = _stalled_upload(s.port)
   results = []
   worker = threading.Thread(
@@ -300,8 +360,8 @@ def test_sigterm_drains_then_answers_what_is_left_503_within_the_deadline(run_di
   assert "1 request(s) not finished within --drain_seconds=3 were answered 503" in out, out
 
 
-def test_a_second_sigterm_exits_at_once(run_dir, tmp_path):
-  s = Server(run_dir, str(tmp_path / "serve.log"), "--drain_seconds=60")
+def test_a_second_sigterm_exits_at_once(start):
+  s = start("--drain_seconds=60")
   stalled = _stalled_upload(s.port)
   s.proc.send_signal(signal.SIGTERM)
   time.sleep(0.5)
@@ -321,3 +381,65 @@ def test_flags_that_cannot_work_together_are_refused_before_loading(tmp_path):
       env=env, timeout=120)
   assert out.returncode != 0
   assert "--max_instances (256) is over --max_queued_sentences (64)" in out.stderr, out.stderr
+
+
+def test_new_versions_are_polled_warmed_and_swapped_in_under_load(run_dir, tmp_path, start):
+  """A base directory polled every 0.3 s, the newest two versions kept: version 8 appears
+  (renamed into place, as t2t-exporter does) while two clients send requests; a broken 9
+  is logged and skipped; 10 retires 7. No request fails at any point. (Loading and
+  warming a version up takes seconds on an idle machine, minutes on a loaded one.)"""
+
+  base = tmp_path / "base"
+  base.mkdir()
+  shutil.copytree(os.path.join(run_dir, "export", "7"), base / "7")
+  s = start("--poll_seconds=0.3", "--keep_versions=2", export_dir=base)
+  failures, answered, stop = [], [0], threading.Event()
+
+  def client():
+    while not stop.is_set():
+      status, answer = predict(s.url, {"instances": ["nine"]})
+      answered[0] += 1
+      if status != 200:
+        failures.append(answer)
+
+  def publish(version, broken=False):
+    staging = tmp_path / f".tmp-{version}"
+    if broken:
+      staging.mkdir()
+      (staging / "saved_model.pb").write_bytes(b"not a SavedModel")
+    else:
+      shutil.copytree(base / "7", staging)
+    os.rename(staging, base / str(version))
+
+  def served():
+    return call(s.url, "/healthz")[1]["versions"]
+
+  clients = [threading.Thread(target=client) for _ in range(2)]
+  for t in clients:
+    t.start()
+  try:
+    publish(8)
+    _wait_for(lambda: served() == [8, 7], 600, "version 8 never served")
+    for version in (7, 8):
+      status, _ = predict(s.url, {"instances": ["nine"]}, f"/versions/{version}")
+      assert status == 200
+    publish(9, broken=True)
+    _wait_for(lambda: "version 9 of" in _log(s), 120, "the broken version was not logged")
+    assert served() == [8, 7]
+    publish(10)
+    _wait_for(lambda: served() == [10, 8], 600, "version 10 never served")
+    count = answered[0]
+    _wait_for(lambda: answered[0] > count + 5, 60, "no requests after the swap")
+  finally:
+    stop.set()
+    for t in clients:
+      t.join(timeout=120)
+  assert failures == [] and answered[0] > 10, (failures[:3], answered)
+  status, answer = predict(s.url, {"instances": ["nine"]}, "/versions/7")
+  assert status == 404 and "served versions: 10, 8" in answer["error"]
+  assert "cannot be served, skipped" in _log(s)
+  metrics = _scrape(s)
+  assert {dict(labels)["version"] for name, labels in metrics
+          if name == "t2t_serve_info"} == {"8", "10"}
+  code, out = s.stop()
+  assert code == 0 and "t2t-serve: stopped" in out

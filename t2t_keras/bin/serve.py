@@ -7,7 +7,8 @@
 --export_dir is a SavedModel from t2t-exporter: a version directory, its parent
 (the highest version), or a run directory (its export/). NAME is --model_name,
 by default the problem the export was trained on. The process imports
-TensorFlow, TensorFlow Text, Starlette and uvicorn only, none of the training code.
+TensorFlow, TensorFlow Text, Starlette, uvicorn and prometheus-client only, none of the
+training code.
 
 Startup loads the model and calls each signature (serving_default at every
 batch size the export compiles, so the first users wait for no compilation of
@@ -62,6 +63,11 @@ _define("float", "header_timeout_s", 10.0,
 _define("integer", "keep_alive_s", 5, "Idle keep-alive connections are closed after this.")
 _define("integer", "max_connections", 1000,
         "Connections beyond this get 503 and are closed at once.")
+_define("float", "poll_seconds", 0.0,
+        "Every this many seconds, look for a new numbered version under --export_dir (a "
+        "base directory or a run's export/), load and warm it up, then serve it (0: never).")
+_define("integer", "keep_versions", 1,
+        "Versions kept addressable under /versions/N while polling (the newest N).")
 _define("float", "drain_seconds", 30.0,
         "After SIGTERM, the longest wait for accepted requests; then they get 503.")
 
@@ -130,9 +136,12 @@ def _check_flags():
                          f"--max_queued_sentences ({FLAGS.max_queued_sentences}): a request "
                          f"that large could never be queued")
   for flag in ("max_connections", "header_timeout_s", "keep_alive_s", "drain_seconds",
-               "max_attention_instances", "max_attention_chars"):
+               "max_attention_instances", "max_attention_chars", "keep_versions"):
     if getattr(FLAGS, flag) <= 0:
       raise app.UsageError(f"--{flag} must be positive, got {getattr(FLAGS, flag)}")
+  if FLAGS.poll_seconds < 0:
+    raise app.UsageError(f"--poll_seconds must be >= 0 (0: no polling), got "
+                         f"{FLAGS.poll_seconds}")
   if FLAGS.request_timeout_ms < 0:
     raise app.UsageError(f"--request_timeout_ms must be >= 0 (0: no limit), got "
                          f"{FLAGS.request_timeout_ms}")
@@ -146,13 +155,28 @@ def _check_flags():
 
 
 def _config(model, name, life, limits):
-  """The uvicorn.Config of the server: the app, its batcher, protocol and time limits."""
+  """The uvicorn.Config of the server: the app, its versions and their batchers, protocol
+  and time limits."""
   from t2t_keras.server import app as server_app  # pylint: disable=import-outside-toplevel
-  from t2t_keras.server import batching, protocol  # pylint: disable=import-outside-toplevel
-  batcher = batching.Batcher(model.run, FLAGS.max_batch_size, FLAGS.batch_timeout_ms,
-                             FLAGS.max_queued_sentences, mergeable=model.mergeable,
-                             on_dead=life.die)
-  asgi = server_app.create_app(model, batcher, name, limits, life)
+  # pylint: disable-next=import-outside-toplevel
+  from t2t_keras.server import batching, metrics, model as served, protocol, versions
+  counted = metrics.Metrics(name)
+
+  def make_batcher(version):
+    return batching.Batcher(counted.timed(version.run), FLAGS.max_batch_size,
+                            FLAGS.batch_timeout_ms, FLAGS.max_queued_sentences,
+                            mergeable=version.mergeable, on_dead=life.die)
+
+  base = served.version_base(FLAGS.export_dir) if FLAGS.poll_seconds > 0 else None
+  if FLAGS.poll_seconds > 0 and base is None:
+    raise app.UsageError(f"--poll_seconds needs --export_dir to be a directory of numbered "
+                         f"versions (or a run directory); {FLAGS.export_dir} is a version")
+  table = versions.Versions(
+      model, make_batcher, keep=FLAGS.keep_versions, base=base, load=served.ServedModel.load,
+      warm_up=lambda m: _warm_up(m, FLAGS.max_batch_size), poll_seconds=FLAGS.poll_seconds,
+      on_change=counted.versions_changed)
+  counted.watch_queue(table)
+  asgi = server_app.create_app(table, name, limits, life, counted)
   return uvicorn.Config(
       asgi, host=FLAGS.host, port=FLAGS.port, access_log=False, log_level="warning",
       lifespan="on", http=protocol.limited_protocol(FLAGS.header_timeout_s,
@@ -184,6 +208,8 @@ class _Server(uvicorn.Server):
     self.life = life
 
   async def startup(self, sockets=None):
+    from t2t_keras.server import protocol  # pylint: disable=import-outside-toplevel
+    protocol.quiet_accept_errors(asyncio.get_running_loop())
     await super().startup(sockets)
     if self.started:
       host, port = self.servers[0].sockets[0].getsockname()[:2]

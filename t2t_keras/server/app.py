@@ -7,6 +7,7 @@
                                                  signature, `rest.signature_name`)
     GET  /healthz                                liveness: 200 while the batch worker lives
     GET  /readyz                                 readiness: 200 until SIGTERM starts the drain
+    GET  /monitoring/prometheus/metrics          Prometheus metrics (metrics.py)
     GET  /                                       the web page (page.html)
 
 Errors are TF Serving's body, {"error": "..."}, with a plain message (the details of a
@@ -31,11 +32,13 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from t2t_keras.server import access, lifecycle, paths, rest
+from t2t_keras.server import metrics as server_metrics
 from t2t_keras.server.batching import QueueFull, ShuttingDown, WorkerDead
 from t2t_keras.server.model import NotFound
+from t2t_keras.server.versions import UnknownVersion
 
 LOG = logging.getLogger("t2t_serve")
-PROBES = ("/healthz", "/readyz", "/")
+PROBES = ("/healthz", "/readyz", "/", server_metrics.PATH)
 
 
 class HttpError(Exception):
@@ -46,12 +49,14 @@ class HttpError(Exception):
     self.status = status
 
 
-def create_app(model, batcher, model_name, limits, life):
-  """The ASGI application serving `model` (ServedModel) through `batcher` (Batcher),
-  within `limits` (rest.Limits), in the life `life` (lifecycle.Lifecycle) tells.
+def create_app(versions, model_name, limits, life, metrics):
+  """The ASGI application serving `versions` (versions.Versions: each ServedModel with
+  its Batcher) within `limits` (rest.Limits), in the life `life` (lifecycle.Lifecycle)
+  tells, counted in `metrics` (metrics.Metrics).
 
-  The batcher is started and stopped with the application's lifespan (after the
-  server stops accepting and in-flight requests are answered).
+  The batchers (and polling for new versions) are started and stopped with the
+  application's lifespan (after the server stops accepting and in-flight requests are
+  answered).
   """
   page = _page(model_name)
   timeout_s = limits.request_timeout_ms / 1000 if limits.request_timeout_ms else None
@@ -60,7 +65,7 @@ def create_app(model, batcher, model_name, limits, life):
     phase = ["headers"]
     try:
       return await life.bounded(
-          _models(request, rest_path, phase, model, batcher, model_name, limits),
+          _models(request, rest_path, phase, versions, model_name, limits),
           timeout_s, reading=lambda: phase[0] == "body")
     except Exception as e:  # pylint: disable=broad-except
       return _answer_error(e, request, limits)
@@ -73,7 +78,8 @@ def create_app(model, batcher, model_name, limits, life):
 
   async def healthz(_):
     body = {"status": "ok" if life.live else "dead", "model": model_name,
-            "version": model.version, "queued": batcher.queued, "batches": batcher.batches}
+            "version": versions.numbers[0], "versions": versions.numbers,
+            "queued": versions.queued, "batches": versions.batches}
     return JSONResponse(body, status_code=200 if life.live else 503)
 
   async def readyz(_):
@@ -83,44 +89,55 @@ def create_app(model, batcher, model_name, limits, life):
   async def index(_):
     return HTMLResponse(page)
 
+  async def exposition(_):
+    body, content_type = metrics.exposition()
+    return Response(body, headers={"Content-Type": content_type})
+
   @contextlib.asynccontextmanager
   async def lifespan(_):
-    await batcher.start()
+    await versions.start()
     yield
-    await batcher.stop()
+    await versions.stop()
 
   app = Starlette(routes=[
       Route("/healthz", healthz, methods=["GET"]),
       Route("/readyz", readyz, methods=["GET"]),
       Route("/", index, methods=["GET"]),
+      Route(server_metrics.PATH, exposition, methods=["GET"]),
       Route("/{path:path}", other, methods=list(paths.METHODS)),
   ], lifespan=lifespan,
       # paths the catch-all's pattern cannot match (a decoded newline)
       exception_handlers={HTTPException: lambda request, _: _unrouted(request)})
-  return access.AccessLog(app)
+  return access.AccessLog(server_metrics.Observe(app, metrics))
 
 
-async def _models(request, rest_path, phase, model, batcher, model_name, limits):
+async def _models(request, rest_path, phase, versions, model_name, limits):
   """Dispatches /v1/<rest_path>: status, metadata or predict."""
   try:
-    target = paths.parse(request.method, rest_path, model_name, model.version)
+    target = paths.parse(request.method, rest_path, model_name, versions.numbers)
   except paths.PathError as e:
     raise HttpError(e.status, str(e)) from None
+  state = request.scope.setdefault("state", {})
+  state["api"] = target.verb  # for the metrics' labels
   if target.verb == "status":
-    return JSONResponse(model.status())
+    return JSONResponse(versions.status(target.version))
   if target.verb == "metadata":
-    return JSONResponse(model.metadata(model_name))
+    return JSONResponse(versions.get(target.version)[0].metadata(model_name))
   phase[0] = "body"
   body = await _read_body(request, limits.max_request_bytes)
   phase[0] = "model"
+  # From here to enqueue nothing awaits: a version being retired has either left the
+  # table or still answers what it holds, so a swap fails no request.
+  model, batcher = versions.get(target.version)
   parsed_body = rest.parse_body(body)
   signature = rest.signature_name(parsed_body)
   model.signature(signature)  # NotFound for an unknown one
+  state["signature"] = signature
   mergeable = model.mergeable(signature)
   parsed = rest.parse_predict(parsed_body, model.input_names(signature), limits,
                               model.list_inputs(signature), mergeable)
   outputs = await lifecycle.unless_client_leaves(
-      request.receive, batcher.submit(signature, parsed.inputs))
+      request.receive, batcher.enqueue(signature, parsed.inputs))
   # Off the event loop: a large answer (attention) must not stall /healthz.
   content = await asyncio.to_thread(_json_bytes, rest.predict_response,
                                     outputs, model.output_names(signature), parsed.row_format)
@@ -166,6 +183,8 @@ def _answer_error(e, request, limits):
     return _error(e.status, str(e))
   if isinstance(e, NotFound):  # an unknown signature: 400, as TF Serving answers
     return _error(400, str(e))
+  if isinstance(e, UnknownVersion):  # retired while the body arrived
+    return _error(404, f"Servable not found for request: {e}")
   if isinstance(e, QueueFull):
     return _error(503, str(e), {"Retry-After": "1"})
   if isinstance(e, (ShuttingDown, lifecycle.Expired)):

@@ -77,6 +77,7 @@ class Batcher:
     self._arrived = None
     self._task = None
     self._on_dead = on_dead
+    self._stopping = False
     self.dead = None  # the exception that killed the worker, if one did
     self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="model")
 
@@ -99,7 +100,9 @@ class Batcher:
         item.future.set_exception(error or ShuttingDown(message))
 
   async def stop(self):
-    """Finishes every waiting request, then stops the worker."""
+    """Finishes every waiting request, then stops the worker; later submits get
+    ShuttingDown."""
+    self._stopping = True
     while not self.idle and self.dead is None:
       await asyncio.sleep(0.01)
     if self._task:
@@ -112,11 +115,21 @@ class Batcher:
 
   async def submit(self, signature, inputs):
     """{input: list [n]} -> {output: np.ndarray [n, ...]}; QueueFull when over max_queued."""
+    return await self.enqueue(signature, inputs)
+
+  def enqueue(self, signature, inputs):
+    """Queues the request now (no await before it is in the queue) and returns the
+    awaitable of its outputs; QueueFull, ShuttingDown or WorkerDead at once."""
     size = len(next(iter(inputs.values())))
     if self.queued + size > self.max_queued:
       raise QueueFull(f"the server is busy: {self.queued} sentences are waiting and this "
                       f"request adds {size}, over the queue's {self.max_queued} "
                       f"(--max_queued_sentences); retry later")
+    if self._stopping:
+      raise ShuttingDown("this version is no longer served; retry")
+    if self.dead is not None:
+      raise WorkerDead(f"the batch worker has died ({self.dead!r}); this server is no "
+                       f"longer live")
     loop = asyncio.get_running_loop()
     mergeable = self._mergeable(signature)
     step = self.max_batch_size if mergeable else size
@@ -125,12 +138,13 @@ class Batcher:
       chunk = {k: v[start:start + step] for k, v in inputs.items()}
       items.append(_Item(signature, chunk, len(next(iter(chunk.values()))),
                          loop.create_future(), mergeable))
-    if self.dead is not None:
-      raise WorkerDead(f"the batch worker has died ({self.dead!r}); this server is no "
-                       f"longer live")
     self._pending.extend(items)
     self.queued += size
     self._arrived.set()
+    return self._outputs(items)
+
+  async def _outputs(self, items):
+    """The items' rows joined; a cancelled wait takes them off the queue."""
     try:
       parts = await asyncio.gather(*(item.future for item in items))
     except asyncio.CancelledError:

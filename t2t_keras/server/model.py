@@ -19,8 +19,8 @@ class NotFound(Exception):
   """An unknown signature (HTTP 400, TF Serving's answer)."""
 
 
-def _versions(directory):
-  """Numbered subdirectories holding a saved_model.pb, highest first."""
+def versions_in(directory):
+  """Numbered subdirectories of `directory` holding a saved_model.pb, highest first."""
   names = [n.rstrip("/") for n in tf.io.gfile.listdir(directory)]
   versions = sorted((int(n) for n in names if n.isdigit()), reverse=True)
   return [v for v in versions
@@ -37,12 +37,23 @@ def resolve(path):
     return path, int(name) if name.isdigit() else 1
   for parent in (path, os.path.join(path, "export")):
     if tf.io.gfile.isdir(parent):
-      versions = _versions(parent)
+      versions = versions_in(parent)
       if versions:
         return os.path.join(parent, str(versions[0])), versions[0]
   raise FileNotFoundError(
       f"no SavedModel in {path}, its numbered subdirectories or {path}/export/<version> "
       f"(t2t-exporter writes one)")
+
+
+def version_base(path):
+  """The directory of numbered versions `resolve(path)` chose from (path or path/export),
+  or None where `path` is a SavedModel itself."""
+  if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+    return None
+  for parent in (path, os.path.join(path, "export")):
+    if tf.io.gfile.isdir(parent) and versions_in(parent):
+      return parent
+  return None
 
 
 class ServedModel:
@@ -123,12 +134,6 @@ class ServedModel:
       else:
         tensors[k] = tf.constant(v, tf.string, shape=[len(v)])
     return {k: v.numpy() for k, v in function(**tensors).items()}
-
-  def status(self):
-    """TF Serving's GetModelStatusResponse as JSON."""
-    return {"model_version_status": [{
-        "version": str(self.version), "state": "AVAILABLE",
-        "status": {"error_code": "OK", "error_message": ""}}]}
 
   def metadata(self, model_name):
     """TF Serving's GetModelMetadataResponse as JSON (the signature defs)."""

@@ -1,7 +1,7 @@
 """TF Serving's REST paths: which model, version and verb a request names, or why none.
 
-    parse("POST", "models/m/versions/07:predict", "m", 7)
-    # -> Target(verb="predict", version=7)
+    parse("POST", "models/m/versions/07:predict", "m", [7, 6])
+    # -> Target(verb="predict", version=7)   (version None: the path names none)
 
 Written from TF Serving's `http_rest_api_util.cc` (ParseModelInfo) and
 `http_rest_api_handler.cc` (ProcessRequest): paths under /v1/ match case-insensitively;
@@ -38,11 +38,12 @@ class PathError(Exception):
 @dataclasses.dataclass(frozen=True)
 class Target:
   verb: str  # "predict", "metadata" or "status"
-  version: int  # the version asked for (the served one when the path names none)
+  version: int  # the version the path names, None for none (the newest)
 
 
-def parse(method, rest, model_name, served_version):
-  """The Target of `METHOD /v1/<rest>`; PathError (400 or 404) as TF Serving answers."""
+def parse(method, rest, model_name, served):
+  """The Target of `METHOD /v1/<rest>` for a server of `model_name` in versions `served`
+  (newest first); PathError (400 or 404) as TF Serving answers."""
   malformed = PathError(400, f"Malformed request: {method} /v1/{rest}")
   match = (_PREDICT if method == "POST" else _STATUS).fullmatch(rest)
   if method not in ("GET", "POST") or not match:
@@ -63,11 +64,12 @@ def parse(method, rest, model_name, served_version):
     spec = f"Specific({name}, {int(version)})" if version else f"Latest({name})"
     raise PathError(404, f"Servable not found for request: {spec}; this server serves "
                          f"{model_name!r}")
+  numbers = ", ".join(map(str, served))
   if label is not None:
     raise PathError(400, f"Unrecognized servable version label: {label} (t2t-serve serves "
-                         f"one version, {served_version}, and no labels)")
-  if version is not None and int(version) != served_version:
+                         f"versions {numbers} and no labels)")
+  if version is not None and int(version) not in served:
     raise PathError(404, f"Servable not found for request: Specific({name}, "
-                         f"{int(version)}); served version: {served_version}")
+                         f"{int(version)}); served versions: {numbers}")
   kind = {"predict": "predict", "metadata": "metadata", None: "status"}[verb]
-  return Target(kind, served_version)
+  return Target(kind, None if version is None else int(version))

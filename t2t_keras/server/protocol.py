@@ -19,7 +19,10 @@ file descriptors for longer than the header deadline; those within the cap run o
 header deadline or their request's.
 """
 
+import errno
 import json
+import logging
+import time
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -93,3 +96,27 @@ def limited_protocol(header_timeout_s, max_connections):
         self.transport.close()
 
   return LimitedH11Protocol
+
+
+_OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def quiet_accept_errors(loop, every_s=10.0):
+  """Makes `loop` log running out of file descriptors on accept() as one warning line per
+  `every_s` seconds instead of a traceback per attempt (asyncio pauses accepting for a
+  second and retries by itself: the connections wait in the listen backlog)."""
+  last = [-every_s]
+
+  def handler(loop, context):
+    exc = context.get("exception")
+    if (isinstance(exc, OSError) and exc.errno in _OUT_OF_FILES and
+        "accept" in context.get("message", "")):
+      if time.monotonic() - last[0] >= every_s:
+        last[0] = time.monotonic()
+        logging.getLogger("t2t_serve").warning(
+            "out of file descriptors (%s): accepting paused for a second; lower "
+            "--max_connections or raise the open-files limit", exc.strerror)
+      return
+    loop.default_exception_handler(context)
+
+  loop.set_exception_handler(handler)
