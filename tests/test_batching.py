@@ -168,22 +168,25 @@ def test_a_cancelled_request_leaves_the_queue_and_never_reaches_the_model():
   assert [rows for _, rows in model.calls] == [[1], [4]]
 
 
-def test_expire_answers_every_waiting_request_and_the_running_call_finishes():
+def test_a_stopping_batcher_answers_what_it_holds_and_refuses_the_rest():
   model = Recorder(seconds=0.3)
   batcher = Batcher(model, max_batch_size=1, batch_timeout_ms=1, max_queued=4)
 
-  async def body():
+  async def main():
+    await batcher.start()
     running = asyncio.ensure_future(batcher.submit("s", {"inputs": [1]}))
     await asyncio.sleep(0.1)
     waiting = asyncio.ensure_future(batcher.submit("s", {"inputs": [2]}))
     await asyncio.sleep(0.01)
-    batcher.expire("shutting down")
-    return await asyncio.gather(running, waiting, return_exceptions=True)
+    stopping = asyncio.ensure_future(batcher.stop())
+    await asyncio.sleep(0.01)
+    with pytest.raises(ShuttingDown, match="no longer served"):
+      batcher.enqueue("s", {"inputs": [3]})
+    await stopping
+    return (await running)["outputs"].tolist(), (await waiting)["outputs"].tolist()
 
-  running, waiting = run(_with(batcher, body))
-  assert running["outputs"].tolist() == [2]
-  assert isinstance(waiting, ShuttingDown) and str(waiting) == "shutting down"
-  assert batcher.queued == 0 and [rows for _, rows in model.calls] == [[1]]
+  assert run(main()) == ([2], [4])
+  assert batcher.queued == 0 and [rows for _, rows in model.calls] == [[1], [2]]
 
 
 def test_a_dead_worker_fails_waiting_requests_and_says_why():

@@ -62,7 +62,7 @@ _define("float", "header_timeout_s", 10.0,
         "A connection's request headers must arrive within this (else 408, closed).")
 _define("integer", "keep_alive_s", 5, "Idle keep-alive connections are closed after this.")
 _define("integer", "max_connections", 1000,
-        "Connections beyond this get 503 and are closed at once.")
+        "A connection beyond this is answered 503 as soon as its headers arrive, and closed.")
 _define("float", "poll_seconds", 0.0,
         "Every this many seconds, look for a new numbered version under --export_dir (a "
         "base directory or a run's export/), load and warm it up, then serve it (0: never).")

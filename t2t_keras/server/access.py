@@ -1,4 +1,4 @@
-"""The access log and request ids: ASGI middleware around the application.
+"""The access log, request ids and the request metrics: ASGI middleware around the app.
 
     INFO 2026-11-27 07:01:02,345 127.0.0.1:50312 "POST /v1/models/m:predict" 200 31.2 ms 5f0c...
 
@@ -45,11 +45,12 @@ def printable(text):
 
 
 class AccessLog:
-  """ASGI middleware: a request id, and one log line per HTTP request with its status and
-  latency."""
+  """ASGI middleware: a request id, one log line per HTTP request with its status and
+  latency, and each /v1/ request counted in `metrics` (metrics.Metrics, or None)."""
 
-  def __init__(self, app):
+  def __init__(self, app, metrics=None):
     self.app = app
+    self.metrics = metrics
 
   async def __call__(self, scope, receive, send):
     if scope["type"] != "http":
@@ -57,7 +58,11 @@ class AccessLog:
     start = time.perf_counter()
     status = [500]
     rid = request_id(scope.get("headers", ()))
-    scope.setdefault("state", {})["request_id"] = rid
+    state = scope.setdefault("state", {})
+    state["request_id"] = rid
+    counted = self.metrics is not None and scope["path"][:4].lower() == "/v1/"
+    if counted:
+      self.metrics.request_started()
 
     async def send_with_id(message):
       if message["type"] == "http.response.start":
@@ -69,10 +74,13 @@ class AccessLog:
     try:
       await self.app(scope, receive, send_with_id)
     finally:
+      seconds = time.perf_counter() - start
+      if counted:
+        self.metrics.request_done(state, status[0], seconds)
       client = scope.get("client") or ("-", 0)
       path = scope.get("raw_path") or scope["path"].encode("utf-8")
       query = scope.get("query_string") or b""
       target = path + (b"?" + query if query else b"")
       ACCESS_LOG.info('%s:%s "%s %s" %d %.1f ms %s', client[0], client[1],
                       printable(scope["method"]), printable(target.decode("latin-1")),
-                      status[0], (time.perf_counter() - start) * 1000, rid)
+                      status[0], seconds * 1000, rid)

@@ -65,10 +65,11 @@ def create_app(versions, model_name, limits, life, metrics):
     phase = ["headers"]
     try:
       return await life.bounded(
-          _models(request, rest_path, phase, versions, model_name, limits),
-          timeout_s, reading=lambda: phase[0] == "body")
+          _models(request, rest_path, phase, versions, model_name, limits), timeout_s)
+    except lifecycle.Deadline:
+      return _deadline_error(phase[0] == "body", limits.request_timeout_ms)
     except Exception as e:  # pylint: disable=broad-except
-      return _answer_error(e, request, limits)
+      return _answer_error(e, request)
 
   async def other(request):
     path = request.url.path
@@ -106,9 +107,8 @@ def create_app(versions, model_name, limits, life, metrics):
       Route(server_metrics.PATH, exposition, methods=["GET"]),
       Route("/{path:path}", other, methods=list(paths.METHODS)),
   ], lifespan=lifespan,
-      # paths the catch-all's pattern cannot match (a decoded newline)
       exception_handlers={HTTPException: lambda request, _: _unrouted(request)})
-  return access.AccessLog(server_metrics.Observe(app, metrics))
+  return access.AccessLog(app, metrics)
 
 
 async def _models(request, rest_path, phase, versions, model_name, limits):
@@ -145,7 +145,8 @@ async def _models(request, rest_path, phase, versions, model_name, limits):
 
 
 def _unrouted(request):
-  """405 for a wrong method on a probe or the page, else a JSON 404."""
+  """405 for a wrong method on a probe or the page, else a JSON 404 (also for paths the
+  catch-all route's pattern cannot match, such as one with a decoded newline)."""
   path = request.url.path
   if path in PROBES:
     return _error(405, f"{request.method} is not allowed on {path}: use GET")
@@ -173,7 +174,16 @@ async def _read_body(request, limit):
   return b"".join(chunks)
 
 
-def _answer_error(e, request, limits):
+def _deadline_error(reading_body, timeout_ms):
+  """408 (closing the connection) while the body was still arriving, else 504."""
+  if reading_body:
+    return _error(408, f"request body not received within {timeout_ms} ms "
+                       f"(--request_timeout_ms)", {"Connection": "close"})
+  return _error(504, f"Timed out waiting for the answer: over {timeout_ms} ms "
+                     f"(--request_timeout_ms)")
+
+
+def _answer_error(e, request):
   """The error response for exception `e` raised while answering `request`."""
   request_id = request.scope.get("state", {}).get("request_id", "-")
   retry_later = "; retry later"
@@ -192,12 +202,6 @@ def _answer_error(e, request, limits):
                   + retry_later, {"Retry-After": "1", "Connection": "close"})
   if isinstance(e, WorkerDead):
     return _error(503, str(e), {"Connection": "close"})
-  if isinstance(e, lifecycle.Deadline):
-    if e.reading:
-      return _error(408, f"request body not received within {limits.request_timeout_ms} "
-                         f"ms (--request_timeout_ms)", {"Connection": "close"})
-    return _error(504, f"Timed out waiting for the answer: over {limits.request_timeout_ms} "
-                       f"ms (--request_timeout_ms)")
   if isinstance(e, (lifecycle.ClientGone, ClientDisconnect)):
     LOG.info("request %s: the client disconnected before the answer", request_id)
     return Response(status_code=499)

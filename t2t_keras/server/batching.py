@@ -19,9 +19,9 @@ attention signature pads to the batch's longest sentence) are never merged:
 
 A request that is cancelled while it waits (its client left, its deadline passed) leaves
 the queue at once and never reaches the model. When a merged call fails, each of its
-requests is run again alone, so only the one that fails gets the error. `expire` answers
-everything still waiting with ShuttingDown (the end of a drain). If the worker itself
-dies, `dead` holds why and every waiting request gets WorkerDead.
+requests is run again alone, so only the one that fails gets the error. Once `stop` has
+begun, new requests get ShuttingDown while the waiting ones are answered. If the worker
+itself dies, `dead` holds why and every waiting request gets WorkerDead.
 """
 
 import asyncio
@@ -90,14 +90,13 @@ class Batcher:
     """Nothing waits and no call runs."""
     return not self._pending and not self._busy
 
-  def expire(self, message, error=None):
-    """Answers every request still waiting with `error` (default ShuttingDown(message)); a
-    running call finishes and its requests get their rows."""
+  def _fail_waiting(self, error):
+    """Answers every request still waiting with `error`."""
     while self._pending:
       item = self._pending.popleft()
       self.queued -= item.size
       if not item.future.done():
-        item.future.set_exception(error or ShuttingDown(message))
+        item.future.set_exception(error)
 
   async def stop(self):
     """Finishes every waiting request, then stops the worker; later submits get
@@ -176,7 +175,7 @@ class Batcher:
       for item in self._running:
         if not item.future.done():
           item.future.set_exception(error)
-      self.expire(str(error), error)
+      self._fail_waiting(error)
       if self._on_dead is not None:
         self._on_dead(e)
 

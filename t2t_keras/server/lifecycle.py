@@ -1,7 +1,7 @@
 """Where a t2t-serve process is in its life, and the limits every request runs under.
 
     life = Lifecycle()          # ready once the model is loaded and warm (before listening)
-    await life.bounded(work, timeout_s=120, reading=lambda: False)  # the request's deadline
+    await life.bounded(work, timeout_s=120)  # the request's deadline
     life.drain()                # SIGTERM: /readyz says 503, /healthz still 200
     life.expire()               # the drain deadline: requests still running get 503
     life.die(error)             # the batch worker died: /healthz says 503, the process exits
@@ -16,11 +16,8 @@ import asyncio
 
 
 class Deadline(Exception):
-  """A request's deadline passed: `reading` says whether its body was still arriving."""
-
-  def __init__(self, reading):
-    super().__init__("deadline")
-    self.reading = reading
+  """A request's deadline passed before its answer (HTTP 408 or 504: the caller knows
+  whether the body was still arriving)."""
 
 
 class Expired(Exception):
@@ -38,7 +35,7 @@ class Lifecycle:
     self.draining = False
     self.dead = None  # why the batch worker died, if it did
     self.expired_requests = 0  # requests answered 503 at the drain's deadline
-    self._expired = None  # asyncio.Event, made on the server's loop
+    self._expired = asyncio.Event()  # set at the drain's deadline
 
   @property
   def ready(self):
@@ -55,58 +52,50 @@ class Lifecycle:
 
   def expire(self):
     """The drain's deadline: every request still running is answered 503 now."""
-    self._event().set()
+    self._expired.set()
 
   def die(self, error):
     self.dead = error
 
-  def _event(self):
-    if self._expired is None:
-      self._expired = asyncio.Event()
-    return self._expired
-
-  async def bounded(self, work, timeout_s, reading):
+  async def bounded(self, work, timeout_s):
     """Awaits coroutine `work`; Deadline after `timeout_s` (None: no limit), Expired when
-    the drain's deadline passes first. The loser is cancelled and awaited.
-
-    `reading()` says, when the deadline passes, whether the body was still arriving.
-    """
-    task = asyncio.ensure_future(work)
-    expired = asyncio.ensure_future(self._event().wait())
-    try:
-      done, _ = await asyncio.wait({task, expired}, timeout=timeout_s,
-                                   return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-      task.cancel()
-      raise
-    finally:
-      expired.cancel()
-    if task in done:
-      return task.result()
-    was_reading = reading()
-    await _cancel(task)
-    if expired in done:
+    the drain's deadline passes first (`work` is then cancelled)."""
+    finished, value = await _first(work, self._expired.wait(), timeout_s)
+    if finished:
+      return value
+    if value:
       self.expired_requests += 1
       raise Expired()
-    raise Deadline(was_reading)
+    raise Deadline()
 
 
 async def unless_client_leaves(receive, work):
   """Awaits coroutine `work`; ClientGone (and `work` cancelled) if the client disconnects
   first. `receive` is the request's ASGI receive, its body already read."""
+  finished, value = await _first(work, _disconnect(receive))
+  if finished:
+    return value
+  raise ClientGone()
+
+
+async def _first(work, rival, timeout_s=None):
+  """Races coroutine `work` against coroutine `rival` for at most `timeout_s`: (True,
+  work's result) if work ends first, else (False, whether rival ended) with work cancelled
+  and awaited. The rival is always cancelled."""
   task = asyncio.ensure_future(work)
-  gone = asyncio.ensure_future(_disconnect(receive))
+  other = asyncio.ensure_future(rival)
   try:
-    done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    done, _ = await asyncio.wait({task, other}, timeout=timeout_s,
+                                 return_when=asyncio.FIRST_COMPLETED)
   except asyncio.CancelledError:
     task.cancel()
     raise
   finally:
-    gone.cancel()
+    other.cancel()
   if task in done:
-    return task.result()
+    return True, task.result()
   await _cancel(task)
-  raise ClientGone()
+  return False, other in done
 
 
 async def _disconnect(receive):

@@ -9,6 +9,7 @@
     t2t_serve_in_flight_requests                     /v1/ requests not yet answered
     t2t_serve_info{model, version}                   1 per served version
 
+The access log's middleware (`access.AccessLog`) counts and times each /v1/ request here.
 `api` is predict, metadata or status ("" for a path TF Serving's patterns refuse);
 `signature` is set only once the model knows it (else ""), so no client can create
 series at will. TF Serving's own metrics (`:tensorflow:serving:request_count` ...) are
@@ -71,35 +72,17 @@ class Metrics:
     for version in removed:
       self.info.remove(self.model_name, str(version))
 
+  def request_started(self):
+    self.in_flight.inc()
+
+  def request_done(self, state, code, seconds):
+    """One /v1/ request answered; `state` is its scope's, where the handler named its api
+    and signature."""
+    self.in_flight.dec()
+    api, signature = state.get("api", ""), state.get("signature", "")
+    self.requests.labels(api, signature, str(code)).inc()
+    self.latency.labels(api, signature).observe(seconds)
+
   def exposition(self):
     """(body bytes, content type) of the registry in Prometheus's text format."""
     return prom.generate_latest(self.registry), prom.CONTENT_TYPE_LATEST
-
-
-class Observe:
-  """ASGI middleware: counts and times every /v1/ request into `metrics`. The handlers name
-  the request's api and signature in scope["state"]."""
-
-  def __init__(self, app, metrics):
-    self.app = app
-    self.metrics = metrics
-
-  async def __call__(self, scope, receive, send):
-    if scope["type"] != "http" or scope["path"][:4].lower() != "/v1/":
-      return await self.app(scope, receive, send)
-    start, status = time.perf_counter(), [500]
-    state = scope.setdefault("state", {})
-
-    async def send_status(message):
-      if message["type"] == "http.response.start":
-        status[0] = message["status"]
-      await send(message)
-
-    self.metrics.in_flight.inc()
-    try:
-      await self.app(scope, receive, send_status)
-    finally:
-      self.metrics.in_flight.dec()
-      api, signature = state.get("api", ""), state.get("signature", "")
-      self.metrics.requests.labels(api, signature, str(status[0])).inc()
-      self.metrics.latency.labels(api, signature).observe(time.perf_counter() - start)

@@ -35,19 +35,18 @@ def resolve(path):
   if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
     name = os.path.basename(os.path.normpath(path))
     return path, int(name) if name.isdigit() else 1
-  for parent in (path, os.path.join(path, "export")):
-    if tf.io.gfile.isdir(parent):
-      versions = versions_in(parent)
-      if versions:
-        return os.path.join(parent, str(versions[0])), versions[0]
-  raise FileNotFoundError(
-      f"no SavedModel in {path}, its numbered subdirectories or {path}/export/<version> "
-      f"(t2t-exporter writes one)")
+  base = version_base(path)
+  if base is None:
+    raise FileNotFoundError(
+        f"no SavedModel in {path}, its numbered subdirectories or {path}/export/<version> "
+        f"(t2t-exporter writes one)")
+  version = versions_in(base)[0]
+  return os.path.join(base, str(version)), version
 
 
 def version_base(path):
-  """The directory of numbered versions `resolve(path)` chose from (path or path/export),
-  or None where `path` is a SavedModel itself."""
+  """The directory of numbered versions `resolve(path)` chooses from (path or path/export),
+  or None where `path` is a SavedModel itself or holds none."""
   if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
     return None
   for parent in (path, os.path.join(path, "export")):
@@ -125,9 +124,10 @@ class ServedModel:
     a list of lists of bytes, padded with b"" to the longest.
     """
     function = self.signature(name)
+    list_inputs = self.list_inputs(name)
     tensors = {}
     for k, v in inputs.items():
-      if k in self.list_inputs(name):
+      if k in list_inputs:
         width = max([0] + [len(row) for row in v])
         rows = [list(row) + [b""] * (width - len(row)) for row in v]
         tensors[k] = tf.constant(rows, tf.string, shape=[len(v), width])
