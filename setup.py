@@ -52,6 +52,7 @@ setuptools.setup(
         "starlette>=1.0",  # t2t-serve's HTTP routing (ASGI)
         "uvicorn>=0.30",  # t2t-serve's HTTP server
         "prometheus-client>=0.20",  # t2t-serve's /monitoring/prometheus/metrics
+        "pyyaml>=6",  # Marian's model.yml, vocab.yml and decoder.yml (t2t-import --from=marian)
     ],
     package_data={"t2t_keras.server": ["page.html"]},
     # selenium drives Debian's chromium in the web page's browser test

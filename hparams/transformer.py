@@ -33,7 +33,8 @@ def _paper_defaults():
       norm_type="post",  # "post": LayerNorm(x + Sublayer(x)); "pre": x + Sublayer(LayerNorm(x)).
       norm_epsilon=1e-6,
       pos="timing",  # "timing": sinusoids (3.5); "emb": learned (Table 3 row E);
-      # "timing_t2t": tensor2tensor's layout of the sinusoids (imported models).
+      # "timing_t2t": tensor2tensor's and Marian's layout of the sinusoids (imported
+      # models); "timing_hf": that of Hugging Face's and CTranslate2's Marian ports.
       max_positions=1024,  # Size of the learned position table (pos="emb").
       # tensor2tensor's conventions, kept by imported models (docs/migrating.md);
       # the defaults are the paper's.
@@ -42,6 +43,14 @@ def _paper_defaults():
       zero_pad_embedding=False,  # True: id 0 embeds as zeros (the decoder starts from zeros)
       num_target_spaces=0,  # >0: a [num_target_spaces, d] table (t2t: 32) whose row
       target_space_id=0,  # target_space_id is added to every encoder input
+      # Marian's conventions, kept by models imported from OPUS-MT (docs/migrating.md).
+      attention_bias=False,  # True: biases on the attention projections
+      ffn_activation="relu",  # Or "swish" (x * sigmoid(x)).
+      logit_bias=False,  # True: a learned bias on the output logits
+      separate_source_embedding=False,  # True (with the softmax shared): a source table
+      # of its own, the target's tied to the softmax
+      softmax_excludes_pad=False,  # True: PAD (id 0) is outside the softmax and the
+      # label smoothing (a vocabulary with no padding entry of its own)
       # Training (section 5).
       label_smoothing=0.1,
       optimizer_adam_beta1=0.9,

@@ -109,7 +109,7 @@ def test_residual_post_and_pre_norm():
   np.testing.assert_allclose(pre.sublayer_input(x).numpy(), pre.layer_norm(x).numpy())
   with pytest.raises(ValueError, match="norm_type must be 'post' or 'pre', got 'mid'"):
     layers.Residual(norm_type="mid")
-  with pytest.raises(ValueError, match="pos must be 'timing', 'timing_t2t' or 'emb', got 'rope'"):
+  with pytest.raises(ValueError, match="pos must be one of 'timing', 'timing_t2t', 'timing_hf', 'emb', got 'rope'"):
     layers.PositionalEncoding(8, kind="rope")
 
 

@@ -165,3 +165,42 @@ def test_projected_cross_entropy_float16_gradients_keep_small_entries():
   want = -off * scale / n * hidden.numpy().astype("float64").reshape(-1, 8).sum(0)
   assert float(tokens) == n
   np.testing.assert_allclose(got, want, rtol=2e-3)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_projected_cross_entropy_with_a_logit_bias_and_pad_outside_the_softmax(
+    monkeypatch, jit):
+  """A bias on the logits (Marian's) with PAD's masked, the smoothing over the other V - 1
+  ids: value and the gradients of hidden, table and bias against -sum q log softmax(z)
+  written out, q putting 1 - eps on the label and eps / (V - 2) on every other non-PAD id."""
+  monkeypatch.setattr(loss_lib, "CHUNK_ROWS", 8)
+  rng = np.random.RandomState(5)
+  hidden = tf.constant(rng.randn(3, 7, 6).astype("float32"))
+  table = tf.constant(rng.randn(13, 6).astype("float32"))
+  learned = tf.constant(rng.randn(13).astype("float32"))
+  mask = tf.one_hot(0, 13, on_value=-1e9, off_value=0.0)
+  targets = rng.randint(1, 13, size=(3, 7)).astype("int32")
+  targets[1, -3:] = 0
+  eps, v = 0.1, 13
+  q = np.full((3, 7, v), eps / (v - 2), np.float32)
+  q[..., 0] = 0.0
+  np.put_along_axis(q, targets[..., None], 1 - eps, -1)
+  weights = (targets != 0).astype(np.float32)
+
+  @tf.function(jit_compile=jit)
+  def both(hidden, table, learned):
+    with tf.GradientTape(persistent=True) as tape:
+      tape.watch([hidden, table, learned])
+      got, _ = projected_cross_entropy(hidden, table, targets, eps, compact=False,
+                                       bias=learned + mask, skip_pad=True)
+      z = tf.matmul(hidden, table, transpose_b=True) + learned + mask
+      want = -tf.reduce_sum(tf.reduce_sum(q * tf.nn.log_softmax(z), -1) * weights)
+      got3, want3 = got * 3.0, want * 3.0  # a non-unit incoming gradient
+    return (got, want, tape.gradient(got3, [hidden, table, learned]),
+            tape.gradient(want3, [hidden, table, learned]))
+
+  got, want, got_grads, want_grads = both(hidden, table, learned)
+  assert float(got) == pytest.approx(float(want), rel=1e-5)
+  for g, w in zip(got_grads, want_grads):
+    np.testing.assert_allclose(g.numpy(), w.numpy(), atol=1e-5)
+  assert abs(float(got_grads[2][0])) < 1e-6  # PAD's bias: no pull from the smoothing

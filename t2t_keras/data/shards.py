@@ -26,6 +26,7 @@ import pickle
 import time
 
 from t2t_keras import fileio
+from t2t_keras.data import vocabulary as vocab_lib
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 
@@ -88,7 +89,8 @@ class _Shard:
   def flush(self):
     eos = EOS_ID
     ids_in = self.vocab.encode_batch([c[0] for c in self.chunk], num_threads=self.encode_threads)
-    ids_tg = self.vocab.encode_batch([c[1] for c in self.chunk], num_threads=self.encode_threads)
+    ids_tg = vocab_lib.target_side(self.vocab).encode_batch(
+        [c[1] for c in self.chunk], num_threads=self.encode_threads)
     for a, b in zip(ids_in, ids_tg):
       self.writer.write(example(a + [eos], b + [eos]))
       self.lengths[max(len(a), len(b)) + 1] += 1
@@ -259,6 +261,5 @@ def _init_worker(usr_dir):
 
 
 def _worker(problem, tmp_dir, split, paths, indices, bounds, vocab_path):
-  from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
   return write_shards(problem, tmp_dir, split, paths, indices, bounds,
-                      SubwordVocabulary(vocab_path), encode_threads=1)
+                      vocab_lib.load(vocab_path), encode_threads=1)

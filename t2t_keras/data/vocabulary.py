@@ -145,11 +145,25 @@ class SubwordVocabulary:
 
 def load(path):
   """The vocabulary in `path`: a tensor2tensor `.subwords` file (plain or gzip; known by its
-  first line, '<pad>') as a `T2tSubwordVocabulary`, else a sentencepiece model. Either
-  gives encode(text) -> ids (no EOS), decode(ids) -> text and vocab_size."""
-  from t2t_keras.data import t2t_subwords  # pylint: disable=import-outside-toplevel
+  first line, '<pad>') as a `T2tSubwordVocabulary`, a Marian pair (a zip archive of
+  source.spm, target.spm and vocab.yml) as a `MarianVocabulary`, else a sentencepiece
+  model. Each gives encode(text) -> ids (no EOS; the source side's), decode(ids) -> text
+  (the target side's) and vocab_size; `target_side` gives the target side's encode."""
+  from t2t_keras.data import marian_vocab, t2t_subwords  # pylint: disable=import-outside-toplevel
   if not fileio.exists(path):
     raise FileNotFoundError(f"vocabulary {path!r} not found")
   if t2t_subwords.is_subwords_file(path):
     return t2t_subwords.T2tSubwordVocabulary(path)
+  if marian_vocab.is_archive(path):
+    return marian_vocab.MarianVocabulary(path)
   return SubwordVocabulary(path)
+
+
+def source_side(vocab):
+  """The vocabulary that encodes and decodes source text (`vocab` unless it is a pair)."""
+  return getattr(vocab, "source", vocab)
+
+
+def target_side(vocab):
+  """The vocabulary that encodes and decodes target text (`vocab` unless it is a pair)."""
+  return getattr(vocab, "target", vocab)

@@ -14,6 +14,7 @@ import sys
 import time
 
 from t2t_keras import fileio
+from t2t_keras.data import vocabulary
 from t2t_keras.decoding.translate import encode_sources, make_search_fn, translate_lines
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
@@ -195,7 +196,7 @@ def record_pairs(problem, data_dir, split, vocab):
   """(sources, references) text of a split's TFRecords in data_dir, detokenized with vocab."""
   sources, references = [], []
   for ex in problem.dataset(data_dir, split).as_numpy_iterator():
-    sources.append(vocab.decode(ex["inputs"]))
+    sources.append(vocabulary.source_side(vocab).decode(ex["inputs"]))
     references.append(vocab.decode(ex["targets"]))
   return sources, references
 

@@ -6,6 +6,7 @@
 
 import tensorflow as tf
 
+from t2t_keras.data import vocabulary
 from t2t_keras.decoding.translate import encode_sources, pad_ids
 from t2t_keras.decoding.files import read_lines, write_lines
 from t2t_keras.errors import InputError
@@ -19,8 +20,8 @@ def score_pairs(model, vocab, sources, targets, batch_size=32):
   """
   if len(sources) != len(targets):
     raise InputError(f"{len(sources)} sources but {len(targets)} targets")
-  return score_ids(model, encode_sources(vocab, sources), encode_sources(vocab, targets),
-                   batch_size)
+  return score_ids(model, encode_sources(vocab, sources),
+                   encode_sources(vocabulary.target_side(vocab), targets), batch_size)
 
 
 def score_ids(model, src_ids, tgt_ids, batch_size=32):

@@ -20,6 +20,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.data import vocabulary
 from t2t_keras.decoding import lexical, search
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.errors import InputError
@@ -218,8 +219,9 @@ def translate_lines(model, vocab, lines, settings, search_fn=None, progress=Fals
   none), with which each output starts; `constraints`: optional lists of target phrases
   (text), one list per line, that each output must contain. The result's `unmet` names
   the lines no output of which holds all their phrases (`NBest`)."""
-  prefix_ids = None if prefixes is None else [vocab.encode(p) if p else [] for p in prefixes]
-  phrase_ids = None if constraints is None else [[vocab.encode(p) for p in c]
+  target = vocabulary.target_side(vocab)
+  prefix_ids = None if prefixes is None else [target.encode(p) if p else [] for p in prefixes]
+  phrase_ids = None if constraints is None else [[target.encode(p) for p in c]
                                                  for c in constraints]
   nbest = translate_ids(model, encode_sources(vocab, lines), settings, search_fn, progress,
                         prefix_ids, phrase_ids)

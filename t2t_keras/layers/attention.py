@@ -54,6 +54,8 @@ class MultiHeadAttention(keras.layers.Layer):
     value_size: d_v per head.
     output_size: d_model (width of W^O's output).
     dropout: dropout rate on the attention weights (0 in the paper).
+    use_bias: biases on the four projections (Marian's bq, bk, bv, bo; the paper's
+      and t2t's projections have none).
 
   Call args:
     query: [batch, q_len, d_model].
@@ -78,22 +80,26 @@ class MultiHeadAttention(keras.layers.Layer):
     y, _ = mha(x, attention_mask=causal_mask(10))
   """
 
-  def __init__(self, num_heads, key_size, value_size, output_size, dropout=0.0, **kwargs):
+  def __init__(self, num_heads, key_size, value_size, output_size, dropout=0.0,
+               use_bias=False, **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
     self.key_size = key_size
     self.value_size = value_size
     self.output_size = output_size
     self.dropout = dropout
+    self.use_bias = use_bias
+    # Each projection's bias (with use_bias) has its kernel's output axes: [h, size]
+    # for the queries, keys and values, [d_model] for W^O.
     proj = lambda size, name: keras.layers.EinsumDense(
         "btd,dhk->bhtk", output_shape=(num_heads, None, size), name=name,
-        dtype=self.dtype_policy)
+        bias_axes="hk" if use_bias else None, dtype=self.dtype_policy)
     self.query_dense = proj(key_size, "query")
     self.key_dense = proj(key_size, "key")
     self.value_dense = proj(value_size, "value")
     self.output_dense = keras.layers.EinsumDense(
         "bhtk,hkd->btd", output_shape=(None, output_size), name="output",
-        dtype=self.dtype_policy)
+        bias_axes="d" if use_bias else None, dtype=self.dtype_policy)
     self.attention_dropout = Dropout(dropout, dtype=self.dtype_policy)
 
   def build(self, query_shape, memory_shape=None):
@@ -112,15 +118,21 @@ class MultiHeadAttention(keras.layers.Layer):
     projection, and one transpose to heads-first when the sizes agree. The
     query kernel comes scaled by 1 / sqrt(d_k), so the queries are q / sqrt(d_k)
     (scaling the [d_model, h * d_k] kernel, not the [batch, h, len, d_k] queries,
-    forward and backward).
+    forward and backward; with biases, the query's bias too).
     """
     shape = tf.shape(x)
     width = x.shape[-1]
     kernels = [tf.reshape(tf.cast(l.kernel, self.compute_dtype), [width, -1]) for l in layers]
+    biases = [tf.reshape(tf.cast(l.bias, self.compute_dtype), [-1])
+              for l in layers] if self.use_bias else []
     if layers[0] is self.query_dense:
-      kernels[0] = kernels[0] * tf.cast(self.key_size ** -0.5, self.compute_dtype)
+      scale = tf.cast(self.key_size ** -0.5, self.compute_dtype)
+      kernels[0] = kernels[0] * scale
+      biases[:1] = [b * scale for b in biases[:1]]
     kernel = kernels[0] if len(kernels) == 1 else tf.concat(kernels, axis=1)
     y = tf.matmul(tf.reshape(x, [-1, width]), kernel)
+    if biases:
+      y += biases[0] if len(biases) == 1 else tf.concat(biases, axis=0)
     sizes = [int(l.kernel.shape[-1]) for l in layers]
     if len(set(sizes)) == 1:
       y = tf.reshape(y, [shape[0], shape[1], len(layers), self.num_heads, sizes[0]])
@@ -136,7 +148,10 @@ class MultiHeadAttention(keras.layers.Layer):
                         [-1, self.num_heads * self.value_size])
     kernel = tf.reshape(tf.cast(self.output_dense.kernel, self.compute_dtype),
                         [self.num_heads * self.value_size, self.output_size])
-    return tf.reshape(tf.matmul(merged, kernel), [shape[0], shape[2], self.output_size])
+    y = tf.matmul(merged, kernel)
+    if self.use_bias:
+      y += tf.cast(self.output_dense.bias, self.compute_dtype)
+    return tf.reshape(y, [shape[0], shape[2], self.output_size])
 
   def project_memory(self, memory):
     """Encoder-decoder keys and values, computed once per source: a cache dict."""
@@ -231,7 +246,7 @@ class MultiHeadAttention(keras.layers.Layer):
     config = super().get_config()
     config.update(num_heads=self.num_heads, key_size=self.key_size,
                   value_size=self.value_size, output_size=self.output_size,
-                  dropout=self.dropout)
+                  dropout=self.dropout, use_bias=self.use_bias)
     return config
 
 

@@ -6,6 +6,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+# PAD's logit where it is outside the softmax: exp() of it is 0 in float32, and it stays
+# finite (a masked row's log-softmax has no NaN).
+NEG_LOGIT = -1e9
 
 class SharedEmbedding(keras.layers.Layer):
   """One [vocab, d_model] matrix for source, target and the pre-softmax projection.
@@ -18,7 +21,11 @@ class SharedEmbedding(keras.layers.Layer):
     vocab_size: V, shared by source and target.
     hidden_size: d_model.
     zero_pad: id 0 (PAD, the decoder's start symbol) embeds as zeros, as
-      tensor2tensor's symbol modality does; its row still gives PAD's logit.
+      tensor2tensor's symbol modality does (and as Marian's decoder starts from a
+      zero vector); its row still gives PAD's logit.
+    logit_bias: `logits` adds a learned bias [V] (Marian's decoder_ff_logit_out_b).
+    mask_pad_logit: `logits` gives id 0 (PAD) NEG_LOGIT: PAD is outside the softmax
+      (a vocabulary imported without a padding entry, as Marian's).
 
   Example:
     emb = SharedEmbedding(37000, 512)
@@ -26,17 +33,32 @@ class SharedEmbedding(keras.layers.Layer):
     logits = emb.logits(x)  # [batch, len, 512] -> [batch, len, 37000]
   """
 
-  def __init__(self, vocab_size, hidden_size, zero_pad=False, **kwargs):
+  def __init__(self, vocab_size, hidden_size, zero_pad=False, logit_bias=False,
+               mask_pad_logit=False, **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
     self.zero_pad = zero_pad
+    self.logit_bias = logit_bias
+    self.mask_pad_logit = mask_pad_logit
 
   def build(self, input_shape=None):
     self.embeddings = self.add_weight(
         name="embeddings", shape=(self.vocab_size, self.hidden_size),
         initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
+    if self.logit_bias:
+      self.bias = self.add_weight(name="bias", shape=(self.vocab_size,), initializer="zeros")
     self.built = True
+
+  def output_bias(self):
+    """float32 [V] added to the logits (the learned bias, PAD's mask), or None."""
+    if not self.built:
+      self.build()
+    bias = tf.cast(self.bias, tf.float32) if self.logit_bias else None
+    if self.mask_pad_logit:
+      mask = tf.one_hot(0, self.vocab_size, on_value=NEG_LOGIT, off_value=0.0)
+      bias = mask if bias is None else bias + mask
+    return bias
 
   def call(self, ids):
     table = tf.cast(self.embeddings, self.compute_dtype)
@@ -54,12 +76,15 @@ class SharedEmbedding(keras.layers.Layer):
     # plain matmuls); it measured level with the einsum it replaced.
     logits = tf.matmul(tf.reshape(x, [-1, self.hidden_size]), table, transpose_b=True)
     shape = tf.shape(x)
-    return tf.cast(tf.reshape(logits, [shape[0], shape[1], self.vocab_size]), tf.float32)
+    logits = tf.cast(tf.reshape(logits, [shape[0], shape[1], self.vocab_size]), tf.float32)
+    bias = self.output_bias()
+    return logits if bias is None else logits + bias
 
   def get_config(self):
     config = super().get_config()
     config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                  zero_pad=self.zero_pad)
+                  zero_pad=self.zero_pad, logit_bias=self.logit_bias,
+                  mask_pad_logit=self.mask_pad_logit)
     return config
 
 
@@ -136,7 +161,26 @@ def t2t_timing_signal(positions, hidden_size):
   return signal
 
 
-_SINUSOIDS = {"timing": sinusoid_encoding, "timing_t2t": t2t_timing_signal}
+def hf_timing_signal(positions, hidden_size):
+  """The sinusoids of Hugging Face's Marian port and CTranslate2's Marian converter
+  (`MarianSinusoidalPositionalEmbedding`, `_make_sinusoidal_position_encodings`): the
+  layout of `t2t_timing_signal` (all sines, then all cosines) but timescales
+  10000^(k / (d/2)), k = 0 .. d/2 - 1, where Marian itself (and t2t) use 10000^(k / (d/2 - 1)).
+
+  Args:
+    positions: int [len] (or any int tensor).
+    hidden_size: d_model (even).
+  Returns:
+    float32 [..., d_model].
+  """
+  half = hidden_size // 2
+  inv_timescales = np.power(10000.0, -np.arange(half, dtype=np.float64) / half)
+  angles = tf.cast(positions, tf.float32)[..., None] * inv_timescales.astype(np.float32)
+  return tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
+
+
+_SINUSOIDS = {"timing": sinusoid_encoding, "timing_t2t": t2t_timing_signal,
+              "timing_hf": hf_timing_signal}
 
 
 class PositionalEncoding(keras.layers.Layer):
@@ -145,8 +189,9 @@ class PositionalEncoding(keras.layers.Layer):
   Args:
     hidden_size: d_model.
     kind: "timing" (the paper's sinusoids, any length), "timing_t2t"
-      (tensor2tensor's layout of them, `t2t_timing_signal`) or "emb" (learned, up to
-      max_positions).
+      (tensor2tensor's and Marian's layout of them, `t2t_timing_signal`), "timing_hf"
+      (Hugging Face's and CTranslate2's for Marian models, `hf_timing_signal`) or "emb"
+      (learned, up to max_positions).
     max_positions: size of the learned table.
 
   Call args:
@@ -160,8 +205,9 @@ class PositionalEncoding(keras.layers.Layer):
 
   def __init__(self, hidden_size, kind="timing", max_positions=1024, **kwargs):
     super().__init__(**kwargs)
-    if kind not in ("timing", "timing_t2t", "emb"):
-      raise ValueError(f"pos must be 'timing', 'timing_t2t' or 'emb', got {kind!r}")
+    if kind not in (*_SINUSOIDS, "emb"):
+      raise ValueError(f"pos must be one of {', '.join(map(repr, [*_SINUSOIDS, 'emb']))}, "
+                       f"got {kind!r}")
     self.hidden_size = hidden_size
     self.kind = kind
     self.max_positions = max_positions

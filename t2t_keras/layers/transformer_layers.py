@@ -47,6 +47,8 @@ class _Layer(keras.layers.Layer):
     relu_dropout: dropout inside the FFN.
     norm_type: "post" (paper) or "pre".
     norm_epsilon: LayerNorm epsilon.
+    attention_bias: biases on the attention projections (Marian's; not the paper's).
+    ffn_activation: "relu" (the paper's) or "swish" (`FeedForward`).
 
   The input x is not cast to the compute dtype: under a mixed-precision policy the
   residual stream stays float32 (see `Residual`).
@@ -54,20 +56,22 @@ class _Layer(keras.layers.Layer):
 
   def __init__(self, hidden_size, filter_size, num_heads, key_size, value_size,
                dropout=0.1, attention_dropout=0.0, relu_dropout=0.0,
-               norm_type="post", norm_epsilon=1e-6, **kwargs):
+               norm_type="post", norm_epsilon=1e-6, attention_bias=False,
+               ffn_activation="relu", **kwargs):
     super().__init__(**kwargs)
     self.autocast = False
     self._args = dict(hidden_size=hidden_size, filter_size=filter_size,
                       num_heads=num_heads, key_size=key_size, value_size=value_size,
                       dropout=dropout, attention_dropout=attention_dropout,
                       relu_dropout=relu_dropout, norm_type=norm_type,
-                      norm_epsilon=norm_epsilon)
+                      norm_epsilon=norm_epsilon, attention_bias=attention_bias,
+                      ffn_activation=ffn_activation)
 
   def _attention(self, name):
     a = self._args
     return MultiHeadAttention(a["num_heads"], a["key_size"], a["value_size"],
-                              a["hidden_size"], a["attention_dropout"], name=name,
-                              dtype=self.dtype_policy)
+                              a["hidden_size"], a["attention_dropout"],
+                              use_bias=a["attention_bias"], name=name, dtype=self.dtype_policy)
 
   def _residual(self, name):
     a = self._args
@@ -77,7 +81,7 @@ class _Layer(keras.layers.Layer):
   def _ffn(self):
     a = self._args
     return FeedForward(a["hidden_size"], a["filter_size"], a["relu_dropout"],
-                       name="ffn", dtype=self.dtype_policy)
+                       a["ffn_activation"], name="ffn", dtype=self.dtype_policy)
 
   def _ffn_sublayer(self, training):
     """The FFN as a `Sublayer`: its output bias is added by the residual."""

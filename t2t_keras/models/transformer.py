@@ -15,6 +15,14 @@ id 0 embedding as zeros (`zero_pad_embedding`), a target-space row added to the
 encoder input (`num_target_spaces`, `target_space_id`) and t2t's layout of the
 sinusoids (pos="timing_t2t").
 
+Models imported from Marian (OPUS-MT) keep Marian's, again each an hparam off by
+default: biases on the attention projections (`attention_bias`), swish in the FFN
+(`ffn_activation`), a bias on the output logits (`logit_bias`), a source embedding of
+its own beside a target embedding tied to the softmax (`separate_source_embedding`,
+Marian's tied-embeddings), a decoder that starts from a zero vector
+(`zero_pad_embedding`) and PAD kept out of the softmax (`softmax_excludes_pad`: a
+Marian vocabulary has no padding entry; the importer adds id 0 for ours).
+
 Packed rows (t2t's packed datasets, `t2t_keras.data.packing`) add
 "inputs_segmentation", "targets_segmentation", "inputs_position" and
 "targets_position" to the features: attention stays within a segment, positions
@@ -31,6 +39,20 @@ from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, LayerNorm, Po
                               padding_mask)
 from t2t_keras.layers.residual_chain import run_chained
 from t2t_keras.models.decode_cache import init_cache, step_mask
+
+
+# The imported models' conventions, each the paper's when a run's hparams.json (written
+# before the key existed) does not name it.
+ABSENT_DEFAULTS = dict(
+    shared_embedding_and_softmax_weights=True, shared_source_target_embedding=True,
+    zero_pad_embedding=False, num_target_spaces=0, target_space_id=0,
+    attention_bias=False, ffn_activation="relu", logit_bias=False,
+    separate_source_embedding=False, softmax_excludes_pad=False)
+
+
+def convention(hparams, key):
+  """hparams' value of one of ABSENT_DEFAULTS' keys (its default when absent)."""
+  return hparams.get(key, ABSENT_DEFAULTS[key])
 
 
 def shift_right(targets, positions=None):
@@ -70,19 +92,30 @@ class Transformer(keras.Model):
         hidden_size=hp.hidden_size, filter_size=hp.filter_size, num_heads=hp.num_heads,
         key_size=key_size, value_size=value_size, dropout=hp.layer_prepostprocess_dropout,
         attention_dropout=hp.attention_dropout, relu_dropout=hp.relu_dropout,
-        norm_type=hp.norm_type, norm_epsilon=hp.norm_epsilon, dtype=self.dtype_policy)
-    table = lambda name: SharedEmbedding(vocab_size, hp.hidden_size, name=name,
-                                         zero_pad=hp.get("zero_pad_embedding", False),
-                                         dtype=self.dtype_policy)
-    self.embedding = table("shared_embedding")  # the source's; all three roles when shared
-    # Separate matrices only where t2t had them (attributes, so checkpoints name them);
-    # `target_embedding` / `softmax_embedding` give the one each role uses.
-    if not hp.get("shared_embedding_and_softmax_weights", True):
-      self.softmax_table = table("softmax_embedding")
-      if not hp.get("shared_source_target_embedding", True):
+        norm_type=hp.norm_type, norm_epsilon=hp.norm_epsilon,
+        attention_bias=convention(hp, "attention_bias"),
+        ffn_activation=convention(hp, "ffn_activation"), dtype=self.dtype_policy)
+    shared_softmax = convention(hp, "shared_embedding_and_softmax_weights")
+    separate_source = shared_softmax and convention(hp, "separate_source_embedding")
+    table = lambda name, softmax=False: SharedEmbedding(
+        vocab_size, hp.hidden_size, name=name, zero_pad=convention(hp, "zero_pad_embedding"),
+        logit_bias=softmax and convention(hp, "logit_bias"),
+        mask_pad_logit=softmax and convention(hp, "softmax_excludes_pad"),
+        dtype=self.dtype_policy)
+    # The source's; all three roles when shared (the target's and the softmax's when the
+    # source has its own).
+    self.embedding = table("shared_embedding", softmax=shared_softmax)
+    # Separate matrices only where t2t or Marian had them (attributes, so checkpoints
+    # name them); `source_embedding` / `target_embedding` / `softmax_embedding` give the
+    # one each role uses.
+    if separate_source:
+      self.source_table = table("source_embedding")
+    if not shared_softmax:
+      self.softmax_table = table("softmax_embedding", softmax=True)
+      if not convention(hp, "shared_source_target_embedding"):
         self.target_table = table("target_embedding")
     self.target_space = None
-    if hp.get("num_target_spaces", 0):
+    if convention(hp, "num_target_spaces"):
       self.target_space = TargetSpaceEmbedding(
           hp.num_target_spaces, hp.hidden_size, hp.target_space_id,
           name="target_space_embedding", dtype=self.dtype_policy)
@@ -104,6 +137,11 @@ class Transformer(keras.Model):
           epsilon=hp.norm_epsilon, name=name, dtype=self.dtype_policy)
       self.encoder_norm = norm("encoder_norm")
       self.decoder_norm = norm("decoder_norm")
+
+  @property
+  def source_embedding(self):
+    """The encoder input's embedding layer (`embedding` unless Marian's separate one)."""
+    return getattr(self, "source_table", self.embedding)
 
   @property
   def target_embedding(self):
@@ -143,7 +181,7 @@ class Transformer(keras.Model):
     """
     if mask is None:
       mask = padding_mask(inputs)
-    x = self.embedding(inputs)
+    x = self.source_embedding(inputs)
     if self.target_space is not None:
       x = self.target_space(x)
     x = self.encoder_positions(x, positions=positions)
@@ -241,6 +279,10 @@ class Transformer(keras.Model):
   def softmax_weights(self, dtype):
     """The pre-softmax matrix [vocab, d_model] (the shared embedding's when tied), in `dtype`."""
     return tf.cast(self.softmax_embedding.embeddings, dtype)
+
+  def softmax_bias(self):
+    """float32 [vocab] added to the logits (`logit_bias`, PAD's mask), or None."""
+    return self.softmax_embedding.output_bias()
 
   def decoder_output(self, features, training=False):
     """`call` without the pre-softmax projection: [batch, tgt_len, d_model] in the

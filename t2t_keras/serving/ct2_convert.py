@@ -68,12 +68,25 @@ _T2T_CONVENTIONS = {"pos": ("timing", "emb"), "zero_pad_embedding": (False,),
                     "num_target_spaces": (0,), "shared_embedding_and_softmax_weights": (True,)}
 
 
+# Those of Marian's conventions (models imported from OPUS-MT), each at the value the
+# converter writes.
+_MARIAN_CONVENTIONS = {"attention_bias": False, "ffn_activation": "relu", "logit_bias": False,
+                       "separate_source_embedding": False, "softmax_excludes_pad": False}
+
+
 def check_supported(hparams, model_name="transformer"):
   """UnsupportedError (one line) for a run CTranslate2 cannot run exactly."""
   if model_name != "transformer":
     raise UnsupportedError(f"CTranslate2 export supports the 'transformer' model, not "
                            f"{model_name!r}")
   from t2t_keras.models.transformer import head_sizes  # pylint: disable=import-outside-toplevel
+  marian = [f"{key}={hparams.get(key)!r}" for key, written in _MARIAN_CONVENTIONS.items()
+            if hparams.get(key, written) != written]
+  if marian:
+    raise UnsupportedError(
+        f"CTranslate2 export of Marian's conventions ({', '.join(marian)}) is not built yet; "
+        "an OPUS-MT release converts with CTranslate2's own ct2-opus-mt-converter, and this "
+        "run decodes, exports a SavedModel and serves as it is")
   t2t = [f"{key}={hparams.get(key)!r}" for key, written in _T2T_CONVENTIONS.items()
          if hparams.get(key, written[0]) not in written]
   if t2t:

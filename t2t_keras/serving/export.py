@@ -110,7 +110,10 @@ class Translator(tf.Module):
     # SavedModel holds them and the functions' captures resolve to them.
     self.__dict__["_model"] = model
     self.model_variables = list(model.variables)
-    self.tokenizer = vocabulary.load(vocab_path).tf_tokenizer()
+    vocab = vocabulary.load(vocab_path)
+    self.tokenizer = vocab.tf_tokenizer()  # source text in, target text out
+    target = vocabulary.target_side(vocab)  # target text in (prefixes, phrases, attention)
+    self.target_tokenizer = self.tokenizer if target is vocab else target.tf_tokenizer()
     self.vocab_asset = tf.saved_model.Asset(vocab_path)
     self.info_asset = None
     self.beam_size = int(search_settings.beam_size)
@@ -164,11 +167,12 @@ class Translator(tf.Module):
 
   # --- pieces of the graph -------------------------------------------------
 
-  def _with_eos(self, inputs, limit):
-    """strings [n] -> (ragged ids [n, (len)] with EOS, at most `limit` ids; bool [n] cut)."""
+  def _with_eos(self, inputs, limit, tokenizer=None):
+    """strings [n] -> (ragged ids [n, (len)] with EOS, at most `limit` ids; bool [n] cut),
+    tokenized as source text (or by `tokenizer`)."""
     text = tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace",
                                         replacement_char=0xFFFD)
-    tokens = self.tokenizer.tokenize(text)
+    tokens = (tokenizer or self.tokenizer).tokenize(text)
     cut = tokens.row_lengths() > limit - 1
     tokens = tokens[:, :limit - 1]  # room for EOS
     eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(inputs)[0], 1], EOS_ID))
@@ -307,8 +311,8 @@ class Translator(tf.Module):
     return texts, scores, truncated, met
 
   def _tokenize(self, texts):
-    """strings [n] -> ragged pieces [n, (len)], invalid UTF-8 replaced by U+FFFD."""
-    return self.tokenizer.tokenize(tf.strings.unicode_transcode(
+    """Target text strings [n] -> ragged pieces [n, (len)], invalid UTF-8 replaced by U+FFFD."""
+    return self.target_tokenizer.tokenize(tf.strings.unicode_transcode(
         texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
 
   def _phrase_pieces(self, phrases, batch):
@@ -412,7 +416,7 @@ class Translator(tf.Module):
     """
     sources, _, _ = self._source_ids(tf.reshape(inputs, [-1]))
     targets, _ = self._with_eos(tf.reshape(outputs, [-1]),
-                                self.max_positions or 2 ** 31 - 1)
+                                self.max_positions or 2 ** 31 - 1, self.target_tokenizer)
     src = sources.to_tensor(PAD_ID)
     tgt = targets.to_tensor(PAD_ID)
     src_valid = tf.sequence_mask(sources.row_lengths(), tf.shape(src)[1])

@@ -29,9 +29,19 @@ def smoothed_xent(logits, labels, smoothing):
   return _smoothed_xent(logits, tf.cast(labels, tf.int32), float(smoothing))
 
 
-def _smoothed_terms(z, labels, smoothing):
-  """(xent [N], e = exp(z - max) [N, V], total = sum e [N]) for float32 logits z [N, V]."""
+def _smoothed_ids(z, skip_pad):
+  """(how many ids the smoothing spreads over, float32 []; the off value's mask [V]
+  or None): every id, or (skip_pad: PAD is outside the softmax, its logit masked) all
+  but id 0."""
   vocab = tf.cast(tf.shape(z)[-1], tf.float32)
+  if not skip_pad:
+    return vocab, None
+  return vocab - 1.0, 1.0 - tf.one_hot(0, tf.shape(z)[-1], dtype=tf.float32)
+
+
+def _smoothed_terms(z, labels, smoothing, skip_pad=False):
+  """(xent [N], e = exp(z - max) [N, V], total = sum e [N]) for float32 logits z [N, V]."""
+  vocab, _ = _smoothed_ids(z, skip_pad)
   off = smoothing / (vocab - 1.0)
   top = tf.reduce_max(z, -1, keepdims=True)
   e = tf.exp(z - top)
@@ -39,16 +49,18 @@ def _smoothed_terms(z, labels, smoothing):
   z_label = tf.gather(z, labels, axis=1, batch_dims=1)
   xent = top[:, 0] + tf.math.log(total) - z_label
   if smoothing:
-    xent += off * (vocab * z_label - tf.reduce_sum(z, -1))
+    z_sum = tf.reduce_sum(z[:, 1:] if skip_pad else z, -1)  # (PAD's -1e9 never summed)
+    xent += off * (vocab * z_label - z_sum)
   return xent, e, total
 
 
-def _p_minus_q(e, total, labels, dy, smoothing):
+def _p_minus_q(e, total, labels, dy, smoothing, skip_pad=False):
   """dy [N] * (softmax - q) [N, V] from `_smoothed_terms`' e and total."""
-  off = smoothing / (tf.cast(tf.shape(e)[-1], tf.float32) - 1.0)
+  vocab, smoothed = _smoothed_ids(e, skip_pad)
+  off = smoothing / (vocab - 1.0)
   g = e * (dy / total)[:, None]
   if smoothing:
-    g -= off * dy[:, None]
+    g -= off * (dy[:, None] if smoothed is None else dy[:, None] * smoothed)
   at = tf.stack([tf.range(tf.shape(labels)[0]), labels], axis=1)
   return tf.tensor_scatter_nd_add(g, at, -(1.0 - smoothing - off) * dy)
 
@@ -69,12 +81,14 @@ def _smoothed_xent(logits, labels, smoothing):
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _loss_and_grad(z, labels, smoothing):
+def _loss_and_grad(z, labels, smoothing, skip_pad=False):
   """float32 logits z [N, V], labels int32 [N] (0: padding, weight 0) ->
-  (sum of the non-pad rows' losses, their gradient dloss/dz [N, V])."""
+  (sum of the non-pad rows' losses, their gradient dloss/dz [N, V]). skip_pad: the
+  smoothing leaves out id 0 (PAD outside the softmax, its logit masked)."""
   weights = tf.cast(tf.not_equal(labels, 0), tf.float32)
-  xent, e, total = _smoothed_terms(z, labels, smoothing)
-  return tf.reduce_sum(xent * weights), _p_minus_q(e, total, labels, weights, smoothing)
+  xent, e, total = _smoothed_terms(z, labels, smoothing, skip_pad)
+  return (tf.reduce_sum(xent * weights),
+          _p_minus_q(e, total, labels, weights, smoothing, skip_pad))
 
 
 def smoothed_cross_entropy(logits, targets, smoothing):
@@ -105,10 +119,11 @@ CHUNK_ROWS = 512
 _LAST_CHUNK_MULTIPLE = 32
 
 
-def projected_cross_entropy(hidden, table, targets, smoothing, compact=True):
+def projected_cross_entropy(hidden, table, targets, smoothing, compact=True, bias=None,
+                            skip_pad=False):
   """The pre-softmax projection and the label-smoothed loss, a chunk of rows at a time.
 
-  Equal to `smoothed_cross_entropy(hidden @ table^T, targets, smoothing)`, value
+  Equal to `smoothed_cross_entropy(hidden @ table^T + bias, targets, smoothing)`, value
   and gradients, without ever holding the [tokens, V] logits: CHUNK_ROWS rows at
   a time are projected, their loss and gradient p - q taken by the same XLA
   kernel, and the gradients of hidden and table (dloss/dz @ table and
@@ -126,6 +141,9 @@ def projected_cross_entropy(hidden, table, targets, smoothing, compact=True):
     smoothing: epsilon_ls, a Python float.
     compact: drop padding rows first. Their number varies by batch, which XLA
       cannot compile: pass False inside jit_compile.
+    bias: None, or float32 [V] added to the logits (`Transformer.softmax_bias`).
+    skip_pad: the smoothing leaves out id 0 (`softmax_excludes_pad`: PAD's logit is
+      masked by `bias`).
   Returns:
     (loss_sum float32 scalar, num_tokens float32 scalar).
   """
@@ -136,46 +154,48 @@ def projected_cross_entropy(hidden, table, targets, smoothing, compact=True):
   if compact:
     rows = tf.where(tf.not_equal(labels, 0))[:, 0]
     h, labels = tf.gather(h, rows), tf.gather(labels, rows)
-  return _projected_loss(h, table, labels, float(smoothing)), num_tokens
+  return _projected_loss(h, table, bias, labels, float(smoothing), skip_pad), num_tokens
 
 
-def _projected_loss(h, table, labels, smoothing):
-  """Sum of the losses of rows h [N, d] with labels [N] against logits h @ table^T."""
-
+def _projected_loss(h, table, bias, labels, smoothing, skip_pad):
+  """Sum of the losses of rows h [N, d] with labels [N] against logits h @ table^T (+ bias)."""
   # The gradients are formed before the loss scale (dy) multiplies them: float16
   # would flush p - q's small entries (the smoothing's 0.1 / (V - 1)), so they
   # are float32 there; bfloat16 has float32's range.
   grad_dtype = tf.float32 if h.dtype == tf.float16 else h.dtype
 
-  def chunk(hc, tc, lc):
-    """(loss sum, d/dhc [c, d] in grad_dtype, d/dtable float32 [V, d]) of one chunk."""
+  def chunk(hc, tc, bc, lc):
+    """(loss sum, d/dhc [c, d] in grad_dtype, d/dtable float32 [V, d], d/dbias float32
+    [V] (0 without a bias, bc None)) of one chunk."""
     z = tf.cast(tf.matmul(hc, tc, transpose_b=True), tf.float32)
-    loss, dz = _loss_and_grad(z, lc, smoothing)
+    loss, dz = _loss_and_grad(z if bc is None else z + bc, lc, smoothing, skip_pad)
+    dbias = tf.zeros([]) if bc is None else tf.reduce_sum(dz, axis=0)
     dz, hc = tf.cast(dz, grad_dtype), tf.cast(hc, grad_dtype)
     return (loss, tf.matmul(dz, tf.cast(tc, grad_dtype)),
-            tf.cast(tf.matmul(dz, hc, transpose_a=True), tf.float32))
+            tf.cast(tf.matmul(dz, hc, transpose_a=True), tf.float32), dbias)
 
   @tf.custom_gradient
-  def fn(h, table):
-    # The gradient is `grad` below: nothing here is differentiated (and the
-    # loop builds no gradient accumulators).
+  def fn(h, table, *biases):
+    # The gradient is `grad` below: nothing here is differentiated (no accumulators).
     h, table = tf.stop_gradient(h), tf.stop_gradient(table)
+    b = tf.stop_gradient(biases[0]) if biases else None
     # Python ints where the shape is static (XLA needs them), tensors otherwise.
     n = h.shape[0] if h.shape[0] is not None else tf.shape(h)[0]
     full = n // CHUNK_ROWS
     dh = tf.TensorArray(grad_dtype, size=full, infer_shape=False,
                         element_shape=tf.TensorShape([CHUNK_ROWS, h.shape[-1]]))
 
-    def body(i, loss, dtable, dh):
+    def body(i, loss, dtable, dbias, dh):
       start = i * CHUNK_ROWS  # tf.slice: a dynamic start and a static size (XLA)
-      l, dhc, dtc = chunk(tf.slice(h, [start, 0], [CHUNK_ROWS, -1]), table,
-                          tf.slice(labels, [start], [CHUNK_ROWS]))
-      return i + 1, loss + l, dtable + dtc, dh.write(i, dhc)
+      l, dhc, dtc, dbc = chunk(tf.slice(h, [start, 0], [CHUNK_ROWS, -1]), table, b,
+                               tf.slice(labels, [start], [CHUNK_ROWS]))
+      return i + 1, loss + l, dtable + dtc, dbias + dbc, dh.write(i, dhc)
 
-    loss, dtable = tf.constant(0.0), tf.zeros(table.shape, tf.float32)
+    loss, dtable, dbias = tf.constant(0.0), tf.zeros(table.shape, tf.float32), tf.zeros([])
+    dbias = dbias if b is None else tf.zeros_like(b)
     if not isinstance(full, int) or full:  # (XLA compiles the body even for 0 trips)
-      _, loss, dtable, dh = tf.while_loop(
-          lambda i, *_: i < full, body, (tf.constant(0), loss, dtable, dh),
+      _, loss, dtable, dbias, dh = tf.while_loop(
+          lambda i, *_: i < full, body, (tf.constant(0), loss, dtable, dbias, dh),
           maximum_iterations=full,  # XLA needs the bound
           parallel_iterations=1)  # one chunk's logits alive at a time
     # The rest, padded with label-0 (weight 0) rows to a multiple of 32.
@@ -183,17 +203,18 @@ def _projected_loss(h, table, labels, smoothing):
     padded = -(-rest // _LAST_CHUNK_MULTIPLE) * _LAST_CHUNK_MULTIPLE
     last_h = tf.pad(h[full * CHUNK_ROWS:], [[0, padded - rest], [0, 0]])
     last_labels = tf.pad(labels[full * CHUNK_ROWS:], [[0, padded - rest]])
-    l, dh_last, dt_last = chunk(last_h, table, last_labels)
-    loss, dtable = loss + l, dtable + dt_last
+    l, dh_last, dt_last, db_last = chunk(last_h, table, b, last_labels)
+    loss, dtable, dbias = loss + l, dtable + dt_last, dbias + db_last
     dh = tf.concat([tf.reshape(dh.stack(), [-1, h.shape[-1]]), dh_last[:rest]], 0)
 
     def grad(dy):
       return (tf.cast(dh * tf.cast(dy, dh.dtype), h.dtype),
-              tf.cast(dtable * tf.cast(dy, tf.float32), table.dtype))
+              tf.cast(dtable * tf.cast(dy, tf.float32), table.dtype),
+              *[dbias * tf.cast(dy, tf.float32) for _ in biases])
 
     return loss, grad
 
-  return fn(h, table)
+  return fn(h, table) if bias is None else fn(h, table, tf.cast(bias, tf.float32))
 
 
 def token_metrics(logits, targets):

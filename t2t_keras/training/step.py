@@ -25,6 +25,7 @@ another logical device's variables fails).
 import keras
 import tensorflow as tf
 
+from t2t_keras.models.transformer import convention
 from t2t_keras.training.loss import projected_cross_entropy
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -38,8 +39,10 @@ def loss_sum(model, batch, label_smoothing, compact):
   `compact` skips padding rows (a dynamic shape: not under XLA).
   """
   hidden = model.decoder_output(batch, training=True)                     # [B, T, d]
-  total, _ = projected_cross_entropy(hidden, model.softmax_weights(hidden.dtype),
-                                     batch["targets"], label_smoothing, compact=compact)
+  total, _ = projected_cross_entropy(
+      hidden, model.softmax_weights(hidden.dtype), batch["targets"], label_smoothing,
+      compact=compact, bias=model.softmax_bias(),
+      skip_pad=convention(model.hparams, "softmax_excludes_pad"))
   return total
 
 

@@ -29,6 +29,7 @@ from t2t_keras.data import pipeline
 from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparams_lib import HParams, HParamsError
+from t2t_keras.models.transformer import ABSENT_DEFAULTS
 from t2t_keras.training import checkpoints, early_stopping, reporting, signals, warm_start
 from t2t_keras.training.config import TrainerConfig
 from t2t_keras.training.evaluation import Evaluator
@@ -51,6 +52,9 @@ def check_hparams_match(output_dir, hparams):
   if not fileio.exists(path):
     return
   saved = HParams.load(path)
+  # A convention key newer than the saved file reads as its default (`ABSENT_DEFAULTS`).
+  absent = {k: v for k, v in ABSENT_DEFAULTS.items() if k in hparams and k not in saved}
+  saved = HParams(**{**saved.values(), **absent})
   diff = [k for k in saved.diff(hparams) if k not in RESUMABLE_KEYS]
   if diff:
     details = ", ".join(f"{k}: saved {saved.get(k)!r} != new {hparams.get(k)!r}" for k in diff)

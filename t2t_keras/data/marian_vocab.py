@@ -1,0 +1,173 @@
+"""A Marian (OPUS-MT) vocabulary pair: source text through `source.spm`, target text
+through `target.spm`, both pieces mapped to ids by the joint `vocab.yml`.
+
+    vocab = MarianVocabulary("runs/opus-en-de/vocab.model")
+    ids = vocab.encode("Hello world")             # source side, no EOS
+    tgt = vocab.target.encode("Hallo Welt")       # target side (prefixes, references)
+    vocab.decode(tgt + [EOS])                     # "Hallo Welt" (target side)
+
+The file is a zip archive holding Marian's three files as released (`source.spm`,
+`target.spm`, `vocab.yml`), so a run carries them byte for byte; `write_archive` makes
+it, `vocabulary.load` knows it by its content.
+
+Conventions, from Marian's source (marian-dev, `src/data/default_vocab.cpp`) and
+OPUS-MT's scripts (`preprocess.sh`: `spm_encode` with source.spm, then Marian maps the
+space-separated pieces through vocab.yml):
+
+  * vocab.yml maps each piece to its Marian id; `</s>` and `<unk>` are found by name
+    (newer OPUS-MT vocabularies are sorted, so they are not always 0 and 1); a piece
+    missing from it is `<unk>`;
+  * Marian pads with `</s>` and a mask and has no padding entry, so ours (id 0) is
+    added in front: our ids are PAD 0, EOS 1 (`</s>`), UNK 2 (`<unk>`), then every
+    other piece in Marian's id order (`marian_ids` gives each one's Marian id, -1 for
+    the added PAD). Where vocab.yml has a `<pad>` of its own, it is our PAD and nothing
+    is added;
+  * output pieces go back to text through target.spm (`spm_decode`'s DecodePieces).
+
+OPUS-MT's preprocess.sh also normalizes punctuation (Moses' normalize-punctuation.perl)
+before source.spm; that step is not done here (docs/migrating.md).
+"""
+
+import io
+import zipfile
+
+import sentencepiece as spm
+import yaml
+
+from t2t_keras import fileio
+from t2t_keras.errors import InputError
+from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID, content_ids
+
+MEMBERS = ("source.spm", "target.spm", "vocab.yml")
+PAD_PIECE, EOS_PIECE, UNK_PIECE = "<pad>", "</s>", "<unk>"
+
+
+def read_vocab_yml(text, name="vocab.yml"):
+  """Marian's vocab.yml text -> [piece] indexed by Marian id. Every entry is read as a
+  string (`yes`, `null` or `1` are pieces, not booleans or numbers). InputError (naming
+  `name`) unless the ids are 0 .. n-1, each once, and `</s>` and `<unk>` are there."""
+  loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+  try:
+    entries = yaml.load(text, Loader=loader)
+  except yaml.YAMLError as e:
+    raise InputError(f"{name}: not a YAML map of piece: id ({str(e).splitlines()[0]})") from None
+  if not isinstance(entries, dict) or not entries:
+    raise InputError(f"{name}: not a YAML map of piece: id")
+  pieces = [None] * len(entries)
+  for piece, marian_id in entries.items():
+    if not str(marian_id).isdigit() or int(marian_id) >= len(entries):
+      raise InputError(f"{name}: {piece!r} has id {marian_id!r}; the {len(entries)} "
+                       f"entries must have the ids 0 .. {len(entries) - 1}")
+    if pieces[int(marian_id)] is not None:
+      raise InputError(f"{name}: id {marian_id} is given to both "
+                       f"{pieces[int(marian_id)]!r} and {piece!r}")
+    pieces[int(marian_id)] = piece
+  for needed in (EOS_PIECE, UNK_PIECE):
+    if needed not in entries:
+      raise InputError(f"{name}: no {needed!r} entry (Marian requires {EOS_PIECE!r} and "
+                       f"{UNK_PIECE!r})")
+  return pieces
+
+
+def our_order(marian_pieces):
+  """[piece] by Marian id -> ([piece] by our id, [Marian id] by our id, -1 for an added
+  PAD): PAD, </s>, <unk>, then the rest in Marian's order."""
+  special = [PAD_PIECE, EOS_PIECE, UNK_PIECE]
+  index = {piece: i for i, piece in enumerate(marian_pieces)}
+  ours = special + [p for p in marian_pieces if p not in special]
+  return ours, [index.get(p, -1) for p in ours]
+
+
+def write_archive(path, source_spm, target_spm, vocab_yml):
+  """Writes the pair file (`MEMBERS`, stored as given) at `path`, atomically."""
+  buffer = io.BytesIO()
+  with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+    for name, data in zip(MEMBERS, (source_spm, target_spm, vocab_yml)):
+      info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))  # same bytes each time
+      archive.writestr(info, data, zipfile.ZIP_DEFLATED)
+  fileio.write_atomic(path, buffer.getvalue())
+
+
+def is_archive(path):
+  """Whether `path` is a pair file (a zip archive with `MEMBERS`)."""
+  with fileio.open(path, "rb") as f:
+    if f.read(4) != b"PK\x03\x04":
+      return False
+  with zipfile.ZipFile(io.BytesIO(fileio.read_bytes(path))) as archive:
+    return set(MEMBERS) <= set(archive.namelist())
+
+
+class _Side:
+  """One side's text <-> ids: a sentencepiece model's pieces through the joint ids."""
+
+  def __init__(self, proto, piece_ids, pieces, name):
+    self.model_proto = proto
+    self._sp = spm.SentencePieceProcessor(model_proto=proto)
+    self._ids = piece_ids
+    self._pieces = pieces
+    self.name = name
+
+  @property
+  def vocab_size(self):
+    return len(self._pieces)
+
+  def encode(self, text):
+    """Text -> ids (a piece not in vocab.yml: UNK), without EOS."""
+    return [self._ids.get(p, UNK_ID) for p in self._sp.encode(text, out_type=str)]
+
+  def encode_batch(self, texts, num_threads=-1):
+    return [[self._ids.get(p, UNK_ID) for p in pieces]
+            for pieces in self._sp.encode(list(texts), out_type=str, num_threads=num_threads)]
+
+  def decode(self, ids):
+    """Ids -> text through this side's model; stops at the first EOS, drops PAD."""
+    return self._sp.decode_pieces([self._pieces[i] for i in content_ids(ids)])
+
+  def id_to_piece(self, i):
+    return self._pieces[int(i)]
+
+  def piece_to_id(self, piece):
+    return self._ids.get(piece, UNK_ID)
+
+  def tf_tokenizer(self):
+    """This side in TF ops (`MarianTokenizer`): tokenize with this side's model,
+    detokenize with the same."""
+    from t2t_keras.data.marian_vocab_tf import MarianTokenizer  # pylint: disable=import-outside-toplevel
+    return MarianTokenizer(self.model_proto, self.model_proto, self._pieces)
+
+
+class MarianVocabulary(_Side):
+  """The pair: `encode` is the source side's, `decode` the target side's (what a
+  translation needs); `source` and `target` give each side whole.
+
+  Args:
+    path: the pair file (`write_archive`).
+  """
+
+  def __init__(self, path):
+    self.model_path = path
+    try:
+      with zipfile.ZipFile(io.BytesIO(fileio.read_bytes(path))) as archive:
+        data = {name: archive.read(name) for name in MEMBERS}
+    except (zipfile.BadZipFile, KeyError) as e:
+      raise InputError(f"{path}: not a Marian vocabulary pair ({e})") from None
+    marian = read_vocab_yml(data["vocab.yml"].decode("utf-8"), f"{path}:vocab.yml")
+    pieces, self.marian_ids = our_order(marian)
+    ids = {p: i for i, p in enumerate(pieces)}
+    assert ids[PAD_PIECE] == PAD_ID and ids[EOS_PIECE] == EOS_ID and ids[UNK_PIECE] == UNK_ID
+    self.source = _Side(data["source.spm"], ids, pieces, "source")
+    self.target = _Side(data["target.spm"], ids, pieces, "target")
+    self.pad_added = self.marian_ids[PAD_ID] < 0
+    super().__init__(data["source.spm"], ids, pieces, "pair")
+    self.vocab_yml = data["vocab.yml"]
+
+  def decode(self, ids):
+    return self.target.decode(ids)
+
+  def tf_tokenizer(self):
+    """In TF ops: tokenize source text, detokenize target ids (`MarianTokenizer`)."""
+    from t2t_keras.data.marian_vocab_tf import MarianTokenizer  # pylint: disable=import-outside-toplevel
+    return MarianTokenizer(self.source.model_proto, self.target.model_proto, self._pieces)
+
+  def __repr__(self):
+    return f"MarianVocabulary({self.model_path!r}, vocab_size={self.vocab_size})"

@@ -1,0 +1,47 @@
+"""A Marian vocabulary pair in TF ops (`marian_vocab.MarianVocabulary.tf_tokenizer`): the
+SavedModel's tokenizer, with the same ids as the Python side."""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from t2t_keras.ids import UNK_ID
+
+
+class MarianTokenizer(tf.Module):
+  """Text -> ids through one sentencepiece model and the joint pieces; ids -> text
+  through another (source and target of a pair, or one side twice).
+
+  Args:
+    tokenize_proto: the serialized sentencepiece model `tokenize` splits text with.
+    detokenize_proto: the one `detokenize` joins pieces with.
+    pieces: the piece of each id, in our id order (`MarianVocabulary`).
+  """
+
+  def __init__(self, tokenize_proto, detokenize_proto, pieces, name=None):
+    super().__init__(name=name)
+    self.vocab_size = len(pieces)
+    self.pieces = tf.constant(list(pieces))
+    self._ids = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        list(pieces), list(range(len(pieces))), tf.string, tf.int32), UNK_ID)
+    self._split = tf_text.SentencepieceTokenizer(model=tokenize_proto, out_type=tf.string)
+    self._join = (self._split if detokenize_proto == tokenize_proto else
+                  tf_text.SentencepieceTokenizer(model=detokenize_proto, out_type=tf.string))
+
+  def tokenize(self, texts):
+    """string [n] -> ragged int32 [n, (ids)], without EOS (a piece not in the
+    vocabulary: UNK)."""
+    pieces = self._split.tokenize(texts)
+    return pieces.with_flat_values(self._ids.lookup(pieces.flat_values))
+
+  def id_to_string(self, ids):
+    """int [...] or ragged -> the pieces ("" out of range)."""
+    if isinstance(ids, tf.RaggedTensor):
+      return tf.ragged.map_flat_values(self.id_to_string, ids)
+    ids = tf.cast(ids, tf.int32)
+    valid = tf.logical_and(ids >= 0, ids < self.vocab_size)
+    return tf.where(valid, tf.gather(self.pieces, tf.where(valid, ids, 0)), "")
+
+  def detokenize(self, ids):
+    """ragged int [n, (len)] (no EOS, no PAD) -> string [n], the pieces decoded by the
+    detokenizing model (as `sentencepiece`'s DecodePieces)."""
+    return self._join.detokenize(self.id_to_string(ids))
