@@ -9,13 +9,13 @@ marian-dev's `common/io.cpp` stores it), the joint vocab.yml, source.spm / targe
 decoder.yml, as OPUS-MT packages them.
 
 Weights are scaled per tensor (a plain N(0, 0.1) gives a model that repeats one token
-whatever the input): projections ~ N(0, 1/fan_in), the queries' and keys' `sharpness`
-times that (attention that picks positions) and the sublayers' output projections three
-times (sublayers that move the residual stream); embeddings ~ N(0, 0.25); the output
-bias ~ N(0, 0.09) with </s> raised by 3. At sharpness 3 outputs vary with the input and
-some end before the length limit (tuned on the four variants' greedy outputs); at 1 the
-model is better conditioned (float32 logits within 3e-6 of float64 ones, against 1e-4 at
-sharpness 3: the attention logits' scale grows with its square).
+whatever the input). Standard deviations: projections 1/sqrt(fan_in), the queries' and
+keys' `sharpness` times that (attention that picks positions) and the sublayers' output
+projections three times (sublayers that move the residual stream); embeddings 0.5; the
+output bias 0.3 with </s> raised by 3. At sharpness 3 outputs vary with the input and
+some end before the length limit; at 1 float32 logits stay much closer to float64 ones
+(the attention logits' scale grows with its square; figures: docs/notebook.md, "the
+Marian fixture's scale").
 """
 
 import io
@@ -86,7 +86,11 @@ def model_config(variant, vocab_size):
     "tied-embeddings": tying == "tied-embeddings",
     "tied-embeddings-src": False,
     "tied-embeddings-all": tying == "tied-embeddings-all",
-    "output-omit-bias": False, "right-left": False, "version": "v1.12.0 (test fixture)",
+    "output-omit-bias": False, "right-left": False, "transformer-no-projection": False,
+    "transformer-guided-alignment-layer": "last", "transformer-decoder-dim-ffn": 0,
+    "transformer-decoder-ffn-depth": 0, "transformer-tied-layers": [],
+    "transformer-train-position-embeddings": False, "layer-normalization": False,
+    "skip": False, "version": "v1.12.0 (test fixture)",
   }
 
 

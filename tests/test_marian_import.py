@@ -23,6 +23,7 @@ from t2t_keras import bin as t2t_bin, runs
 from t2t_keras.bin import t2t_import as import_bin
 from t2t_keras.data import marian_vocab, vocabulary
 from t2t_keras.decoding.greedy import greedy_decode
+from t2t_keras.decoding.translate import pad_ids
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
 
 TOL = 1e-5
@@ -82,12 +83,12 @@ def test_logits_and_greedy_outputs_equal_marians_computation(releases, variant, 
   params, config = reference.read(files["npz"])
   vocab = run.vocab
   outputs, ended = set(), ENDED
-  for source in english[:8]:
-    src = vocab.encode(source) + [EOS_ID]
+  sources = [vocab.encode(source) + [EOS_ID] for source in english[:8]]
+  ids, _ = greedy_decode(run.model, tf.constant(pad_ids(sources)), max_decode_length=20)
+  for src, row in zip(sources, ids.numpy()):
     theirs = reference.greedy(params, config, _to_marian(vocab, src), 20,
                               files["pieces"].index("</s>"))
-    ids, _ = greedy_decode(run.model, tf.constant([src]), max_decode_length=20)
-    ours = [int(i) for i in ids[0].numpy() if i != PAD_ID]
+    ours = [int(i) for i in row if i != PAD_ID]
     assert _to_marian(vocab, ours) == theirs
     outputs.add(tuple(ours))
   assert len(outputs) > 1  # the random model's outputs vary with the input
