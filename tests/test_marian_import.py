@@ -86,10 +86,15 @@ def test_logits_and_greedy_outputs_equal_marians_computation(releases, variant, 
   sources = [vocab.encode(source) + [EOS_ID] for source in english[:8]]
   ids, _ = greedy_decode(run.model, tf.constant(pad_ids(sources)), max_decode_length=20)
   for src, row in zip(sources, ids.numpy()):
+    memory = reference.encode(params, config, _to_marian(vocab, src))
     theirs = reference.greedy(params, config, _to_marian(vocab, src), 20,
                               files["pieces"].index("</s>"))
     ours = [int(i) for i in row if i != PAD_ID]
-    assert _to_marian(vocab, ours) == theirs
+    mine = _to_marian(vocab, ours)
+    if mine != theirs:  # float32 may flip a near tie (this scale: |logit error| < 2e-4)
+      t = next(t for t, (a, b) in enumerate(zip(mine + [-1], theirs + [-1])) if a != b)
+      logits = reference.decoder_logits(params, config, memory, theirs[:t])[-1]
+      assert abs(logits[mine[t]] - logits[theirs[t]]) < 1e-3, (mine, theirs)
     outputs.add(tuple(ours))
   assert len(outputs) > 1  # the random model's outputs vary with the input
   ended.append(sum(o[-1] == EOS_ID for o in outputs))

@@ -36,7 +36,7 @@ import yaml
 
 from t2t_keras import fileio
 from t2t_keras.errors import InputError
-from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID, content_ids
+from t2t_keras.ids import PAD_ID, UNK_ID, content_ids
 
 MEMBERS = ("source.spm", "target.spm", "vocab.yml")
 PAD_PIECE, EOS_PIECE, UNK_PIECE = "<pad>", "</s>", "<unk>"
@@ -136,38 +136,39 @@ class _Side:
     return MarianTokenizer(self.model_proto, self.model_proto, self._pieces)
 
 
-class MarianVocabulary(_Side):
+class MarianVocabulary:
   """The pair: `encode` is the source side's, `decode` the target side's (what a
   translation needs); `source` and `target` give each side whole.
 
   Args:
     path: the pair file (`write_archive`).
+    vocab_name: how errors in its vocab.yml name it (default: path:vocab.yml).
   """
 
-  def __init__(self, path):
+  def __init__(self, path, vocab_name=None):
     self.model_path = path
     try:
       with zipfile.ZipFile(io.BytesIO(fileio.read_bytes(path))) as archive:
         data = {name: archive.read(name) for name in MEMBERS}
     except (zipfile.BadZipFile, KeyError) as e:
       raise InputError(f"{path}: not a Marian vocabulary pair ({e})") from None
-    marian = read_vocab_yml(data["vocab.yml"].decode("utf-8"), f"{path}:vocab.yml")
+    marian = read_vocab_yml(data["vocab.yml"].decode("utf-8"),
+                            vocab_name or f"{path}:vocab.yml")
     pieces, self.marian_ids = our_order(marian)
     ids = {p: i for i, p in enumerate(pieces)}
-    assert ids[PAD_PIECE] == PAD_ID and ids[EOS_PIECE] == EOS_ID and ids[UNK_PIECE] == UNK_ID
     self.source = _Side(data["source.spm"], ids, pieces, "source")
     self.target = _Side(data["target.spm"], ids, pieces, "target")
     self.pad_added = self.marian_ids[PAD_ID] < 0
-    super().__init__(data["source.spm"], ids, pieces, "pair")
-    self.vocab_yml = data["vocab.yml"]
-
-  def decode(self, ids):
-    return self.target.decode(ids)
+    self.vocab_size = len(pieces)
+    self.encode, self.encode_batch = self.source.encode, self.source.encode_batch
+    self.decode = self.target.decode
+    self.id_to_piece, self.piece_to_id = self.target.id_to_piece, self.target.piece_to_id
 
   def tf_tokenizer(self):
     """In TF ops: tokenize source text, detokenize target ids (`MarianTokenizer`)."""
     from t2t_keras.data.marian_vocab_tf import MarianTokenizer  # pylint: disable=import-outside-toplevel
-    return MarianTokenizer(self.source.model_proto, self.target.model_proto, self._pieces)
+    return MarianTokenizer(self.source.model_proto, self.target.model_proto,
+                           self.target._pieces)  # pylint: disable=protected-access
 
   def __repr__(self):
     return f"MarianVocabulary({self.model_path!r}, vocab_size={self.vocab_size})"

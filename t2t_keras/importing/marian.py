@@ -301,11 +301,10 @@ def import_run(marian_dir, output_dir, *, files=None, problem="translate_paralle
   files = files or find_files(marian_dir)
   params, config = read_npz(files["npz"])
   vocab_data = [fileio.read_bytes(files[k]) for k in ("source_spm", "target_spm", "vocab")]
-  marian_vocab.read_vocab_yml(vocab_data[2].decode("utf-8"), files["vocab"])  # names the file
   with tempfile.TemporaryDirectory() as tmp:
     pair = os.path.join(tmp, runs.VOCAB_FILE)
     marian_vocab.write_archive(pair, *vocab_data)
-    vocab = marian_vocab.MarianVocabulary(pair)
+    vocab = marian_vocab.MarianVocabulary(pair, vocab_name=files["vocab"])
     hparams = to_hparams(config, vocab.pad_added, overrides)
     model = runs.build_model(hparams, vocab.vocab_size)
     load_weights(model, params, vocab.marian_ids)  # every check before anything is written
@@ -314,6 +313,6 @@ def import_run(marian_dir, output_dir, *, files=None, problem="translate_paralle
                                        max_to_keep=None)
   written = manager.save(checkpoint_number=0)
   runs.record(output_dir, imported_from={
-      "marian": {k: v for k, v in files.items()}, "pad_added": vocab.pad_added})
+      "marian": dict(files), "pad_added": vocab.pad_added})
   log(f"imported {files['npz']} -> {written}")
   return written

@@ -68,10 +68,10 @@ _T2T_CONVENTIONS = {"pos": ("timing", "emb"), "zero_pad_embedding": (False,),
                     "num_target_spaces": (0,), "shared_embedding_and_softmax_weights": (True,)}
 
 
-# Those of Marian's conventions (models imported from OPUS-MT), each at the value the
-# converter writes.
-_MARIAN_CONVENTIONS = {"attention_bias": False, "ffn_activation": "relu", "logit_bias": False,
-                       "separate_source_embedding": False, "softmax_excludes_pad": False}
+# Marian's conventions (models imported from OPUS-MT); the converter writes each at the
+# paper's value (`ABSENT_DEFAULTS`).
+_MARIAN_CONVENTIONS = ("attention_bias", "ffn_activation", "logit_bias",
+                       "separate_source_embedding", "softmax_excludes_pad")
 
 
 def check_supported(hparams, model_name="transformer"):
@@ -79,9 +79,10 @@ def check_supported(hparams, model_name="transformer"):
   if model_name != "transformer":
     raise UnsupportedError(f"CTranslate2 export supports the 'transformer' model, not "
                            f"{model_name!r}")
-  from t2t_keras.models.transformer import head_sizes  # pylint: disable=import-outside-toplevel
-  marian = [f"{key}={hparams.get(key)!r}" for key, written in _MARIAN_CONVENTIONS.items()
-            if hparams.get(key, written) != written]
+  # pylint: disable-next=import-outside-toplevel
+  from t2t_keras.models.transformer import ABSENT_DEFAULTS, convention, head_sizes
+  marian = [f"{key}={hparams.get(key)!r}" for key in _MARIAN_CONVENTIONS
+            if convention(hparams, key) != ABSENT_DEFAULTS[key]]
   if marian:
     raise UnsupportedError(
         f"CTranslate2 export of Marian's conventions ({', '.join(marian)}) is not built yet; "
