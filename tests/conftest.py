@@ -12,6 +12,11 @@ import shutil
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# One TensorFlow thread per pool, here and in the binaries tests start: the suite runs three
+# processes on two cores, and tiny models gain nothing from a second thread, while idle pool
+# threads spin on a busy core (docs/notebook.md, "The suite's time").
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 # Binaries started by tests keep their XLA programs (t2t_keras/xla_cache.py) in a
 # directory of this session, never in the user's cache.
 if "T2T_XLA_CACHE" not in os.environ:

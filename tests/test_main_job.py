@@ -2,9 +2,10 @@
 
 A post-norm transformer_tiny at learning-rate constant 2.0 climbed from a loss of 1.08 to 1.76
 between steps 200 and 500 and ended at 0% exact match on some CPUs; this test trains the
-registered default, as `run_main.sh` does, for STEPS steps on two seeds (side by side, one
-process each) and requires both to learn (dev token accuracy above ACCURACY) with no climb of the windowed training loss after
-warmup (the trainer's warning, `training/loss_guard.py`).
+registered default, as `run_main.sh` does, for STEPS steps and requires it to learn (dev token
+accuracy above ACCURACY) with no climb of the windowed training loss after warmup (the
+trainer's warning, `training/loss_guard.py`). Seed 1 runs by default; seed 2 in the slow tier
+(T2T_SLOW_TESTS=1), where the two train side by side.
 """
 
 import json
@@ -39,7 +40,7 @@ def numbers_data(tmp_path_factory):
   return data_dir
 
 
-SEEDS = (1, 2)
+SEEDS = (1, 2) if os.environ.get("T2T_SLOW_TESTS") == "1" else (1,)
 
 # One seed's training in its own process with one TensorFlow thread, so the seeds train side
 # by side on a 2-core machine (together about 0.6x the time of one after the other). Prints
@@ -61,7 +62,7 @@ print("RESULT " + json.dumps({"accuracy": summary["dev_accuracy"],
 """
 
 
-def test_default_recipe_learns_without_a_loss_climb_on_two_seeds(numbers_data, tmp_path):
+def test_default_recipe_learns_without_a_loss_climb(numbers_data, tmp_path):
   hp = registry.hparams("transformer_tiny")
   assert STEPS > hp.learning_rate_warmup_steps + 100  # the guard sees a full window after warmup
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")

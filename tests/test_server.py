@@ -5,8 +5,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import threading
 import time
 import urllib.request
@@ -285,45 +283,6 @@ def test_access_log_has_one_line_per_request(server):
   assert f'"POST /v1/models/{MODEL}:predict" 200 ' in lines[0]
   assert f'"POST /v1/models/{MODEL}:predict" 400 ' in lines[1]
   assert all(re.search(r" ms [0-9a-f]{32}$", line) for line in lines), lines  # request ids
-
-
-def test_queue_full_then_sigterm_answers_every_accepted_request(run_dir, tmp_path, loaded):
-  """Six requests wait in the queue (a 4 s batch timeout); a seventh that would overflow it
-  gets 503; SIGTERM then stops accepting connections, answers the six and exits 0."""
-  s = Server(run_dir, str(tmp_path / "serve.log"), "--max_batch_size=8",
-             "--max_queued_sentences=8", "--max_instances=8", "--batch_timeout_ms=4000")
-  results = [None] * 6
-
-  def client(i):
-    results[i] = predict(s.url, {"instances": [TINY_SENTENCES[i]]})
-
-  threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
-  for t in threads:
-    t.start()
-  deadline = time.time() + 60
-  while call(s.url, "/healthz")[1]["queued"] < 6:
-    assert time.time() < deadline, "requests never queued"
-    time.sleep(0.05)
-  status, body = predict(s.url, {"instances": ["nine"] * 3})
-  assert status == 503 and "--max_queued_sentences" in body["error"]
-  s.proc.send_signal(signal.SIGTERM)
-  refused = False
-  deadline = time.time() + 3
-  while not refused and time.time() < deadline:  # the six still wait for their batch
-    try:
-      socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
-      time.sleep(0.05)
-    except ConnectionRefusedError:
-      refused = True
-  assert refused, "still accepting connections after SIGTERM"
-  for t in threads:
-    t.join(timeout=120)
-  want = tf_serving_rows(loaded.signatures["serving_default"](
-      inputs=tf.constant(TINY_SENTENCES)))
-  for i, (status, body) in enumerate(results):
-    assert status == 200 and body["predictions"][0]["outputs"] == want[i]["outputs"]
-  status, out = s.stop(signalled=True)
-  assert status == 0 and "t2t-serve: stopped" in out
 
 
 def _chromium():

@@ -347,31 +347,60 @@ def start(run_dir, tmp_path):
       s.proc.wait()
 
 
-def test_sigterm_drains_then_answers_what_is_left_503_within_the_deadline(start):
-  s = start("--drain_seconds=3", "--batch_timeout_ms=1000")
-  stalled = _stalled_upload(s.port)
-  results = []
-  worker = threading.Thread(
-      target=lambda: results.append(predict(s.url, {"instances": ["nine"]})))
-  worker.start()
-  _wait_for(lambda: call(s.url, "/healthz")[1]["queued"] == 1, 5, "the request never queued")
+def _in_flight_upload(server):
+  """A stalled upload (_stalled_upload) once the server has read its headers: a request
+  in flight that SIGTERM's drain must wait for (before that, shutdown just closes it)."""
+  stalled = _stalled_upload(server.port)
+  _wait_for(lambda: _scrape(server)[("t2t_serve_in_flight_requests", frozenset())] == 1, 30,
+            "the server never read the stalled upload's headers")
+  return stalled
+
+
+def test_sigterm_stops_accepting_answers_the_queue_then_503_past_the_drain(start):
+  """Six requests wait in the queue (a 4-s batch timeout), a seventh that would overflow it
+  gets 503, and an upload stalls in flight. SIGTERM stops accepting connections and the six
+  are answered; the stalled upload gets 503 "shutting down" once --drain_seconds=6 are up
+  (the 120-s request deadline would 408), and the exit status (1) says so."""
+  s = start("--drain_seconds=6", "--batch_timeout_ms=4000", "--max_batch_size=8",
+            "--max_queued_sentences=8", "--max_instances=8")
+  stalled = _in_flight_upload(s)
+  results = [None] * 6
+
+  def client(i):
+    results[i] = predict(s.url, {"instances": [TINY_SENTENCES[i]]})
+
+  threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+  for t in threads:
+    t.start()
+  _wait_for(lambda: call(s.url, "/healthz")[1]["queued"] == 6, 60, "requests never queued")
+  status, body = predict(s.url, {"instances": ["nine"] * 3})
+  assert status == 503 and "--max_queued_sentences" in body["error"]
   signalled = time.time()
   s.proc.send_signal(signal.SIGTERM)
-  worker.join(timeout=30)
-  assert results and results[0][0] == 200, results  # accepted before SIGTERM: answered
+
+  def refused():
+    try:
+      socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
+      return False
+    except ConnectionRefusedError:
+      return True
+  _wait_for(refused, 3, "still accepting connections after SIGTERM")
+  for t in threads:
+    t.join(timeout=120)
+  for status, body in results:  # accepted before SIGTERM: answered
+    assert status == 200 and isinstance(body["predictions"][0]["outputs"], str), body
   status, headers, body = _read_answer(stalled, timeout=100)
   waited = time.time() - signalled
-  # 503 "shutting down" once the drain's 3 s are up (the 120-s request deadline would 408)
   assert status == 503 and "shutting down" in json.loads(body)["error"]
-  assert headers["retry-after"] == "1" and waited > 2.9, waited
+  assert headers["retry-after"] == "1" and waited > 5.9, waited
   code, out = s.stop(signalled=True)
   assert code == 1, (code, out)
-  assert "1 request(s) not finished within --drain_seconds=3 were answered 503" in out, out
+  assert "1 request(s) not finished within --drain_seconds=6 were answered 503" in out, out
 
 
 def test_a_second_sigterm_exits_at_once(start):
   s = start("--drain_seconds=60")
-  stalled = _stalled_upload(s.port)
+  stalled = _in_flight_upload(s)
   s.proc.send_signal(signal.SIGTERM)
   time.sleep(0.5)
   start = time.time()
