@@ -61,3 +61,30 @@ def beam_search(next_log_probs, beam_size, max_length, num_hypotheses, eos_id):
     alive = next_alive
   hypotheses.sort(key=lambda h: -h[1])
   return hypotheses[:num_hypotheses], min_gap
+
+
+ROWS, SOURCE_WIDTH, TARGET_WIDTH = 4, 48, 96  # the replays' fixed shapes: one trace a model
+
+
+def next_log_probs(model, source_ids):
+  """`beam_search`'s next_log_probs for a t2t_keras Transformer (its only use of the
+  package: the model's forward pass). fn(up to ROWS prefixes) -> float32 [len(prefixes),
+  V]: the model's log-softmax for the token after each prefix (no PAD masking beyond the
+  model's own: CTranslate2's search has none). One compiled teacher-forced call a step,
+  on fixed shapes (the causal mask makes the zeros after a prefix, and PAD's mask the
+  zeros after the source, change nothing)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  if not hasattr(model, "_test_teacher_forced"):
+    model._test_teacher_forced = tf.function(  # pylint: disable=protected-access
+        lambda inputs, targets: tf.nn.log_softmax(model({"inputs": inputs,
+                                                         "targets": targets})))
+  inputs = np.zeros([ROWS, SOURCE_WIDTH], np.int32)
+  inputs[:, :len(source_ids)] = source_ids
+
+  def fn(prefixes):
+    targets = np.zeros([ROWS, TARGET_WIDTH], np.int32)
+    for i, p in enumerate(prefixes):
+      targets[i, :len(p)] = p
+    log_probs = model._test_teacher_forced(inputs, targets).numpy()  # pylint: disable=protected-access
+    return np.stack([log_probs[i, len(p)] for i, p in enumerate(prefixes)])
+  return fn

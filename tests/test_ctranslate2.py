@@ -121,28 +121,6 @@ def built(numbers_vocab, tmp_path_factory):
   return out
 
 
-ROWS, SOURCE_WIDTH, TARGET_WIDTH = 4, 48, 96  # the replays' fixed shapes: one trace a model
-
-
-def next_log_probs(model, source_ids):
-  """fn(up to ROWS prefixes) -> float32 [len(prefixes), V]: the model's log-softmax for
-  the token after each prefix (no PAD masking: CTranslate2's search has none). One
-  compiled teacher-forced call a step, on fixed shapes (the causal mask makes the zeros
-  after a prefix, and PAD's mask the zeros after the source, change nothing)."""
-  if not hasattr(model, "_test_teacher_forced"):
-    model._test_teacher_forced = tf.function(  # pylint: disable=protected-access
-        lambda inputs, targets: tf.nn.log_softmax(model({"inputs": inputs,
-                                                         "targets": targets})))
-  inputs = np.zeros([ROWS, SOURCE_WIDTH], np.int32)
-  inputs[:, :len(source_ids)] = source_ids
-
-  def fn(prefixes):
-    targets = np.zeros([ROWS, TARGET_WIDTH], np.int32)
-    for i, p in enumerate(prefixes):
-      targets[i, :len(p)] = p
-    log_probs = model._test_teacher_forced(inputs, targets).numpy()  # pylint: disable=protected-access
-    return np.stack([log_probs[i, len(p)] for i, p in enumerate(prefixes)])
-  return fn
 
 
 class Comparison:
@@ -204,7 +182,7 @@ def test_greedy_agrees_except_at_near_ties(comparisons, name):
   assert max((d for _, d in c.same), default=0.0) < TOL
   for i, ours, _, theirs, _ in c.differ:
     t = first_divergence(ours + [EOS_ID], theirs + [EOS_ID])
-    log_probs = next_log_probs(c.run.model, c.sources[i])([ours[:t]])[0]
+    log_probs = ct2_search_reference.next_log_probs(c.run.model, c.sources[i])([ours[:t]])[0]
     gap = log_probs[(ours + [EOS_ID])[t]] - log_probs[(theirs + [EOS_ID])[t]]
     assert abs(gap) < TOL, (i, ours, theirs, gap)
 
@@ -226,7 +204,7 @@ def test_beam_search_differs_only_where_ours_found_better(comparisons, name):
     source = c.sources[i]
     limit = c.translator.limit(len(source) - 1)
     hyps, gap = ct2_search_reference.beam_search(
-        next_log_probs(c.run.model, source), beam, limit, beam, EOS_ID)
+        ct2_search_reference.next_log_probs(c.run.model, source), beam, limit, beam, EOS_ID)
     pieces = lambda ids: [c.run.vocab.id_to_piece(t) for t in ids]
     best = c.translator._rank([(pieces(h), s) for h, s in hyps], limit)[0]  # pylint: disable=protected-access
     if gap >= TOL:
@@ -265,7 +243,7 @@ def test_target_prefixes_agree_with_ours(built, comparisons, decode):
     differ += 1
     if c.settings.search.beam_size == 1:
       step = first_divergence(o[0][0] + [EOS_ID], their_ids + [EOS_ID])
-      log_probs = next_log_probs(c.run.model, sources[i])([o[0][0][:step]])[0]
+      log_probs = ct2_search_reference.next_log_probs(c.run.model, sources[i])([o[0][0][:step]])[0]
       gap = log_probs[(o[0][0] + [EOS_ID])[step]] - log_probs[(their_ids + [EOS_ID])[step]]
       assert abs(gap) < TOL, (i, o[0], t[0], gap)
     else:

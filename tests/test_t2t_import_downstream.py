@@ -2,8 +2,8 @@
 
 The shared checkpoint (../shared/data/t2t, tensor2tensor's own) is imported with
 t2t-import; then t2t-decoder (beam search with every beam, --score_file, an
-ensemble), t2t-exporter (SavedModel; CTranslate2's refusal), t2t-serve and
-t2t-trainer --warm_start_from on a data_dir in tensor2tensor's own file layout.
+ensemble), t2t-exporter (SavedModel; CTranslate2's refusal) and t2t-trainer
+--warm_start_from on a data_dir in tensor2tensor's own file layout.
 Scores are checked against the float64 reference written from t2t's source
 (`t2t_numpy_reference.py`), not against the package's own numbers.
 """
@@ -12,9 +12,6 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
-import sys
-import urllib.request
 
 import numpy as np
 import pytest
@@ -136,7 +133,10 @@ def test_an_ensemble_of_two_copies_decodes_as_one(imported, tmp_path, capsys):
   assert outputs[0] == outputs[1] and outputs[0].strip()
 
 
-def test_savedmodel_and_server_translate_as_the_decoder(imported, tmp_path, capsys):
+def test_savedmodel_translates_as_the_decoder(imported, tmp_path, capsys):
+  """t2t-exporter's SavedModel of the imported run translates as t2t-decoder. (That it
+  loads with TensorFlow and TF Text only, t2t's subword tokenizer in its graph:
+  test_t2t_subwords.py; t2t-serve on an imported run: test_marian_downstream.py.)"""
   run_dir, _, _, _ = imported
   sources = lines("val", "en", 4)
   (tmp_path / "src.en").write_text("\n".join(sources) + "\n", encoding="utf-8")
@@ -150,23 +150,9 @@ def test_savedmodel_and_server_translate_as_the_decoder(imported, tmp_path, caps
                             f"--export_dir={export_dir}", f"--decode_hparams={DECODE}",
                             "--export_version=3")
   assert code == 0, err
-  # t2t-serve loads the SavedModel with tensorflow and tensorflow-text only (test_house's walls).
-  server = subprocess.Popen(
-      [sys.executable, "-m", "t2t_keras.bin.serve", f"--export_dir={export_dir}", "--port=0"],
-      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-  try:
-    ready = server.stdout.readline().strip()
-    assert ready.startswith("t2t-serve: serving translate_ende_wmt8k version 3 at http://"), ready
-    url = ready.rsplit(" ", 1)[1].rstrip("/")
-    request = urllib.request.Request(f"{url}/v1/models/translate_ende_wmt8k:predict",
-                                     data=json.dumps({"instances": sources}).encode())
-    with urllib.request.urlopen(request, timeout=120) as response:
-      rows = json.load(response)["predictions"]
-    assert [r["outputs"] for r in rows] == expected
-  finally:
-    server.terminate()
-    server.communicate(timeout=120)
+  served = tf.saved_model.load(str(export_dir / "3")).signatures["serving_default"](
+      inputs=tf.constant(sources))["outputs"].numpy()
+  assert [t.decode() for t in served] == expected
 
 
 def test_ctranslate2_export_is_refused_in_one_line(imported, tmp_path, capsys):
@@ -174,8 +160,8 @@ def test_ctranslate2_export_is_refused_in_one_line(imported, tmp_path, capsys):
   code, _, err = run_binary(capsys, "exporter", f"--output_dir={imported[0]}",
                             "--format=ctranslate2", f"--export_dir={tmp_path / 'ct2'}")
   assert code == 1 and err.count("\n") == 1
-  assert ("CTranslate2 export of tensor2tensor's conventions (pos='timing_t2t', "
-          "zero_pad_embedding=True, num_target_spaces=32) is not built") in err
+  assert ("CTranslate2 export of tensor2tensor's target-space embedding "
+          "(num_target_spaces=32) is not built") in err
   assert not (tmp_path / "ct2").exists()
 
 

@@ -10,24 +10,32 @@
 The output directory:
 
     model.bin, config.json          CTranslate2's TransformerSpec (its own format)
-    shared_vocabulary.json          the sentencepiece pieces, id order (source = target)
-    sentencepiece.model             the run's sentencepiece model, to tokenize
+    shared_vocabulary.json          the vocabulary's pieces, id order (source = target)
+    sentencepiece.model             the run's sentencepiece model, to tokenize; for a
+                                    Marian pair (an OPUS-MT import) source.spm and
+                                    target.spm instead
     t2t_decoding.json               the decoding the run chose (beam, alpha, lengths)
     README.md                       how to call it with the same settings
 
-The mapping (every weight copied, none approximated): one embedding matrix for
-encoder, decoder and the bias-free softmax, scaled by sqrt(d_model); position
-tables written out (the paper's interleaved sinusoids, or the learned table), so
-CTranslate2's own sinusoids (halves, positions from 1) are never used; attention
-without biases, d_k = d_v per head as `head_dim`; ReLU FFN with biases; post- or
-pre-norm with the run's epsilon; the decoder starts from piece 0 (PAD, t2t's start
-symbol) and sources end with EOS (`add_source_eos`). The softmax is the model's own,
-PAD included: our searches rule PAD out after the softmax, which no CTranslate2
-option does (its suppression renormalizes), so `ct2_translate` drops hypotheses
-holding PAD instead, and every log probability stays the model's.
+The mapping (every weight copied, none approximated): the source and target
+embeddings (one matrix unless the run has Marian's separate source table, PAD's row
+zeroed where the model zeroes it), scaled by sqrt(d_model); the pre-softmax matrix
+(the target embedding's unless t2t's separate one) with the run's logit bias, if any,
+and PAD's -1e9 where the model keeps PAD out of the softmax (`softmax_excludes_pad`:
+exp(-1e9) is exactly 0 in float32, so the softmax is the model's); position tables
+written out (the run's sinusoids in its layout, or the learned table), so
+CTranslate2's own sinusoids (halves, positions from 1) are never used; attention with
+the run's biases, if any, d_k = d_v per head as `head_dim`; a ReLU or swish FFN with
+biases; post- or pre-norm with the run's epsilon; the decoder starts from piece 0 (PAD,
+t2t's start symbol; a zero vector for Marian's imports, as Marian starts) and sources end
+with EOS (`add_source_eos`). Otherwise the softmax is the model's own, PAD included: our
+searches rule PAD out after the softmax, which no CTranslate2 option does (its
+suppression renormalizes), so `ct2_translate` drops hypotheses holding PAD instead, and
+every log probability stays the model's.
 
 What CTranslate2 cannot express is refused with one line (`UnsupportedError`):
-d_k != d_v, a model other than the Transformer.
+d_k != d_v, a model other than the Transformer, tensor2tensor's target-space
+embedding, a vocabulary that is not sentencepiece (t2t's subwords).
 """
 
 import json
@@ -37,7 +45,7 @@ import tempfile
 
 import numpy as np
 
-from t2t_keras import runs
+from t2t_keras import fileio, runs
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
@@ -46,6 +54,7 @@ QUANTIZATIONS = ("none", "float32", "int8", "int8_float32", "int8_float16", "int
                  "int16", "float16", "bfloat16")
 DECODING_FILE = "t2t_decoding.json"
 SPM_FILE = "sentencepiece.model"
+SOURCE_SPM_FILE, TARGET_SPM_FILE = "source.spm", "target.spm"  # a Marian pair's
 
 
 class UnsupportedError(InputError):
@@ -62,40 +71,19 @@ def import_ctranslate2():
   return ctranslate2
 
 
-# The values the converter writes of the hparams that hold tensor2tensor's conventions
-# (imported runs).
-_T2T_CONVENTIONS = {"pos": ("timing", "emb"), "zero_pad_embedding": (False,),
-                    "num_target_spaces": (0,), "shared_embedding_and_softmax_weights": (True,)}
-
-
-# Marian's conventions (models imported from OPUS-MT); the converter writes each at the
-# paper's value (`ABSENT_DEFAULTS`).
-_MARIAN_CONVENTIONS = ("attention_bias", "ffn_activation", "logit_bias",
-                       "separate_source_embedding", "softmax_excludes_pad")
-
-
 def check_supported(hparams, model_name="transformer"):
   """UnsupportedError (one line) for a run CTranslate2 cannot run exactly."""
   if model_name != "transformer":
     raise UnsupportedError(f"CTranslate2 export supports the 'transformer' model, not "
                            f"{model_name!r}")
   # pylint: disable-next=import-outside-toplevel
-  from t2t_keras.models.transformer import ABSENT_DEFAULTS, convention, head_sizes
-  marian = [f"{key}={hparams.get(key)!r}" for key in _MARIAN_CONVENTIONS
-            if convention(hparams, key) != ABSENT_DEFAULTS[key]]
-  if marian:
+  from t2t_keras.models.transformer import convention, head_sizes
+  if convention(hparams, "num_target_spaces"):
     raise UnsupportedError(
-        f"CTranslate2 export of Marian's conventions ({', '.join(marian)}) is not built yet; "
-        "an OPUS-MT release converts with CTranslate2's own ct2-opus-mt-converter, and this "
-        "run decodes, exports a SavedModel and serves as it is")
-  t2t = [f"{key}={hparams.get(key)!r}" for key, written in _T2T_CONVENTIONS.items()
-         if hparams.get(key, written[0]) not in written]
-  if t2t:
-    raise UnsupportedError(
-        f"CTranslate2 export of tensor2tensor's conventions ({', '.join(t2t)}) is not built: "
-        "a converter would fold the target-space row into the source embeddings and zero "
-        "the decoder's start row, and ct2_translate.py would need t2t's subword tokenizer "
-        "beside sentencepiece; decode, export a SavedModel or serve this run instead")
+        "CTranslate2 export of tensor2tensor's target-space embedding (num_target_spaces="
+        f"{convention(hparams, 'num_target_spaces')}) is not built: a converter would fold "
+        "the row into the source embeddings, and ct2_translate.py would need t2t's subword "
+        "tokenizer beside sentencepiece; decode, export a SavedModel or serve this run instead")
   d_k, d_v = head_sizes(hparams)
   if d_k != d_v:
     raise UnsupportedError(
@@ -108,15 +96,21 @@ def _np(variable):
   return np.asarray(variable.numpy(), dtype=np.float32)
 
 
-def position_table(model):
-  """float32 [positions, d_model]: the learned table, or the sinusoids the model adds
-  (hparams.max_positions rows either way)."""
-  hp = model.hparams
-  if hp.pos == "emb":
-    return _np(model.encoder_positions.position_embeddings)
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  from t2t_keras.layers.embedding import sinusoid_encoding  # pylint: disable=import-outside-toplevel
-  return np.asarray(sinusoid_encoding(tf.range(hp.max_positions), hp.hidden_size), np.float32)
+def position_table(positions):
+  """float32 [max_positions, d_model]: what a `PositionalEncoding` layer adds at each
+  position from 0 (its learned table, or its kind of sinusoids)."""
+  if positions.kind == "emb":
+    return _np(positions.position_embeddings)
+  zeros = np.zeros([1, positions.max_positions, positions.hidden_size], np.float32)
+  return np.asarray(positions(zeros)[0], np.float32)
+
+
+def _table(embedding):
+  """A `SharedEmbedding`'s rows, PAD's zero where the layer zeroes it (`zero_pad`)."""
+  table = _np(embedding.embeddings)
+  if embedding.zero_pad:
+    table[0] = 0.0
+  return table
 
 
 def _linear_t(kernel):
@@ -141,17 +135,21 @@ def _attention(spec, attention, residual, self_attention):
 
   Self-attention: linear[0] = fused Q, K, V; linear[1] = output. Encoder-decoder:
   linear[0] = Q, linear[1] = fused K, V (over the encoder output); linear[2] = output.
+  Biases (Marian's bq, bk, bv, bo: `attention_bias`) go beside their weights.
   """
   _norm(spec.layer_norm, residual.layer_norm)
-  q, k, v = (_linear_t(d.kernel) for d in (attention.query_dense, attention.key_dense,
-                                            attention.value_dense))
-  if self_attention:
-    spec.linear[0].weight = np.concatenate([q, k, v], axis=0)
-    spec.linear[1].weight = _output_t(attention.output_dense.kernel)
-  else:
-    spec.linear[0].weight = q
-    spec.linear[1].weight = np.concatenate([k, v], axis=0)
-    spec.linear[2].weight = _output_t(attention.output_dense.kernel)
+  dense = (attention.query_dense, attention.key_dense, attention.value_dense)
+  weights = [_linear_t(d.kernel) for d in dense]
+  biases = [_np(d.bias).reshape(-1) for d in dense] if attention.use_bias else None
+  fused = [(0, 1, 2)] if self_attention else [(0,), (1, 2)]
+  for i, group in enumerate(fused):
+    spec.linear[i].weight = np.concatenate([weights[j] for j in group], axis=0)
+    if biases:
+      spec.linear[i].bias = np.concatenate([biases[j] for j in group], axis=0)
+  output = spec.linear[len(fused)]
+  output.weight = _output_t(attention.output_dense.kernel)
+  if attention.use_bias:
+    output.bias = _np(attention.output_dense.bias)
   spec.queries_scale = np.float32(attention.key_size ** -0.5)
 
 
@@ -168,24 +166,33 @@ def build_spec(model, pieces):
   `pieces` (the vocabulary's pieces in id order) as source and target vocabulary."""
   import_ctranslate2()
   from ctranslate2.specs import common_spec, transformer_spec  # pylint: disable=import-outside-toplevel
-  from t2t_keras.models.transformer import head_sizes  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from t2t_keras.models.transformer import convention, head_sizes
   hp = model.hparams
   check_supported(hp)
   pre_norm = hp.norm_type == "pre"
   d_k, _ = head_sizes(hp)
   head_dim = None if d_k * hp.num_heads == hp.hidden_size else d_k
-  common = dict(pre_norm=pre_norm, activation=common_spec.Activation.RELU, head_dim=head_dim)
+  activation = {"relu": common_spec.Activation.RELU, "swish": common_spec.Activation.SWISH}[
+      convention(hp, "ffn_activation")]
+  common = dict(pre_norm=pre_norm, activation=activation, head_dim=head_dim)
   spec = transformer_spec.TransformerSpec(
       transformer_spec.TransformerEncoderSpec(hp.num_encoder_layers, hp.num_heads, **common),
       transformer_spec.TransformerDecoderSpec(hp.num_decoder_layers, hp.num_heads, **common))
-  embeddings = _np(model.embedding.embeddings)
-  positions = position_table(model)
-  spec.encoder.embeddings[0].weight = embeddings
-  spec.decoder.embeddings.weight = embeddings
-  spec.decoder.projection.weight = embeddings
-  spec.encoder.position_encodings.encodings = positions
-  spec.decoder.position_encodings.encodings = (
-      _np(model.decoder_positions.position_embeddings) if hp.pos == "emb" else positions)
+  source, target = _table(model.source_embedding), _table(model.target_embedding)
+  if model.source_embedding is model.target_embedding:
+    target = source  # one array: CTranslate2 stores it once
+  spec.encoder.embeddings[0].weight = source
+  spec.decoder.embeddings.weight = target
+  softmax = model.softmax_embedding
+  spec.decoder.projection.weight = (
+      target if softmax is model.target_embedding and not softmax.zero_pad
+      else _np(softmax.embeddings))
+  bias = model.softmax_bias()  # Marian's logit bias and PAD's -1e9 (softmax_excludes_pad)
+  if bias is not None:
+    spec.decoder.projection.bias = _np(bias)
+  spec.encoder.position_encodings.encodings = position_table(model.encoder_positions)
+  spec.decoder.position_encodings.encodings = position_table(model.decoder_positions)
   for ours, theirs in zip(model.encoder_layers, spec.encoder.layer):
     _attention(theirs.self_attention, ours.self_attention, ours.self_attention_residual, True)
     _ffn(theirs.ffn, ours.ffn, ours.ffn_residual)
@@ -232,11 +239,12 @@ Translate with the same settings (ctranslate2 and sentencepiece only):
 or from Python:
 
     import ctranslate2, sentencepiece as spm
-    sp = spm.SentencePieceProcessor(model_file="THIS_DIR/{spm_file}")
+    source = spm.SentencePieceProcessor(model_file="THIS_DIR/{source_spm}")
+    target = spm.SentencePieceProcessor(model_file="THIS_DIR/{target_spm}")
     translator = ctranslate2.Translator("THIS_DIR", device="cpu")
-    pieces = sp.encode(["A sentence."], out_type=str)     # EOS is added by the model
+    pieces = source.encode(["A sentence."], out_type=str)  # EOS is added by the model
     best = translator.translate_batch(pieces, beam_size={beam_size}, length_penalty={alpha})
-    sp.decode(best[0].hypotheses[0])
+    target.decode(best[0].hypotheses[0])
 
 CTranslate2's own length penalty is length ** alpha (not t2t's), and its beam search
 stops differently: `ct2_translate.py` asks for an n-best list without a penalty and
@@ -276,6 +284,7 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   decoding = DecodingSpec.for_run(info.get("problem"), decode_hparams, hparams,
                                   max_input_length)
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
+  tokenizers = _tokenizer_files(vocab)
   pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]
   spec = build_spec(model, pieces)
   settings = decoding_settings(decoding.settings.search, decoding.input_limit, hparams,
@@ -284,7 +293,7 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(prefix=".ct2-", dir=parent)
   try:
-    _write(tmp, spec, quantization, info["vocab_path"],
+    _write(tmp, spec, quantization, tokenizers,
            dict(settings, checkpoint_path=os.path.basename(ckpt), quantization=quantization))
     if os.path.exists(ct2_dir):
       shutil.rmtree(ct2_dir)
@@ -296,16 +305,35 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   return ct2_dir
 
 
-def _write(directory, spec, quantization, vocab_path, settings):
+def _tokenizer_files(vocab):
+  """{file name: sentencepiece model bytes} for ct2_translate: SPM_FILE, or a Marian pair's
+  SOURCE_SPM_FILE and TARGET_SPM_FILE; UnsupportedError for another vocabulary."""
+  # pylint: disable-next=import-outside-toplevel
+  from t2t_keras.data.marian_vocab import MarianVocabulary
+  from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
+  if isinstance(vocab, MarianVocabulary):
+    return {SOURCE_SPM_FILE: vocab.source.model_proto, TARGET_SPM_FILE: vocab.target.model_proto}
+  if isinstance(vocab, SubwordVocabulary):
+    return {SPM_FILE: fileio.read_bytes(vocab.model_path)}
+  raise UnsupportedError(f"CTranslate2 export needs a sentencepiece vocabulary; "
+                         f"{vocab!r} is not one (ct2_translate.py tokenizes with sentencepiece)")
+
+
+def _write(directory, spec, quantization, tokenizers, settings):
   """The model directory's files (module docstring) into an empty `directory`."""
   spec.validate()
   spec.optimize(quantization=None if quantization == "none" else quantization)
   spec.save(directory)
-  shutil.copyfile(vocab_path, os.path.join(directory, SPM_FILE))
+  for name, data in tokenizers.items():
+    with open(os.path.join(directory, name), "wb") as f:
+      f.write(data)
   with open(os.path.join(directory, DECODING_FILE), "w") as f:
     json.dump(settings, f, indent=2)
   cap = (f" (never more than {settings['max_decode_length']})"
          if settings["max_decode_length"] else "")
   with open(os.path.join(directory, "README.md"), "w") as f:
-    f.write(README.format(checkpoint=settings["checkpoint_path"], cap=cap, spm_file=SPM_FILE,
+    source_spm, target_spm = (SPM_FILE, SPM_FILE) if SPM_FILE in tokenizers else (
+        SOURCE_SPM_FILE, TARGET_SPM_FILE)
+    f.write(README.format(checkpoint=settings["checkpoint_path"], cap=cap,
+                          source_spm=source_spm, target_spm=target_spm,
                           **{k: v for k, v in settings.items() if k != "checkpoint_path"}))

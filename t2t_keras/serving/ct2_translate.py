@@ -47,6 +47,8 @@ import sys
 PAD_PIECE_ID, EOS_PIECE_ID = 0, 1  # t2t_keras.ids' (not imported: this file stands alone)
 DECODING_FILE = "t2t_decoding.json"
 SPM_FILE = "sentencepiece.model"
+SOURCE_SPM_FILE, TARGET_SPM_FILE = "source.spm", "target.spm"  # a Marian pair's
+VOCABULARY_FILE = "shared_vocabulary.json"  # the model's pieces in id order (CTranslate2's)
 DEFAULT_PATIENCE = 1.0
 
 
@@ -56,7 +58,7 @@ def length_penalty(length, alpha):
 
 
 class Ct2Translator:
-  """A converted model, its sentencepiece model and the run's decoding.
+  """A converted model, its sentencepiece model (a Marian pair: two) and the run's decoding.
 
   Args:
     model_dir: the directory t2t-exporter --format=ctranslate2 wrote.
@@ -89,9 +91,17 @@ class Ct2Translator:
     self.translator = ctranslate2.Translator(
         model_dir, device=device, compute_type=compute_type,
         intra_threads=intra_threads or os.cpu_count() or 1, inter_threads=1)
-    self.sp = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, SPM_FILE))
-    self.eos = self.sp.id_to_piece(EOS_PIECE_ID)
-    self.pad = self.sp.id_to_piece(PAD_PIECE_ID)
+    # Text <-> pieces: one sentencepiece model, or a Marian pair's source and target ones;
+    # pieces <-> ids: the model's vocabulary.
+    files = ((SPM_FILE, SPM_FILE) if os.path.exists(os.path.join(model_dir, SPM_FILE))
+             else (SOURCE_SPM_FILE, TARGET_SPM_FILE))
+    self.source_sp, self.target_sp = (
+        spm.SentencePieceProcessor(model_file=os.path.join(model_dir, name)) for name in files)
+    with open(os.path.join(model_dir, VOCABULARY_FILE), encoding="utf-8") as f:
+      self.pieces = json.load(f)
+    self.piece_ids = {p: i for i, p in enumerate(self.pieces)}
+    self.eos = self.pieces[EOS_PIECE_ID]
+    self.pad = self.pieces[PAD_PIECE_ID]
 
   @property
   def compute_type(self):
@@ -196,12 +206,12 @@ class Ct2Translator:
       rows.append((tuple(i for i in row[:end] if i != PAD_PIECE_ID),
                    tuple(i for i in prefix_row if i != PAD_PIECE_ID)))
     distinct = list(dict.fromkeys(rows))
-    pieces = lambda ids: [self.sp.id_to_piece(i) for i in ids]  # noqa: E731
+    pieces = lambda ids: [self.pieces[i] for i in ids]  # noqa: E731
     found = dict(zip(distinct, self.translate_pieces(
         [pieces(r) for r, _ in distinct],
         None if prefix is None else [pieces(p) for _, p in distinct])))
     beam = int(self.settings["beam_size"])
-    nbest = [[[self.sp.piece_to_id(p) for p in pieces] + [EOS_PIECE_ID]
+    nbest = [[[self.piece_ids[p] for p in pieces] + [EOS_PIECE_ID]
               for pieces, _ in found[r]] for r in rows]
     length = max(len(h) for hyps in nbest for h in hyps)
     ids = np.zeros([len(rows), beam, length], np.int32)
@@ -215,10 +225,10 @@ class Ct2Translator:
   def translate(self, sentences, nbest=False, prefixes=None):
     """[(translation, score)] per sentence, or with nbest [[(translation, score), ...]];
     `prefixes`: target text each translation starts with ("": none)."""
-    pieces = self.sp.encode(list(sentences), out_type=str)
+    pieces = self.source_sp.encode(list(sentences), out_type=str)
     prefix_pieces = None if prefixes is None else [
-        self.sp.encode(p, out_type=str) if p else [] for p in prefixes]
-    results = [[(self.sp.decode(p), s) for p, s in hyps]
+        self.target_sp.encode(p, out_type=str) if p else [] for p in prefixes]
+    results = [[(self.target_sp.decode(p), s) for p, s in hyps]
                for hyps in self.translate_pieces(pieces, prefix_pieces)]
     return results if nbest else [hyps[0] for hyps in results]
 
