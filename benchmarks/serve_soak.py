@@ -15,8 +15,12 @@ polling (`--poll_seconds=2 --keep_versions=2`), then runs, all at once, for --mi
   abandoned  one client sending a request every 0.2 s and closing before the answer
   swap       half-way, a copy of the version is renamed into the base as version + 1
 Each minute it prints the good requests answered, errors by kind, latency p50 / p99 of
-that minute and the server's resident memory; at the end, the totals, the RSS drift
-(the last minute against the first after warm-up) and RESULT lines. The server is
+that minute and the server's resident memory; at the end, the totals, the RSS drift and
+RESULT lines. With `--keep_versions=2` the new version is loaded beside the old one, so
+memory steps up once; the drift is measured within each version's stretch: minute 2 to
+the last minute before the swap, and the first minute that starts a minute after the
+new version is AVAILABLE (`GET /v1/models/NAME`) to the last; the larger of the two is
+the RESULT. The server is
 stopped with SIGTERM; its exit status is reported. Exits 1 if a good request went
 unanswered, a bad body got a 5xx, or the server exited non-zero.
 """
@@ -33,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # pylint: disable-next=wrong-import-position
@@ -156,15 +161,19 @@ def _soak(args, base, version):
               threading.Thread(target=abandoning_client, args=(port, model, tally, stop))]
   for w in workers:
     w.start()
-  rss, swapped, minute = [], False, 0
+  rss, minute = [], 0
+  swapped = available = None  # the minutes (0-based) of the swap and of the new version's load
   while time.time() - start < args.minutes * 60:
     time.sleep(1.0)
-    if not swapped and time.time() - start > args.minutes * 30:
+    if swapped is None and time.time() - start > args.minutes * 30:
       staging = os.path.join(base, f".tmp-{version + 1}")
       shutil.copytree(os.path.join(base, str(version)), staging)
       os.rename(staging, os.path.join(base, str(version + 1)))
-      swapped = True
+      swapped = minute
       print(f"version {version + 1} published", flush=True)
+    elif swapped is not None and available is None and _serves(port, model, version + 1):
+      available = minute
+      print(f"version {version + 1} available", flush=True)
     if time.time() - start >= (minute + 1) * 60:
       rss.append(rss_mib(proc.pid))
       _report_minute(minute, tally, rss[-1])
@@ -174,15 +183,40 @@ def _soak(args, base, version):
     w.join(timeout=120)
   proc.send_signal(signal.SIGTERM)
   code = proc.wait(timeout=120)
-  return _summary(tally, rss, code)
+  return _summary(tally, rss, code, swapped, available)
 
 
-def _summary(tally, rss, code):
+def _serves(port, model, version):
+  """Whether the server lists `version` as AVAILABLE."""
+  try:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/{model}",
+                                timeout=10) as response:
+      status = json.load(response)["model_version_status"]
+  except (OSError, ValueError, KeyError):
+    return False
+  return any(s["version"] == str(version) and s["state"] == "AVAILABLE" for s in status)
+
+
+def _drifts(rss, swapped, available):
+  """[(label, percent)]: the last RSS sample against the first after warm-up, within each
+  version's stretch (module docstring); rss[i] is minute i + 1's."""
+  def drift(first, last):
+    return (rss[last] / rss[first] - 1) * 100 if last > first else float("nan")
+  if swapped is None:
+    return [("minute 2 to the last", drift(1, len(rss) - 1))]
+  out = [(f"minute 2 to {swapped}", drift(1, swapped - 1))]
+  if available is not None:  # minute `available + 2` starts a minute after the load
+    out.append((f"minute {available + 2} to {len(rss)}", drift(available + 1, len(rss) - 1)))
+  return out
+
+
+def _summary(tally, rss, code, swapped, available):
   lat = sorted(s for minute in tally.latencies.values() for s in minute)
   counts = tally.counts
   bad = {k: v for k, v in counts.items()
          if k.startswith(("good got", "bad got", "slow got", "slow not")) or k == "unanswered"}
-  drift = (rss[-1] / rss[1] - 1) * 100 if len(rss) > 2 else float("nan")
+  drifts = _drifts(rss, swapped, available)
+  drift = max((d for _, d in drifts), key=abs)
   print(f"good requests answered: {counts['answered']}; unanswered: {counts['unanswered']}")
   print(f"refused bad bodies: {counts['bad refused 4xx']}; slow connections closed with 408: "
         f"{counts['slow closed 408']}; abandoned requests: {counts['abandoned']}")
@@ -190,8 +224,8 @@ def _summary(tally, rss, code):
   if lat:
     print(f"latency p50 {statistics.median(lat) * 1000:.1f} ms, p99 "
           f"{lat[int(0.99 * (len(lat) - 1))] * 1000:.1f} ms")
-  print(f"RSS per minute (MiB): {', '.join(f'{r:.0f}' for r in rss)}; last minute against "
-        f"minute 2: {drift:+.1f}%")
+  print(f"RSS per minute (MiB): {', '.join(f'{r:.0f}' for r in rss)}; drift "
+        + ", ".join(f"{label}: {d:+.1f}%" for label, d in drifts))
   print(f"server exit status after SIGTERM: {code}")
   print(f"RESULT soak_unanswered {counts['unanswered']}")
   print(f"RESULT soak_rss_drift_percent {drift:.1f}")
