@@ -31,8 +31,8 @@ ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed (pip install 't2t-keras[ctranslate2]')")
 
 import ct2_search_reference  # noqa: E402
+from binaries import run_binary  # noqa: E402
 from conftest import make_tiny_run  # noqa: E402
-from t2t_keras import bin as t2t_bin  # noqa: E402
 from t2t_keras.bin import decoder as decoder_bin  # noqa: E402
 from t2t_keras.bin import exporter as exporter_bin  # noqa: E402
 from t2t_keras import registry, runs  # noqa: E402
@@ -287,14 +287,6 @@ def test_unsupported_settings_are_refused_with_one_line(tmp_path):
     ct2_convert.check_supported(registry.hparams("transformer_tiny"), "lstm_seq2seq")
   with pytest.raises(InputError, match="--quantization='int4': expected one of none, float32"):
     ct2_convert.convert_run(make_tiny_run(tmp_path), quantization="int4")
-
-
-def run_binary(capsys, module, *args):
-  """(exit code, stdout, stderr) of a binary run in this process."""
-  capsys.readouterr()
-  code = t2t_bin.run_in_process(module, [module.NAME, *args])
-  out = capsys.readouterr()
-  return code, out.out, out.err
 
 
 def test_exporter_and_decoder_binaries(built, comparisons, dev_inputs, tmp_path, capsys):

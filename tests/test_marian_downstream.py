@@ -22,6 +22,7 @@ import pytest
 
 import marian_fixture as fixture
 import marian_reference as reference
+from binaries import run_binary
 from conftest import SHARED_DATA
 from t2t_keras import bin as t2t_bin, runs
 from t2t_keras.bin import avg_all as avg_all_bin
@@ -39,16 +40,6 @@ VARIANT = "post_swish_tied_all"
 EXTRA = 6
 DECODE = f"beam_size=3,alpha=0,extra_length={EXTRA},batch_size=8,jit=false"
 MULTI30K = os.path.join(SHARED_DATA, "multi30k", "{}.{}.gz")
-BINARIES = {"import": import_bin, "decoder": decoder_bin, "exporter": exporter_bin,
-            "avg-all": avg_all_bin, "trainer": trainer_bin, "datagen": datagen_bin}
-
-
-def run_binary(capsys, name, *args):
-  """(exit code, stdout, stderr) of t2t-<name>, run in this process."""
-  capsys.readouterr()
-  code = t2t_bin.run_in_process(BINARIES[name], [f"t2t-{name}", *args])
-  out = capsys.readouterr()
-  return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +75,7 @@ def test_beams_and_their_scores_are_marians(imported, tmp_path, capsys):
   text of the search's ids, each scored (alpha 0: the sum of log probs) as Marian does."""
   run_dir, marian = imported[0]
   english, _ = fixture.corpus(5, seed=23)
-  code, _, err = run_binary(capsys, "decoder", f"--output_dir={run_dir}",
+  code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={run_dir}",
                             f"--decode_from_file={_write(tmp_path / 'src.en', english)}",
                             f"--decode_to_file={tmp_path / 'beams'}",
                             f"--decode_hparams={DECODE},return_beams=true")
@@ -128,7 +119,7 @@ def test_an_ensemble_of_two_imported_runs_is_their_mean(imported, tmp_path, caps
   """t2t-decoder --output_dir=RUN1,RUN2 (greedy): each output is the argmax of the two
   Marian models' mean probabilities at every step, as computed by the reference."""
   english, _ = fixture.corpus(6, seed=29)
-  code, _, err = run_binary(capsys, "decoder",
+  code, _, err = run_binary(capsys, decoder_bin,
                             f"--output_dir={imported[0][0]},{imported[1][0]}",
                             f"--decode_from_file={_write(tmp_path / 'src.en', english)}",
                             f"--decode_to_file={tmp_path / 'out'}",
@@ -234,7 +225,7 @@ def test_averaged_run_exports_and_serves_as_the_decoder(averaged, tmp_path, caps
   sentencepiece models in the graph) answers as t2t-decoder decodes."""
   avg, sources, expected = averaged
   export_dir = tmp_path / "export"
-  code, _, err = run_binary(capsys, "exporter", f"--output_dir={avg}",
+  code, _, err = run_binary(capsys, exporter_bin, f"--output_dir={avg}",
                             f"--export_dir={export_dir}", f"--decode_hparams={DECODE}",
                             "--export_version=5")
   assert code == 0, err
@@ -264,7 +255,7 @@ def test_averaged_run_exports_to_ctranslate2_and_translates_as_ours(averaged, tm
   from t2t_keras.serving.ct2_translate import Ct2Translator  # pylint: disable=import-outside-toplevel
   avg, sources, _ = averaged
   ct2_dir = tmp_path / "ct2"
-  code, _, err = run_binary(capsys, "exporter", f"--output_dir={avg}", "--format=ctranslate2",
+  code, _, err = run_binary(capsys, exporter_bin, f"--output_dir={avg}", "--format=ctranslate2",
                             f"--export_dir={ct2_dir}", f"--decode_hparams={DECODE}")
   assert code == 0, err
   assert {"source.spm", "target.spm"} <= set(os.listdir(ct2_dir))
