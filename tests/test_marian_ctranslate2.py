@@ -76,7 +76,8 @@ def _fixed_targets(vocab):
 
 
 def _ct2_log_probs(translator, vocab, sources, targets):
-  """float64 [all target tokens]: CTranslate2's log prob of each, sentence after sentence."""
+  """Per sentence, float64 [target length + 1]: CTranslate2's log prob of each target
+  token and of the </s> it appends."""
   results = translator.score_batch([_pieces(vocab, s) for s in sources],
                                    [_pieces(vocab, t) for t in targets])
   assert [r.tokens for r in results] == [_pieces(vocab, t) + ["</s>"] for t in targets]

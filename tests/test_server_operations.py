@@ -363,6 +363,9 @@ def test_sigterm_stops_accepting_answers_the_queue_then_503_past_the_drain(start
   (the 120-s request deadline would 408), and the exit status (1) says so."""
   s = start("--drain_seconds=6", "--batch_timeout_ms=4000", "--max_batch_size=8",
             "--max_queued_sentences=8", "--max_instances=8")
+  status, body = predict(s.url, {"instances": TINY_SENTENCES[:6]})  # what each should get
+  assert status == 200
+  want = [row["outputs"] for row in body["predictions"]]
   stalled = _in_flight_upload(s)
   results = [None] * 6
 
@@ -387,8 +390,8 @@ def test_sigterm_stops_accepting_answers_the_queue_then_503_past_the_drain(start
   _wait_for(refused, 3, "still accepting connections after SIGTERM")
   for t in threads:
     t.join(timeout=120)
-  for status, body in results:  # accepted before SIGTERM: answered
-    assert status == 200 and isinstance(body["predictions"][0]["outputs"], str), body
+  for (status, body), expected in zip(results, want):  # accepted before SIGTERM: answered
+    assert status == 200 and body["predictions"][0]["outputs"] == expected, body
   status, headers, body = _read_answer(stalled, timeout=100)
   waited = time.time() - signalled
   assert status == 503 and "shutting down" in json.loads(body)["error"]
