@@ -1,7 +1,18 @@
-"""translate_ende_multi30k: Multi30k En-De from the raw (cased) gzip files."""
+"""Multi30k from the raw (cased) gzip files: English to German, French or Czech.
+
+The three targets share one English side (a multi-way corpus): line i of train.en.gz
+is the source of line i of train.de.gz, train.fr.gz and train.cs.gz.
+"""
 
 from t2t_keras import registry
 from t2t_keras.problems.parallel_text import ParallelTextProblem
+
+
+def multi30k_files(target_language):
+  """{split: (English file, target file)} of Multi30k's train / val / test2016."""
+  return {split: (f"{name}.en.gz", f"{name}.{target_language}.gz")
+          for split, name in (("train", "train"), ("dev", "val"),
+                              ("test", "test_2016_flickr"))}
 
 
 @registry.register_problem
@@ -14,8 +25,18 @@ class TranslateEndeMulti30k(ParallelTextProblem):
 
   vocab_size = 8000
   raw_dir_env = "T2T_MULTI30K_DIR"  # deprecated: read by the binaries only (problem_flags)
-  files = {
-      "train": ("train.en.gz", "train.de.gz"),
-      "dev": ("val.en.gz", "val.de.gz"),
-      "test": ("test_2016_flickr.en.gz", "test_2016_flickr.de.gz"),
-  }
+  files = multi30k_files("de")
+
+
+@registry.register_problem
+class TranslateEnfrMulti30k(TranslateEndeMulti30k):
+  """Multi30k En->Fr (Elliott et al., 2017): the same English side and splits, joint 8k BPE."""
+
+  files = multi30k_files("fr")
+
+
+@registry.register_problem
+class TranslateEncsMulti30k(TranslateEndeMulti30k):
+  """Multi30k En->Cs (Barrault et al., 2018): the same English side and splits, joint 8k BPE."""
+
+  files = multi30k_files("cs")
