@@ -71,6 +71,8 @@ class Text2TextProblem:
                       (a sample of that many sentences if > 0).
     vocab_sample_pairs  the vocabulary is trained on a sample of this many train
                       pairs (0: all), drawn by datagen with a seed, in corpus order.
+    vocab_user_symbols  pieces sentencepiece keeps whole (a multilingual problem's
+                      target-language tags, `data/languages.py`).
     registered_name   only if registered under a name other than the
                       snake_case of the class name.
   """
@@ -80,6 +82,7 @@ class Text2TextProblem:
   vocab_character_coverage = 1.0
   vocab_input_sentence_size = 0
   vocab_sample_pairs = 1_000_000
+  vocab_user_symbols = ()
   registered_name = None
 
   def __init__(self, was_reversed=False, *, vocab_size=None, max_pairs=None,
@@ -225,6 +228,10 @@ class Text2TextProblem:
 
   # Data generation.
 
+  def vocabulary_sentences(self, pairs):
+    """The text the vocabulary is trained on: both sides of each (inputs, targets) pair."""
+    return (side for pair in pairs for side in pair)
+
   def get_vocabulary(self, data_dir):
     return vocab_lib.load(self.vocab_path(data_dir))
 
@@ -289,9 +296,10 @@ class Text2TextProblem:
               "--vocab_sample_pairs=0 for all)")
     log(f"training a {self.vocab_size}-piece BPE vocabulary on both sides of {sample}")
     vocab = vocab_lib.train_sentencepiece(
-        (side for pair in pairs for side in pair), vocab_path, self.vocab_size,
+        self.vocabulary_sentences(pairs), vocab_path, self.vocab_size,
         character_coverage=self.vocab_character_coverage,
-        input_sentence_size=self.vocab_input_sentence_size)
+        input_sentence_size=self.vocab_input_sentence_size,
+        user_defined_symbols=self.vocab_user_symbols)
     log(f"wrote {vocab_path} ({vocab.vocab_size} pieces)")
     return vocab
 

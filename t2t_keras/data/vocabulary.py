@@ -22,11 +22,12 @@ PAD, EOS, UNK = PAD_ID, EOS_ID, UNK_ID
 
 def train_sentencepiece(sentences, model_path, vocab_size, *,
                         character_coverage=1.0, input_sentence_size=0,
-                        num_threads=None):
+                        num_threads=None, user_defined_symbols=()):
   """Trains a BPE model on an iterable of strings; writes `model_path` atomically.
 
   `vocab_size` is a target: with `hard_vocab_limit=False` a small corpus may
   give fewer pieces. `input_sentence_size` > 0 samples that many sentences.
+  `user_defined_symbols`: pieces kept whole wherever they occur (ids 3, 4, ...).
   Returns the SubwordVocabulary.
   """
   writer = io.BytesIO()
@@ -39,7 +40,8 @@ def train_sentencepiece(sentences, model_path, vocab_size, *,
       errors.append(e)
 
   try:
-    _train(guarded(), writer, vocab_size, character_coverage, input_sentence_size, num_threads)
+    _train(guarded(), writer, vocab_size, character_coverage, input_sentence_size, num_threads,
+           user_defined_symbols)
   except Exception:
     if errors:
       raise errors[0] from None
@@ -51,7 +53,7 @@ def train_sentencepiece(sentences, model_path, vocab_size, *,
 
 
 def _train(sentences, writer, vocab_size, character_coverage, input_sentence_size,
-           num_threads):
+           num_threads, user_defined_symbols=()):
   spm.SentencePieceTrainer.train(
       sentence_iterator=sentences,
       model_writer=writer,
@@ -64,6 +66,7 @@ def _train(sentences, writer, vocab_size, character_coverage, input_sentence_siz
       shuffle_input_sentence=True,
       num_threads=num_threads or max(1, min(16, os.cpu_count() or 1)),
       minloglevel=2,
+      **({"user_defined_symbols": list(user_defined_symbols)} if user_defined_symbols else {}),
   )
 
 

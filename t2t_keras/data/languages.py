@@ -1,0 +1,83 @@
+"""Target-language tags: how one multilingual model is told which language to write.
+
+A multilingual run's sources start with a reserved piece naming the target language,
+`<2de>`, `<2fr>`, ... (Johnson et al., 2017's `<2xx>` tokens): the problem writes it in
+front of every training and dev source, sentencepiece keeps it whole (a user-defined
+symbol of the shared vocabulary), and every way of decoding puts it back in front of a
+user's line:
+
+    tag("de")                              # "<2de>"
+    languages_of(vocab)                    # ("cs", "de", "fr"): the tags the vocabulary holds
+    with_tag("A dog runs.", "fr", langs)   # "<2fr> A dog runs."
+    language_of_line("<2fr> A dog runs.")  # "fr"
+
+A language the model was not trained on is one InputError listing the known ones.
+"""
+
+import re
+
+from t2t_keras.errors import InputError
+
+_TAG = re.compile(r"^<2([a-z]{2,3}(?:_[A-Za-z]{2,4})?)>$")
+_LEADING_TAG = re.compile(r"^\s*<2([a-z]{2,3}(?:_[A-Za-z]{2,4})?)>(?:\s+|$)")
+
+
+def tag(language):
+  """The reserved piece of `language` (an ISO 639 code such as "de"): "<2de>"."""
+  if not _TAG.match(f"<2{language}>"):
+    raise InputError(f"target language {language!r} is not a language code such as 'de' "
+                     "or 'pt_BR'")
+  return f"<2{language}>"
+
+
+def languages_of(vocab):
+  """The target languages whose tags are pieces of `vocab` (sorted codes; () for a
+  bilingual vocabulary). Reads the target side's pieces of a vocabulary pair."""
+  pieces = getattr(vocab, "source", vocab)
+  found = []
+  for i in range(pieces.vocab_size):
+    m = _TAG.match(pieces.id_to_piece(i))
+    if m:
+      found.append(m.group(1))
+  return tuple(sorted(found))
+
+
+def check_language(language, languages):
+  """`language` if it is one of `languages`, else one InputError listing them."""
+  if not languages:
+    raise InputError(f"target language {language!r} asked of a model with one target "
+                     "language (its vocabulary has no <2xx> tags)")
+  if language not in languages:
+    raise InputError(f"unknown target language {language!r}; this model knows "
+                     f"{', '.join(languages)}")
+  return language
+
+
+def language_of_line(line):
+  """The language of the tag `line` starts with, or None."""
+  m = _LEADING_TAG.match(line)
+  return m.group(1) if m else None
+
+
+def with_tag(line, language, languages):
+  """`line` with `language`'s tag in front (a tag already there is replaced)."""
+  check_language(language, languages)
+  m = _LEADING_TAG.match(line)
+  rest = line[m.end():] if m else line.lstrip()
+  return f"{tag(language)} {rest}".rstrip() if rest else tag(language)
+
+
+def tag_lines(lines, language, languages, source_name="input"):
+  """Each line with its tag: `language`'s where given, else the line's own, which every
+  line must then carry (an InputError names the first line without a known one)."""
+  if language is not None:
+    return [with_tag(line, language, languages) for line in lines]
+  for number, line in enumerate(lines, start=1):
+    found = language_of_line(line)
+    if found is None:
+      raise InputError(
+          f"{source_name} line {number} has no target-language tag: start it with one of "
+          f"{', '.join(tag(x) for x in languages)}, or give the language "
+          "(t2t-decoder --target_language)")
+    check_language(found, languages)
+  return list(lines)
