@@ -136,15 +136,17 @@ def tiny_model(vocab_size, seed, **hparams):
   return model
 
 
-def make_tiny_run(out, max_length=12, step=7, seed=3, **hparams):
+def make_tiny_run(out, max_length=12, step=7, seed=3, user_defined_symbols=(), **hparams):
   """A tiny 'training run' in `out`: vocab, hparams, run.json and a random-weight checkpoint
   ckpt-<step> (transformer_tiny at hidden 16, filter 32, 2 heads, then `hparams`; weights
-  from `seed`); returns str(out)."""
+  from `seed`); returns str(out). `user_defined_symbols`: pieces the vocabulary keeps whole
+  (target-language tags: a multilingual run's)."""
   from t2t_keras import registry, runs
   from t2t_keras.data import vocabulary
   from t2t_keras.models.transformer import Transformer
   corpus = TINY_SENTENCES * 20 + ["einhundertfünf", "dreiundzwanzig", "neun"] * 20
-  vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 60, num_threads=1)
+  vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 60, num_threads=1,
+                                         user_defined_symbols=user_defined_symbols)
   tf.keras.utils.set_random_seed(seed)
   hp = registry.hparams("transformer_tiny").replace(
       hidden_size=16, filter_size=32, num_heads=2, max_length=max_length).replace(**hparams)

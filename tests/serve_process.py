@@ -3,6 +3,7 @@
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,3 +59,22 @@ def call(url, path, body=None, method=None, raw=None):
 
 def predict(url, body, version=""):
   return call(url, f"/v1/models/{MODEL}{version}:predict", body)
+
+
+def headless_chromium():
+  """A selenium driver of Debian's chromium, headless, or a skip naming what to install
+  (the web page's browser tests)."""
+  import pytest  # pylint: disable=import-outside-toplevel
+  browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+  if not (browser and driver):
+    pytest.skip("the browser test needs Debian's chromium and chromium-driver "
+                "(apt-get install chromium chromium-driver; .ci/run installs them)")
+  from selenium import webdriver  # pylint: disable=import-outside-toplevel
+  from selenium.webdriver.chrome.service import Service  # pylint: disable=import-outside-toplevel
+  options = webdriver.ChromeOptions()
+  options.binary_location = browser
+  for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+              "--no-first-run", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"):
+    options.add_argument(arg)
+  return webdriver.Chrome(options=options, service=Service(executable_path=driver))

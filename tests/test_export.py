@@ -71,6 +71,8 @@ def test_export_layout(run_dir, exported):
   assert info["version"] == STEP and info["max_input_length"] == MAX_LENGTH
   assert info["decode_hparams"]["beam_size"] == 2
   assert info["checkpoint_path"].endswith(f"ckpt-{STEP}")
+  # A bilingual vocabulary (no <2xx> tags): no target languages, no such signature.
+  assert "target_languages" not in info and "target_language" not in info["signatures"]
 
 
 def test_outputs_equal_decoder(loaded, reference):

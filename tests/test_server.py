@@ -4,7 +4,6 @@ import base64
 import json
 import os
 import re
-import shutil
 import threading
 import time
 import urllib.request
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import TINY_SENTENCES, make_tiny_run
-from serve_process import DECODE, MAX_LENGTH, MODEL, Server, call, predict
+from serve_process import DECODE, MAX_LENGTH, MODEL, Server, call, headless_chromium, predict
 
 from t2t_keras import runs
 from t2t_keras.decoding import translate
@@ -146,6 +145,7 @@ def test_status_metadata_health_and_page(server):
                                                   "version": "7"}
   defs = body["metadata"]["signature_def"]["signature_def"]
   assert sorted(defs) == ["attention", "constrained", "nbest", "prefix", "serving_default"]
+  assert "target_languages" not in body["metadata"]  # a bilingual export's
   default = defs["serving_default"]
   assert default["method_name"] == "tensorflow/serving/predict"
   assert default["inputs"]["inputs"]["dtype"] == "DT_STRING"
@@ -285,28 +285,10 @@ def test_access_log_has_one_line_per_request(server):
   assert all(re.search(r" ms [0-9a-f]{32}$", line) for line in lines), lines  # request ids
 
 
-def _chromium():
-  """(chromium, chromedriver) paths, or a skip naming what to install."""
-  browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
-  if not (browser and driver):
-    pytest.skip("the browser test needs Debian's chromium and chromium-driver "
-                "(apt-get install chromium chromium-driver; .ci/run installs them)")
-  return browser, driver
-
-
 def test_web_page_translates_in_a_real_browser(server, loaded):
-  browser, driver_path = _chromium()
-  from selenium import webdriver  # pylint: disable=import-outside-toplevel
-  from selenium.webdriver.chrome.service import Service  # pylint: disable=import-outside-toplevel
+  driver = headless_chromium()
   from selenium.webdriver.common.by import By  # pylint: disable=import-outside-toplevel
   from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=import-outside-toplevel
-  options = webdriver.ChromeOptions()
-  options.binary_location = browser
-  for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-              "--no-first-run", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"):
-    options.add_argument(arg)
-  driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
   try:
     driver.get(server.url + "/")
     sentence = TINY_SENTENCES[0]
@@ -316,6 +298,7 @@ def test_web_page_translates_in_a_real_browser(server, loaded):
         lambda d: d.find_elements(By.CSS_SELECTOR, "#attention tbody tr"))
     want = tf_serving_rows(loaded.signatures["nbest"](inputs=tf.constant([sentence])))[0]
     assert driver.find_element(By.ID, "error").text == ""
+    assert not driver.find_element(By.ID, "language").is_displayed()  # one target language
     assert driver.find_element(By.ID, "translation").text == want["outputs"][0]
     rows = driver.find_elements(By.CSS_SELECTOR, "#nbest tbody tr")
     assert [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows] == want["outputs"]

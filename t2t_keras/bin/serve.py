@@ -95,6 +95,9 @@ def _warm_up(model, max_rows):
     model.run("prefix", {"inputs": [b"warm up"], "prefix": [b""]})
   if "constrained" in signatures:
     model.run("constrained", {"inputs": [b"warm up"], "constraints": [[b"warm"]]})
+  if "target_language" in signatures and model.target_languages:
+    model.run("target_language", {"inputs": [b"warm up"],
+                                  "target_language": [model.target_languages[0].encode()]})
 
 
 def main(argv):

@@ -4,7 +4,9 @@
     GET  /v1/models/NAME[/versions/N]/metadata   signature defs
     POST /v1/models/NAME[/versions/N]:predict    {"instances": [...]} or {"inputs": ...}
                                                  ("prefix" in the instances: the prefix
-                                                 signature, `rest.signature_name`)
+                                                 signature, `rest.signature_name`;
+                                                 "target_language": a tag in front of
+                                                 "inputs", `rest.parse_predict`)
     GET  /healthz                                liveness: 200 while the batch worker lives
     GET  /readyz                                 readiness: 200 until SIGTERM starts the drain
     GET  /monitoring/prometheus/metrics          Prometheus metrics (metrics.py)
@@ -135,7 +137,7 @@ async def _models(request, rest_path, phase, versions, model_name, limits):
   state["signature"] = signature
   mergeable = model.mergeable(signature)
   parsed = rest.parse_predict(parsed_body, model.input_names(signature), limits,
-                              model.list_inputs(signature), mergeable)
+                              model.list_inputs(signature), mergeable, model.target_languages)
   outputs = await lifecycle.unless_client_leaves(
       request.receive, batcher.enqueue(signature, parsed.inputs))
   # Off the event loop: a large answer (attention) must not stall /healthz.

@@ -86,6 +86,11 @@ class ServedModel:
         info = json.load(f)
     return cls(path, version, tf.saved_model.load(path), defs, info)
 
+  @property
+  def target_languages(self):
+    """A multilingual export's target languages (export_info.json), () for a bilingual one."""
+    return tuple(self.export_info.get("target_languages", ()))
+
   def signature(self, name):
     """The concrete function of signature `name`; NotFound listing the known ones."""
     if name not in self.signature_defs:
@@ -136,10 +141,14 @@ class ServedModel:
     return {k: v.numpy() for k, v in function(**tensors).items()}
 
   def metadata(self, model_name):
-    """TF Serving's GetModelMetadataResponse as JSON (the signature defs)."""
+    """TF Serving's GetModelMetadataResponse as JSON (the signature defs); a multilingual
+    export's also lists its "target_languages" beside them (the web page's choice)."""
+    metadata = {"signature_def": {"signature_def": self.signature_defs}}
+    if self.target_languages:
+      metadata["target_languages"] = list(self.target_languages)
     return {"model_spec": {"name": model_name, "signature_name": "",
                            "version": str(self.version)},
-            "metadata": {"signature_def": {"signature_def": self.signature_defs}}}
+            "metadata": metadata}
 
 
 def as_json_value(value):

@@ -15,12 +15,19 @@ terminology constraints (`constrained`): {"inputs": s, "constraints": [p, ...]},
 strings per instance (a [batch, C] input, padded with "" when called). A request without
 signature_name whose instances (or columns) carry "prefix" or "constraints" goes to that
 signature, and an instance there without it has none.
+
+A multilingual export's target language (its export_info.json lists target_languages):
+{"inputs": s, "target_language": "fr"} in any signature that does not take one itself
+(columns too): the server puts its tag ("<2fr> ", replacing a tag s starts with) in front
+of s before the call, so it combines with "prefix" and "constraints" and batches with
+requests to the same signature; an instance without it (or with "") is sent as it is.
 """
 
 import base64
 import binascii
 import dataclasses
 import json
+import re
 
 from t2t_keras.server.model import as_json_value
 
@@ -62,10 +69,15 @@ class PredictRequest:
 
 
 _FIELDS = ("signature_name", "instances", "inputs")
+# The input that asks a multilingual model for a target language: the server tags the
+# instance's "inputs" with it, as data/languages.py's with_tag (the server imports nothing
+# of t2t_keras), unless the signature takes it itself (the export's `target_language`).
+TARGET_LANGUAGE = "target_language"
 # Inputs an instance may leave out, with the value it then has.
-OPTIONAL_INPUTS = {"prefix": "", "constraints": []}
+OPTIONAL_INPUTS = {"prefix": "", "constraints": [], TARGET_LANGUAGE: ""}
 # The signature an input names when the request gives none.
 STEERING_INPUTS = {"prefix": "prefix", "constraints": "constrained"}
+_LEADING_TAG = re.compile(r"^\s*<2([a-z]{2,3}(?:_[A-Za-z]{2,4})?)>(?:\s+|$)")
 
 
 def signature_name(request):
@@ -107,7 +119,8 @@ def parse_body(body):
   return request
 
 
-def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True):
+def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True,
+                  target_languages=()):
   """A JSON object from `parse_body` -> PredictRequest; BadRequest naming what is wrong.
 
   Args:
@@ -117,6 +130,8 @@ def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True):
     list_inputs: the inputs that take a list of strings per instance ([batch, C]).
     mergeable: False for a signature whose calls are never merged (attention): it is held
       to limits.max_attention_instances and max_attention_chars.
+    target_languages: the export's target languages (() for a bilingual one); a
+      "target_language" the signature does not take becomes a tag in front of "inputs".
   """
   if not mergeable:
     limits = dataclasses.replace(
@@ -126,6 +141,9 @@ def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True):
   else:
     flags = ("--max_instances", "--max_sentence_chars")
   name = signature_name(request)
+  tagging = TARGET_LANGUAGE not in input_names and _carries(request, TARGET_LANGUAGE)
+  if tagging:
+    input_names = sorted(input_names + [TARGET_LANGUAGE])
   if "instances" in request:
     inputs = _rows(request["instances"], input_names)
   else:
@@ -139,7 +157,46 @@ def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True):
   encoded = {k: [_strings(v, i, k, limits, flags[1]) if k in list_inputs
                  else _string(v, i, k, limits, flags[1])
                  for i, v in enumerate(values)] for k, values in inputs.items()}
+  if tagging:
+    _tag_inputs(encoded, target_languages)
   return PredictRequest(name, encoded, "instances" in request)
+
+
+def _carries(request, key):
+  """Whether a parsed body's instances (or columns) carry input `key`."""
+  instances, columns = request.get("instances"), request.get("inputs")
+  if isinstance(instances, list):
+    return any(isinstance(i, dict) and key in i for i in instances)
+  return isinstance(columns, dict) and key in columns
+
+
+def _tag_inputs(inputs, languages):
+  """Takes "target_language" out of parsed `inputs` and puts each row's tag in front of
+  its "inputs" (a row with "" is left as it is); BadRequest naming the instance for a
+  language the model does not know, or for any language asked of a bilingual model."""
+  wanted = inputs.pop(TARGET_LANGUAGE)
+  for i, language in enumerate(wanted):
+    if not language:
+      continue
+    language = language.decode("utf-8", errors="replace")
+    if not languages:
+      raise BadRequest(f"instance {i}: target language {language!r} asked of a model with "
+                       f"one target language (its export lists no target_languages)")
+    if language not in languages:
+      raise BadRequest(f"instance {i}: unknown target language {language!r}; this model "
+                       f"knows {', '.join(languages)}")
+    if "inputs" in inputs:
+      inputs["inputs"][i] = with_tag(inputs["inputs"][i], language)
+
+
+def with_tag(data, language):
+  """UTF-8 bytes -> the same text with "<2language>" in front (a leading tag replaced,
+  the ends' whitespace dropped), as data/languages.py's with_tag; other bytes kept."""
+  line = data.decode("utf-8", errors="surrogateescape")
+  m = _LEADING_TAG.match(line)
+  rest = line[m.end():] if m else line.lstrip()
+  text = f"<2{language}> {rest}".rstrip() if rest else f"<2{language}>"
+  return text.encode("utf-8", errors="surrogateescape")
 
 
 def _rows(instances, input_names):

@@ -19,6 +19,10 @@
     m.signatures["prefix"](inputs=..., prefix=tf.constant(["Ein Mann", ""]))  # each output
                                         # starts with its target prefix ("": none), as
                                         # serving_default's outputs
+    m.signatures["target_language"](inputs=..., target_language=tf.constant(["fr", "de"]))
+                                        # a multilingual model's (its vocabulary has <2xx>
+                                        # tags): each input in its row's language, as
+                                        # serving_default's outputs
 
 Everything happens in the graph: UTF-8 repair (invalid bytes become U+FFFD),
 sentencepiece tokenization (tensorflow_text), truncation to the training
@@ -36,7 +40,8 @@ and renamed, so a server polling export_dir never sees a partial version):
         assets/vocab.model         the run's vocabulary (sentencepiece, or tensor2tensor's
                                    subwords); the graph's tokenizer holds it too (an op
                                    attribute, or constants and a lookup table)
-        assets/export_info.json    checkpoint, hparams and decode hparams used
+        assets/export_info.json    checkpoint, hparams and decode hparams used (and a
+                                   multilingual model's target_languages)
 """
 
 import json
@@ -49,7 +54,7 @@ import time
 import tensorflow as tf
 
 from t2t_keras import fileio, runs
-from t2t_keras.data import vocabulary
+from t2t_keras.data import languages, vocabulary
 from t2t_keras.decoding import lexical
 from t2t_keras.decoding import search as search_lib
 from t2t_keras.decoding.attention import teacher_forced_attention
@@ -60,6 +65,10 @@ from t2t_keras.ids import EOS_ID, PAD_ID
 
 NO_HYPOTHESIS = -1e6  # beam slots that never finished score -1e7 (beam_search's -INF)
 MAX_PHRASES, MAX_PHRASE_PIECES = 8, 16  # the constrained signature's static limits
+# data/languages.py's leading tag in RE2: its `\s` is Python's str.isspace(), listed here.
+_SPACE = (r"[\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}"
+          r"\x{202f}\x{205f}\x{3000}]")
+_LEADING_TAG = rf"^{_SPACE}*(?:<2[a-z]{{2,3}}(?:_[A-Za-z]{{2,4}})?>(?:{_SPACE}+|$))?"
 
 
 def _next_power_of_two(n):
@@ -83,11 +92,36 @@ def _sampling_search(model, search_settings, constraint, signature):
                      input_signature=signature + [tf.TensorSpec([], tf.int32)])
 
 
+def tag_in_graph(inputs, target_language, known):
+  """`languages.with_tag` in TF ops: strings [n], language codes [n] -> each input with its
+  language's tag in front ("<2fr> ..."; a leading tag already there is replaced, invalid
+  UTF-8 becomes U+FFFD). InvalidArgumentError where the sizes differ or a language is not
+  one of `known` (the message lists them, the unknown ones follow it)."""
+  inputs, target_language = tf.reshape(inputs, [-1]), tf.reshape(target_language, [-1])
+  same = tf.debugging.assert_equal(
+      tf.size(target_language), tf.size(inputs),
+      message="'target_language' needs one language per input")
+  with tf.control_dependencies([same]):
+    valid = tf.reduce_any(tf.equal(target_language[:, None], tf.constant(list(known))[None]),
+                          axis=1)
+  check = tf.debugging.Assert(tf.reduce_all(valid), [
+      f"unknown target language; this model knows {', '.join(known)}",
+      tf.boolean_mask(target_language, tf.logical_not(valid))])
+  text = tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace",
+                                      replacement_char=0xFFFD)
+  rest = tf.strings.regex_replace(tf.strings.regex_replace(text, _LEADING_TAG, ""),
+                                  f"{_SPACE}+$", "")
+  tags = "<2" + target_language + ">"
+  with tf.control_dependencies([check]):
+    return tf.where(tf.equal(rest, ""), tags, tags + " " + rest)
+
+
 class Translator(tf.Module):
   """A tf.Module with the model's variables, its tokenizer and translate functions.
 
-  `translate`, `nbest`, `sample`, `prefix` and `attention` are the SavedModel's
-  signatures (SIGNATURES below); they only use TensorFlow and TF Text ops.
+  `translate`, `nbest`, `sample`, `prefix`, `constrained`, `target_language` and
+  `attention` are the SavedModel's signatures (SIGNATURES below); they only use
+  TensorFlow and TF Text ops.
   """
 
   def __init__(self, model, vocab_path, settings, max_input_length, postprocess=None,
@@ -114,6 +148,9 @@ class Translator(tf.Module):
     self.tokenizer = vocab.tf_tokenizer()  # source text in, target text out
     target = vocabulary.target_side(vocab)  # target text in (prefixes, phrases, attention)
     self.target_tokenizer = self.tokenizer if target is vocab else target.tf_tokenizer()
+    self.target_languages = languages.languages_of(vocab)  # (): one target language
+    if not self.target_languages:  # no `target_language` function: saving would trace it
+      self.target_language = None
     self.vocab_asset = tf.saved_model.Asset(vocab_path)
     self.info_asset = None
     self.beam_size = int(search_settings.beam_size)
@@ -404,6 +441,19 @@ class Translator(tf.Module):
     return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated,
             "met": met}
 
+  @tf.function(autograph=False, input_signature=[
+      tf.TensorSpec([None], tf.string, name="inputs"),
+      tf.TensorSpec([None], tf.string, name="target_language")])
+  def target_language(self, inputs, target_language):
+    """strings [batch], language codes [batch] -> serving_default's outputs, each input
+    translated into its row's language: its tag put in front (`tag_in_graph`, as
+    `languages.with_tag`; a tag the input has is replaced). A multilingual export's only
+    (export_info.json's target_languages); another language fails the call with
+    InvalidArgumentError listing them. An empty input is translated from its tag alone."""
+    texts, scores, truncated, _ = self._nbest(
+        tag_in_graph(inputs, target_language, self.target_languages))
+    return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
+
   @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
                                 tf.TensorSpec([None], tf.string, name="outputs")])
   def attention(self, inputs, outputs):
@@ -506,21 +556,38 @@ SIGNATURES = {
               "(each starting with its prefix), scores float32 [batch], truncated bool [batch]",
     "constrained": "inputs string [batch], constraints string [batch, C] ('' pads) -> "
                    "outputs string [batch] (each holding its row's phrases), scores float32 "
-                   "[batch], truncated bool [batch], met bool [batch]"}
+                   "[batch], truncated bool [batch], met bool [batch]",
+    "target_language": "inputs string [batch], target_language string [batch] -> outputs "
+                       "string [batch] (each in its row's language), scores float32 [batch], "
+                       "truncated bool [batch]"}
+
+
+def _has_signature(translator, name):
+  """Whether the translator's export has signature `name`: `constrained` where it takes
+  constraints, `target_language` where its vocabulary has target-language tags."""
+  if name == "constrained":
+    return translator.takes_constraints
+  if name == "target_language":
+    return bool(translator.target_languages)
+  return True
 
 
 def _export_info(translator, ckpt, version, info, settings, hparams):
   """assets/export_info.json's content: checkpoint, version, problem, limits, the decode
-  hparams and hparams, and the signatures this export has."""
-  return {"checkpoint_path": ",".join(fileio.abspath(c) for c in ckpt.split(",")),
-          "version": int(version),
-          "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
-          "max_input_length": translator.max_input_length,
-          "decode_hparams": settings.values(), "hparams": hparams.values(),
-          "signatures": {k: v for k, v in SIGNATURES.items()
-                         if k != "constrained" or translator.takes_constraints},
-          "constraint_limits": {"max_phrases": translator.max_phrases,
-                                "max_phrase_pieces": translator.max_phrase_pieces}}
+  hparams and hparams, the signatures this export has and a multilingual model's
+  target languages."""
+  export_info = {
+      "checkpoint_path": ",".join(fileio.abspath(c) for c in ckpt.split(",")),
+      "version": int(version),
+      "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
+      "max_input_length": translator.max_input_length,
+      "decode_hparams": settings.values(), "hparams": hparams.values(),
+      "signatures": {k: v for k, v in SIGNATURES.items() if _has_signature(translator, k)},
+      "constraint_limits": {"max_phrases": translator.max_phrases,
+                            "max_phrase_pieces": translator.max_phrase_pieces}}
+  if translator.target_languages:
+    export_info["target_languages"] = list(translator.target_languages)
+  return export_info
 
 
 def _version_dir(export_dir, version, checkpoint, overwrite):
@@ -549,8 +616,9 @@ def _save(translator, export_info, directory):
                 "attention": translator.attention.get_concrete_function(),
                 "sample": translator.sample.get_concrete_function(),
                 "prefix": translator.prefix.get_concrete_function()}
-  if translator.takes_constraints:
-    signatures["constrained"] = translator.constrained.get_concrete_function()
+  for name in ("constrained", "target_language"):
+    if _has_signature(translator, name):
+      signatures[name] = getattr(translator, name).get_concrete_function()
   tf.saved_model.save(translator, directory, signatures=signatures)
   os.remove(info_path)
   os.chmod(directory, 0o755)  # mkdtemp makes it 0700
