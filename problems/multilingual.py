@@ -35,6 +35,7 @@ import random
 from t2t_keras.data import languages as languages_lib
 from t2t_keras.data.problem import Text2TextProblem
 from t2t_keras.errors import InputError
+from t2t_keras.metrics.dev_score import DevScore
 from t2t_keras.problems.parallel_text import ParallelTextProblem, read_parallel
 
 
@@ -67,6 +68,11 @@ class MultilingualProblem(Text2TextProblem):
     self.vocab_user_symbols = tuple(languages_lib.tag(x) for x in self.languages)
     self._pairs = {x: ParallelTextProblem(raw_dir=raw_dir, files=self.language_files[x])
                    for x in self.languages}
+
+  @staticmethod
+  def dev_score():
+    """Checkpoints compare on the mean over target languages of cased sacreBLEU."""
+    return MEAN_SACREBLEU
 
   def split_files(self, language, split, tmp_dir):
     """(source path, target path) of `language`'s `split`."""
@@ -121,6 +127,16 @@ class MultilingualProblem(Text2TextProblem):
     rng.shuffle(mixed)
     yield from mixed
 
+  def generate_data(self, data_dir, tmp_dir=None, log=None, **kwargs):
+    """Text2TextProblem's, and the summary's "languages": `train_mix`, also logged."""
+    summary = super().generate_data(data_dir, tmp_dir, log, **kwargs)
+    summary["languages"] = self.train_mix(tmp_dir)
+    for language, mix in summary["languages"].items():
+      (log or (lambda msg: None))(
+          f"train into {language}: {mix['pairs']:,} pairs x {mix['copies']} = "
+          f"{mix['written']:,} (language_temperature {self.language_temperature:g})")
+    return summary
+
   def train_mix(self, tmp_dir=None):
     """{language: {"pairs", "copies", "written"}}: how train mixes the languages."""
     out = {}
@@ -154,3 +170,23 @@ def _repeat(pairs, copies, rng):
   out.extend(rng.sample(pairs, rest) if rest else [])
   return out
 
+
+
+def _mean_bleu_and_chrf(sources, outputs, references):
+  """The mean over target languages (known by each source's tag) of cased sacreBLEU and
+  chrF; the signature lists each language's BLEU. Untagged sources: one group."""
+  from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
+  groups = {}
+  for i, source in enumerate(sources):
+    groups.setdefault(languages_lib.language_of_line(source) or "", []).append(i)
+  scores = {x: bleu.sacrebleu_scores([outputs[i] for i in rows], [references[i] for i in rows])
+            for x, rows in sorted(groups.items())}
+  per_language = ", ".join(f"{x or 'untagged'} {s['bleu']:.2f}" for x, s in scores.items())
+  signature = next(iter(scores.values()))["bleu_signature"]
+  return {"bleu": sum(s["bleu"] for s in scores.values()) / len(scores),
+          "chrf": sum(s["chrf"] for s in scores.values()) / len(scores),
+          "signature": f"mean of {len(scores)} languages ({per_language}); {signature}"}
+
+
+MEAN_SACREBLEU = DevScore("cased sacreBLEU (mean over target languages)", "bleu",
+                          "chrF (mean)", "chrf", _mean_bleu_and_chrf)

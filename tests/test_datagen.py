@@ -166,7 +166,8 @@ def test_deprecated_environment_is_read_by_the_binaries_only(tmp_path, monkeypat
   finally:
     flags.FLAGS.unparse_flags()
   assert kwargs == {"raw_dir": None, "vocab_size": "77", "train": ",".join(p.files["train"]),
-                    "dev": ",".join(p.files["dev"]), "test": "a.en,a.de"}
+                    "dev": ",".join(p.files["dev"]), "test": "a.en,a.de",
+                    "target_languages": None, "language_temperature": None}
   assert multi30k["raw_dir"] == str(tmp_path / "m30k") and multi30k["train"] is None
   assert warnings == [f"warning: ${v} is deprecated; pass --{f} instead" for v, f in (
       ("T2T_PARALLEL_TRAIN", "parallel_train"), ("T2T_PARALLEL_DEV", "parallel_dev"),

@@ -11,6 +11,8 @@
     t2t-decoder --output_dir=runs/tiny --score_file=pairs.tsv --decode_to_file=scores.txt
     # options: --decode_hparams="beam_size=4,alpha=0.6,extra_length=50,batch_size=32"
     #          --checkpoint_path=runs/tiny/averaged/ckpt-2000 --attention_plot_dir=plots
+    # a multilingual run (translate_en_multi30k): the output language for every line
+    t2t-decoder --output_dir=runs/multi --decode_from_file=in.en --target_language=fr
     # the same decoding on CTranslate2 (t2t-exporter --format=ctranslate2 first)
     t2t-decoder --output_dir=runs/tiny --engine=ctranslate2 --decode_from_file=in.en
 
@@ -60,6 +62,10 @@ _define("string", "decode_constraints_file", None,
         "With --decode_from_file: terminology constraints, a JSON list of target phrases "
         "per input line (e.g. [\"Hund\", \"roter Ball\"]; [] or an empty line: none); "
         "each output contains every phrase of its line (lexically constrained beam search).")
+_define("string", "target_language", None,
+        "A multilingual run's output language for every line of --decode_from_file or "
+        "--decode_interactive (its tag, e.g. <2fr>, goes in front); without it each line "
+        "starts with its own tag.")
 _define("string", "decode_to_file", None,
         "Where translations (or --score_file scores) go (default for translations: "
         "<decode_from_file>.beam<k>.alpha<a>.decodes).")
@@ -97,7 +103,8 @@ def main(argv):
   search_fn = _search_fn(model, settings, constraint, info["problem"])
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
-    files.decode_interactive(model, vocab, settings, search_fn=search_fn)
+    files.decode_interactive(model, vocab, settings, search_fn=search_fn,
+                             target_language=FLAGS.target_language)
   elif FLAGS.score_file:
     scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
                        batch_size=settings.batching.batch_size)
@@ -107,7 +114,8 @@ def main(argv):
                         attention_plot_dir=FLAGS.attention_plot_dir,
                         postprocess=decoding.hooks.postprocess,
                         search_fn=search_fn, prefix_path=FLAGS.decode_prefix_file,
-                        constraints_path=FLAGS.decode_constraints_file)
+                        constraints_path=FLAGS.decode_constraints_file,
+                        target_language=FLAGS.target_language)
   else:
     files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
                          FLAGS.decode_split, settings, tmp_dir=FLAGS.tmp_dir,
@@ -127,6 +135,9 @@ def _check_flags():
                       ("--decode_constraints_file", FLAGS.decode_constraints_file)):
     if value and not FLAGS.decode_from_file:
       raise app.UsageError(f"{flag} goes with --decode_from_file")
+  if FLAGS.target_language and not (FLAGS.decode_from_file or FLAGS.decode_interactive):
+    raise app.UsageError("--target_language goes with --decode_from_file or "
+                         "--decode_interactive (a split's sources carry their tags)")
   if FLAGS.decode_prefix_file and FLAGS.decode_constraints_file:
     raise app.UsageError("--decode_prefix_file and --decode_constraints_file do not combine "
                          "yet: give one")

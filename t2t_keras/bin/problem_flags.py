@@ -2,7 +2,8 @@
 
 t2t-datagen and t2t-trainer (--generate_data) pass them to the problem's constructor
 (`datagen.make_problem`): --raw_dir for the built-in corpora and parallel-text
-problems, --parallel_train / _dev / _test and --vocab_size for translate_parallel_text.
+problems, --parallel_train / _dev / _test and --vocab_size for translate_parallel_text,
+--target_languages and --language_temperature for multilingual problems.
 
 Deprecated: the environment variables that stood for these flags before
 (`T2T_PARALLEL_TRAIN` / `_DEV` / `_TEST`, `T2T_PARALLEL_VOCAB_SIZE`, and a problem's
@@ -31,13 +32,21 @@ for _split in SPLITS:
   _define("string", f"parallel_{_split}", None,
           f"translate_parallel_text: SRC,TGT {_split} files.")
 _define("integer", "vocab_size", None, "Override the problem's target vocabulary size.")
+_define("list", "target_languages", None,
+        "A multilingual problem (translate_en_multi30k): the target languages to mix, a "
+        "subset of its own (default: all).")
+_define("float", "language_temperature", None,
+        "A multilingual problem: train mixes the languages by shares proportional to "
+        "pairs ** (1/T); 1 (its default): as the corpora come, larger: flatter.")
 
 
 def problem_kwargs(problem_name, warn=None):
-  """{"raw_dir", "vocab_size", "train", "dev", "test"}: the problem's constructor arguments
+  """{"raw_dir", "vocab_size", "target_languages", "language_temperature", "train", "dev",
+  "test"}: the problem's constructor arguments
   from the flags (None: not given), each missing one taken from its deprecated environment
   variable where that is set (`warn`ed about, default: a line on stderr)."""
-  values = {name: FLAGS[name].value for name in ("raw_dir", "vocab_size")}
+  values = {name: FLAGS[name].value
+            for name in ("raw_dir", "vocab_size", "target_languages", "language_temperature")}
   values.update({f"parallel_{s}": FLAGS[f"parallel_{s}"].value for s in SPLITS})
   for name, variable in _deprecated_variables(problem_name).items():
     if values[name] is None and os.environ.get(variable):

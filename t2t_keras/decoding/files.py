@@ -14,6 +14,7 @@ import sys
 import time
 
 from t2t_keras import fileio
+from t2t_keras.data import languages as languages_lib
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding.translate import encode_sources, make_search_fn, translate_lines
 from t2t_keras.decoding.settings import parse_decode_hparams
@@ -117,21 +118,23 @@ def _write_alignments(model, vocab, sources, nbest, output, output_path, log):
 
 def decode_file(model, vocab, input_path, output_path=None, settings=None, reference_path=None,
                 attention_plot_dir=None, progress=True, log=print, postprocess=None,
-                search_fn=None, prefix_path=None, constraints_path=None):
+                search_fn=None, prefix_path=None, constraints_path=None,
+                target_language=None):
   """Translates a text file line by line (see `translate_and_score`).
 
   settings: a `DecodeSettings` (default `parse_decode_hparams()`'s); output_path defaults
   to "<input_path>.beam<k>.alpha<a>.decodes"; prefix_path: a file of target prefixes,
   line-aligned with the input (an empty line: none); constraints_path: a JSON-lines file
   of terminology constraints, line-aligned with the input, each line a JSON list of
-  target phrases (`[]` or an empty line: none).
+  target phrases (`[]` or an empty line: none); target_language: a multilingual model's
+  output language for every line (`tag_sources`), else each line starts with its tag.
   """
   settings = settings or parse_decode_hparams()
   if output_path is None:
     output_path = (f"{input_path}.beam{settings.search.beam_size}.alpha{settings.search.alpha}"
                    ".decodes")
   references = read_lines(reference_path) if reference_path else None
-  sources = read_lines(input_path)
+  sources = tag_sources(vocab, read_lines(input_path), target_language, input_path)
   if references is not None and len(references) != len(sources):
     raise InputError(f"{input_path} has {len(sources)} lines but {reference_path} has "
                      f"{len(references)}")
@@ -146,6 +149,16 @@ def decode_file(model, vocab, input_path, output_path=None, settings=None, refer
   return translate_and_score(model, vocab, sources, settings, references, output_path,
                              attention_plot_dir, progress, log, postprocess, search_fn,
                              prefixes, constraints)
+
+
+def tag_sources(vocab, sources, target_language=None, name="input"):
+  """`sources` as a multilingual model reads them: with `target_language`'s tag in front of
+  each line (`data/languages.py`), or each line's own tag checked; unchanged for a model of
+  one target language, which refuses a `target_language` (InputError)."""
+  known = languages_lib.languages_of(vocab)
+  if not known and target_language is None:
+    return sources
+  return languages_lib.tag_lines(sources, target_language, known, name)
 
 
 def read_constraints(path):
@@ -212,15 +225,23 @@ def decode_split(model, vocab, problem, data_dir=None, split="test", settings=No
                              attention_plot_dir, progress, log, search_fn=search_fn)
 
 
-def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn=None):
+def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn=None,
+                       target_language=None):
   """Reads lines from `stream` (stdin) and prints their n-best translations until EOF
-  (settings: a `DecodeSettings`; `search_fn` as in `translate_and_score`)."""
+  (settings: a `DecodeSettings`; `search_fn` as in `translate_and_score`; a multilingual
+  model's lines take `target_language`'s tag, or carry their own: a line without one is
+  answered with the error and skipped)."""
   stream = stream or sys.stdin
   settings = settings.replace(batch_size=1)
   search_fn = search_fn or make_search_fn(model, settings.search)
   for line in stream:
     line = line.strip()
     if not line:
+      continue
+    try:
+      line, = tag_sources(vocab, [line], target_language, "stdin")
+    except InputError as e:
+      log(f"error: {e}")
       continue
     for k, hyp in enumerate(translate_lines(model, vocab, [line], settings, search_fn)[0]):
       log(f"{k}\t{hyp.score:.4f}\t{hyp.text}")

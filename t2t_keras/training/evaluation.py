@@ -3,14 +3,40 @@
     evaluator = Evaluator(problem, data_dir, hparams, strategy, model, vocab)
     evaluator.evaluate()  # {"dev_loss", "dev_perplexity", "dev_accuracy", "dev_tokens",
                           #  "dev_bleu", "dev_char_bleu"}
+
+A multilingual run (its vocabulary holds target-language tags, `data/languages.py`) also
+gets each language's figures, "dev_loss_de", "dev_accuracy_de", "dev_bleu_de", ...; its
+"dev_loss" and "dev_accuracy" stay the token-weighted figures over all languages, while
+"dev_bleu" and "dev_char_bleu" are the mean of the languages' (each decoded on its own
+first `bleu_sentences` dev pairs), so early stopping and selection weigh every language
+alike.
 """
 
 import math
 
 import tensorflow as tf
 
+from t2t_keras.data import languages as languages_lib
 from t2t_keras.data.pipeline import make_dataset
 from t2t_keras.training.loss import token_metrics
+
+
+def language_masks(batch, tag_ids):
+  """Which target tokens belong to each tag's sentences: float32 [len(tag_ids), B, T].
+
+  batch: the pipeline's features; bucketed rows hold one pair each, packed rows several,
+  told apart by "inputs_segmentation" / "targets_segmentation" (a pair's tokens share its
+  segment id, its source holds its tag).
+  """
+  inputs, targets = batch["inputs"], batch["targets"]
+  in_seg = batch.get("inputs_segmentation", tf.cast(tf.not_equal(inputs, 0), tf.int32))
+  tgt_seg = batch.get("targets_segmentation", tf.cast(tf.not_equal(targets, 0), tf.int32))
+  masks = []
+  for tag_id in tag_ids:
+    tagged = tf.where(tf.equal(inputs, tag_id), in_seg, 0)  # [B, S]: the tagged segments
+    hit = tf.equal(tgt_seg[:, :, None], tagged[:, None, :]) & (tagged[:, None, :] > 0)
+    masks.append(tf.cast(tf.reduce_any(hit, axis=-1), tf.float32))
+  return tf.stack(masks)
 
 
 class Evaluator:
@@ -39,14 +65,22 @@ class Evaluator:
     self.chief, self.from_chief = chief, from_chief or (lambda values: values)
     self._step = None
     self._dev_pairs = None
+    self.languages = languages_lib.languages_of(vocab) if vocab is not None else ()
+    source_vocab = getattr(vocab, "source", vocab)
+    self._tag_ids = [source_vocab.piece_to_id(languages_lib.tag(x)) for x in self.languages]
 
   def _make_step(self):
-    model = self.model
+    model, tag_ids = self.model, self._tag_ids
 
     @tf.function(reduce_retracing=True, autograph=False)
     def eval_step(batch):
       def replica(batch):
-        return token_metrics(model(batch, training=False), batch["targets"])
+        logits, targets = model(batch, training=False), batch["targets"]
+        sums = list(token_metrics(logits, targets))
+        if tag_ids:
+          for mask in tf.unstack(language_masks(batch, tag_ids)):
+            sums.extend(token_metrics(logits, targets * tf.cast(mask, targets.dtype)))
+        return sums
       sums = self.strategy.run(replica, args=(batch,))
       return [self.strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None) for s in sums]
 
@@ -60,23 +94,25 @@ class Evaluator:
     dataset = self.strategy.distribute_datasets_from_function(
         lambda ctx: make_dataset(self.problem, self.data_dir, "dev", self.hparams,
                                  input_context=ctx))  # one pass, in file order
-    xent = correct = tokens = 0.0
+    sums = [0.0] * (3 * (1 + len(self.languages)))
     for i, batch in enumerate(dataset):
       if i >= steps:
         break
-      x, c, n = self._step(batch)
-      xent, correct, tokens = xent + float(x), correct + float(c), tokens + float(n)
-    loss = xent / max(tokens, 1.0)
-    metrics = {"dev_loss": loss, "dev_perplexity": math.exp(min(loss, 50.0)),
-               "dev_accuracy": correct / max(tokens, 1.0), "dev_tokens": tokens}
+      sums = [total + float(x) for total, x in zip(sums, self._step(batch))]
+    metrics = _token_figures(*sums[:3])
+    for k, language in enumerate(self.languages):
+      figures = _token_figures(*sums[3 * (k + 1):3 * (k + 2)])
+      metrics.update({f"{key}_{language}": figures[key]
+                      for key in ("dev_loss", "dev_accuracy", "dev_tokens")})
     if self.bleu_sentences:
       mine = self.dev_bleu(self.bleu_sentences) if self.chief else {}
-      keys = ("dev_bleu", "dev_char_bleu")
+      keys = ["dev_bleu", "dev_char_bleu"] + [f"dev_bleu_{x}" for x in self.languages]
       metrics.update(zip(keys, self.from_chief([mine.get(k, 0.0) for k in keys])))
     return metrics
 
   def dev_bleu(self, sentences):
-    """Greedy-decodes the first `sentences` dev pairs: {"dev_bleu", "dev_char_bleu"} (sacreBLEU)."""
+    """Greedy-decodes the first `sentences` dev pairs (of each language): {"dev_bleu",
+    "dev_char_bleu"} (sacreBLEU; multilingual: the languages' mean, and "dev_bleu_de", ...)."""
     from t2t_keras.decoding import translate, files  # pylint: disable=import-outside-toplevel
     from t2t_keras.decoding.settings import (  # pylint: disable=import-outside-toplevel
         parse_decode_hparams)
@@ -84,9 +120,39 @@ class Evaluator:
     if self._dev_pairs is None:
       sources, references = files.split_pairs(self.problem, self.data_dir, "dev",
                                                 vocab=self.vocab)
-      self._dev_pairs = sources[:sentences], references[:sentences]
-    sources, references = self._dev_pairs
+      self._dev_pairs = _first_of_each(sources, references, sentences, self.languages)
+    sources, references, groups = self._dev_pairs
     hyps = translate.decode_lines(self.model, self.vocab, sources,
                                 parse_decode_hparams("beam_size=1"))
-    report = bleu.bleu_report(hyps, references)
-    return {"dev_bleu": report["bleu"], "dev_char_bleu": report["char_bleu"]}
+    if not self.languages:
+      report = bleu.bleu_report(hyps, references)
+      return {"dev_bleu": report["bleu"], "dev_char_bleu": report["char_bleu"]}
+    reports = {x: bleu.bleu_report([hyps[i] for i in rows], [references[i] for i in rows])
+               for x, rows in groups.items()}
+    out = {f"dev_bleu_{x}": r["bleu"] for x, r in reports.items()}
+    out["dev_bleu"] = sum(r["bleu"] for r in reports.values()) / len(reports)
+    out["dev_char_bleu"] = sum(r["char_bleu"] for r in reports.values()) / len(reports)
+    return out
+
+
+def _token_figures(xent, correct, tokens):
+  """{"dev_loss", "dev_perplexity", "dev_accuracy", "dev_tokens"} of summed figures."""
+  loss = xent / max(tokens, 1.0)
+  return {"dev_loss": loss, "dev_perplexity": math.exp(min(loss, 50.0)),
+          "dev_accuracy": correct / max(tokens, 1.0), "dev_tokens": tokens}
+
+
+def _first_of_each(sources, references, n, languages):
+  """(sources, references, {language: row numbers}): the first `n` pairs, or with
+  `languages` the first `n` pairs of each language (known by the source's tag)."""
+  if not languages:
+    return sources[:n], references[:n], {}
+  groups = {x: [] for x in languages}
+  for i, source in enumerate(sources):
+    rows = groups.get(languages_lib.language_of_line(source))
+    if rows is not None and len(rows) < n:
+      rows.append(i)
+  keep = sorted(i for rows in groups.values() for i in rows)
+  position = {i: k for k, i in enumerate(keep)}
+  groups = {x: [position[i] for i in rows] for x, rows in groups.items() if rows}
+  return [sources[i] for i in keep], [references[i] for i in keep], groups

@@ -56,7 +56,8 @@ class Reporter:
     self.log(f"step {step:>7d}  dev loss {metrics['dev_loss']:.4f}  "
              f"ppl {metrics['dev_perplexity']:.2f}  acc {metrics['dev_accuracy']:.4f}"
              + (f"  BLEU {metrics['dev_bleu']:.2f} (char {metrics['dev_char_bleu']:.2f}, "
-                f"greedy, {bleu_sentences} sentences)" if "dev_bleu" in metrics else ""))
+                f"greedy, {bleu_sentences} sentences)" if "dev_bleu" in metrics else "")
+             + _per_language(metrics))
     with self.writer.as_default(step=step):
       for k, v in metrics.items():
         tf.summary.scalar(k, v)
@@ -69,3 +70,12 @@ class Reporter:
     """Flushes TensorBoard; returns the learning-curves PNG path (chief) or None."""
     self.flush()
     return curves.plot(self.history.path, self.output_dir) if self.chief else None
+
+
+def _per_language(metrics):
+  """"  de: loss 2.10 BLEU 31.2 | fr: ..." for a multilingual run's metrics, else ""."""
+  languages = sorted(k[len("dev_loss_"):] for k in metrics if k.startswith("dev_loss_"))
+  parts = [f"{x}: loss {metrics[f'dev_loss_{x}']:.4f}"
+           + (f" BLEU {metrics[f'dev_bleu_{x}']:.2f}" if f"dev_bleu_{x}" in metrics else "")
+           for x in languages]
+  return ("  [" + " | ".join(parts) + "; BLEU above is their mean]") if parts else ""
