@@ -163,6 +163,19 @@ def test_signature_refuses_an_unknown_language(loaded):
     function(inputs=tf.constant(["nine", "two"]), target_language=tf.constant(["de"]))
 
 
+def test_the_standalone_script_takes_a_target_language(run_dir, loaded):
+  """translate_saved_model.py --target_language=fr: the signature's outputs into French."""
+  import runpy  # pylint: disable=import-outside-toplevel
+  script = runpy.run_path(os.path.join(os.path.dirname(export.__file__),
+                                       "translate_saved_model.py"))
+  got = script["translate"](os.path.join(run_dir, "export"), LINES, target_language="fr")
+  expected = _rows(loaded, "target_language", inputs=LINES, target_language=["fr"] * len(LINES))
+  assert [text for text, _ in got] == [r["outputs"] for r in expected]
+  with pytest.raises(SystemExit, match="do not combine"):
+    script["translate"](os.path.join(run_dir, "export"), LINES, nbest=True,
+                        target_language="fr")
+
+
 # --- t2t-serve --------------------------------------------------------------------------
 
 def test_instances_are_tagged_then_answered_as_their_signature(server, loaded):

@@ -3,6 +3,7 @@
     python translate_saved_model.py EXPORT_DIR "a sentence" ["another" ...]
     echo "a sentence" | python translate_saved_model.py EXPORT_DIR
     python translate_saved_model.py --nbest EXPORT_DIR "a sentence"
+    python translate_saved_model.py --target_language=fr EXPORT_DIR "a sentence"  # multilingual
 
 EXPORT_DIR is a SavedModel written by t2t-exporter: a version directory
 (export/1000) or its parent (export/: the highest version is used). Prints one
@@ -36,11 +37,21 @@ def resolve(export_dir):
   raise FileNotFoundError(f"no SavedModel in {export_dir} or its numbered subdirectories")
 
 
-def translate(export_dir, sentences, nbest=False):
-  """[(translation(s), score(s))] of each sentence, from the export's signatures."""
+def translate(export_dir, sentences, nbest=False, target_language=None):
+  """[(translation(s), score(s))] of each sentence, from the export's signatures; a
+  multilingual export's `target_language` signature where `target_language` is given."""
   model = tf.saved_model.load(resolve(export_dir))
-  signature = model.signatures["nbest" if nbest else "serving_default"]
-  out = signature(inputs=tf.constant(list(sentences), tf.string))
+  inputs = tf.constant(list(sentences), tf.string)
+  if target_language:
+    if "target_language" not in model.signatures:
+      raise SystemExit("this export has one target language (no target_language signature)")
+    if nbest:
+      raise SystemExit("--nbest and --target_language do not combine: tag the lines "
+                       "(<2fr> ...) and use --nbest alone")
+    out = model.signatures["target_language"](
+        inputs=inputs, target_language=tf.fill(tf.shape(inputs), target_language))
+  else:
+    out = model.signatures["nbest" if nbest else "serving_default"](inputs=inputs)
   texts = [t.decode("utf-8") if isinstance(t, bytes) else [x.decode("utf-8") for x in t]
            for t in out["outputs"].numpy().tolist()]
   return list(zip(texts, out["scores"].numpy().tolist()))
@@ -49,14 +60,15 @@ def translate(export_dir, sentences, nbest=False):
 def main(argv):
   args = argv[1:]
   nbest = "--nbest" in args
-  args = [a for a in args if a != "--nbest"]
+  language = [a.split("=", 1)[1] for a in args if a.startswith("--target_language=")]
+  args = [a for a in args if a != "--nbest" and not a.startswith("--target_language=")]
   if not args or args[0] in ("-h", "--help"):
     print(__doc__.strip())
     return 0 if args else 2
   export_dir, sentences = args[0], args[1:]
   if not sentences:
     sentences = [line.rstrip("\n") for line in sys.stdin]
-  for texts, scores in translate(export_dir, sentences, nbest):
+  for texts, scores in translate(export_dir, sentences, nbest, (language or [None])[-1]):
     if nbest:
       for text, score in zip(texts, scores):
         print(f"{score:.4f}\t{text}")
