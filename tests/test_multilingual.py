@@ -305,3 +305,28 @@ def test_decoder_target_language_errors(trained, tmp_path, capsys):
   code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={run}",
                             "--decode_split=test", "--target_language=fr")
   assert code != 0 and "--target_language goes with --decode_from_file" in err
+
+
+def test_ctranslate2_engine_takes_the_target_language(trained, tmp_path, capsys):
+  """The run's CTranslate2 conversion, decoded with --engine=ctranslate2 --target_language,
+  writes what --engine=tensorflow writes (greedy: the same argmax at every step)."""
+  from t2t_keras.bin import exporter as exporter_bin  # pylint: disable=import-outside-toplevel
+  pytest.importorskip("ctranslate2")
+  run, _ = trained
+  ct2_dir = tmp_path / "ct2"
+  code, _, err = run_binary(capsys, exporter_bin, f"--output_dir={run}", "--format=ctranslate2",
+                            f"--export_dir={ct2_dir}")
+  assert code == 0, err
+  src = tmp_path / "in.en"
+  src.write_text("\n".join(num2words(n) for n in NUMBERS["test"]) + "\n")
+  lines = {}
+  for engine in ("tensorflow", "ctranslate2"):
+    out = tmp_path / f"{engine}.fr"
+    code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={run}", f"--engine={engine}",
+                              f"--ct2_model_dir={ct2_dir}", f"--decode_from_file={src}",
+                              f"--decode_to_file={out}", "--target_language=fr",
+                              "--decode_hparams=beam_size=1,jit=false")
+    assert code == 0, err
+    lines[engine] = out.read_text().splitlines()
+  assert lines["ctranslate2"] == lines["tensorflow"]
+  assert [_language(x) for x in lines["ctranslate2"]].count("fr") >= 18
