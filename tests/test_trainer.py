@@ -462,3 +462,21 @@ def test_shuffle_buffer_and_input_streams_are_recorded_and_kept_on_resume(copy_d
   with pytest.raises(InputError, match=r"input_streams=0 \(--input_streams\): expected an int "
                                        ">= 1 or None"):
     make_trainer(copy_data, tmp_path / "bad", input_streams=0)
+
+
+def test_resume_elsewhere_with_a_relative_data_dir_says_where_to_resume(copy_data, tmp_path,
+                                                                        monkeypatch):
+  """A run trained with a relative data_dir, resumed from another working directory: its
+  checkpoint's input position names data files that are not there, and the error says so
+  in one line (TensorFlow's own is an iterator-restore NotFoundError)."""
+  import shutil  # pylint: disable=import-outside-toplevel
+  for place in ("started", "elsewhere"):
+    (tmp_path / place).mkdir()
+  shutil.copytree(copy_data, tmp_path / "started" / "data")
+  monkeypatch.chdir(tmp_path / "started")
+  make_trainer("data", str(tmp_path / "run"), tiny_hparams(), save_every=2).train(2)
+  os.symlink(tmp_path / "started" / "data", tmp_path / "elsewhere" / "other")
+  monkeypatch.chdir(tmp_path / "elsewhere")
+  with pytest.raises(InputError, match=r"holds the input position of data files that are not "
+                                       r"where it read them \(data/algorithmic_copy-train-"):
+    make_trainer("other", str(tmp_path / "run"), tiny_hparams(), save_every=2).train(4)

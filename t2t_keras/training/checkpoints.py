@@ -1,5 +1,9 @@
 """Resuming from the newest readable checkpoint of a run."""
 
+import re
+
+import tensorflow as tf
+
 from t2t_keras.errors import InputError
 from t2t_keras import runs
 
@@ -30,9 +34,23 @@ def restore_newest_readable(checkpoint, manager, log):
   path = runs.newest_readable(manager.checkpoints, log)
   if path is not None:
     target = checkpoint(path) if callable(checkpoint) else checkpoint
-    target.restore(path).assert_existing_objects_matched()
+    try:
+      target.restore(path).assert_existing_objects_matched()
+    except tf.errors.NotFoundError as e:
+      if "dataset iterator" not in str(e):
+        raise
+      raise InputError(
+          f"{path} holds the input position of data files that are not where it read them "
+          f"({_missing_file(str(e))}): resume from the directory the run was started in, "
+          "with the same --data_dir (a relative one is read from there)") from None
   elif manager.checkpoints:
     raise InputError(f"no readable checkpoint in {manager.directory}: "
                      f"{', '.join(manager.checkpoints)} are all missing or truncated; "
                      "move them away to start afresh")
   return path
+
+
+def _missing_file(message):
+  """The data file a failed iterator restore names, from TensorFlow's message."""
+  m = re.search(r"from checkpoint: (\S+?);", message)
+  return m.group(1) if m else "a file of the run's data_dir"
