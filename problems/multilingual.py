@@ -86,6 +86,8 @@ class MultilingualProblem(Text2TextProblem):
     for language in self.languages:
       self._pairs[language].check_inputs(tmp_dir)
 
+  vocabulary_text = "every distinct sentence (sources untagged)"
+
   def vocabulary_sentences(self, pairs):
     """Every distinct sentence of `pairs`, sources without their tags."""
     seen = set()

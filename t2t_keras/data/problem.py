@@ -228,6 +228,8 @@ class Text2TextProblem:
 
   # Data generation.
 
+  vocabulary_text = "both sides"  # what `vocabulary_sentences` takes, for the datagen log
+
   def vocabulary_sentences(self, pairs):
     """The text the vocabulary is trained on: both sides of each (inputs, targets) pair."""
     return (side for pair in pairs for side in pair)
@@ -294,7 +296,8 @@ class Text2TextProblem:
     sample = (f"all {total:,} train pairs" if len(pairs) == total else
               f"a sample of {len(pairs):,} of {total:,} train pairs (seed {seed}; "
               "--vocab_sample_pairs=0 for all)")
-    log(f"training a {self.vocab_size}-piece BPE vocabulary on both sides of {sample}")
+    log(f"training a {self.vocab_size}-piece BPE vocabulary on {self.vocabulary_text} of "
+        f"{sample}")
     vocab = vocab_lib.train_sentencepiece(
         self.vocabulary_sentences(pairs), vocab_path, self.vocab_size,
         character_coverage=self.vocab_character_coverage,
