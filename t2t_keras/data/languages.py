@@ -32,7 +32,8 @@ def tag(language):
 
 def languages_of(vocab):
   """The target languages whose tags are pieces of `vocab` (sorted codes; () for a
-  bilingual vocabulary). Reads the target side's pieces of a vocabulary pair."""
+  bilingual vocabulary). Reads the source side's pieces of a vocabulary pair (the tags are
+  source pieces)."""
   pieces = getattr(vocab, "source", vocab)
   found = []
   for i in range(pieces.vocab_size):
