@@ -6,9 +6,10 @@
 #      ending at step S;
 #   2. (COMPARE=1, the default) the bilingual En->De, En->Fr and En->Cs models train to
 #      S / 3 steps each. Equal compute by construction: the same hparams set, the same 8k
-#      vocabulary size and token batches, so a step costs the same in every model, and the
-#      multilingual's S steps are the bilinguals' three S / 3 (steps, not minutes: a host's
-#      speed drifts within the hour, and the runs need not share a machine or an hour);
+#      vocabulary size (the multilingual's pinned to it) and token batches, so a step
+#      costs the same in every model, and the multilingual's S steps are the bilinguals'
+#      three S / 3 (steps, not minutes: a host's speed drifts within the hour, and the
+#      runs need not share a machine or an hour);
 #   3. every model: the average of its last 1 or 5 checkpoints chosen on val (the
 #      multilingual's by the mean over languages of cased sacreBLEU), beam 4, alpha 0.6;
 #      test2016 per language: cased sacreBLEU (and, for German, whose lowercased tokenized
@@ -69,7 +70,9 @@ bleu() {  # bleu RUN LANGUAGE NAME [decoder flags]: test2016 into LANGUAGE, RESU
 
 # 1. The multilingual model.
 MULTI=$ROOT/multi
-t2t-datagen --problem=translate_en_multi30k --data_dir=t2t_data/multi30k_multi --raw_dir="$RAW"
+# 8k pieces, as each bilingual model's (the problem's own 16k costs 1.4x a step here)
+t2t-datagen --problem=translate_en_multi30k --data_dir=t2t_data/multi30k_multi --raw_dir="$RAW" \
+    --vocab_size=8000
 MULTI_TRAIN=(t2t-trainer --problem=translate_en_multi30k --data_dir=t2t_data/multi30k_multi
              --output_dir=$MULTI "${TRAIN[@]}")
 if [ -n "${STEPS:-}" ]; then
