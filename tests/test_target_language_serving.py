@@ -262,6 +262,8 @@ def test_web_page_translates_into_the_chosen_language(server, loaded):
   driver = headless_chromium()
   from selenium.webdriver.common.by import By  # pylint: disable=import-outside-toplevel
   # pylint: disable-next=import-outside-toplevel
+  from selenium.common.exceptions import StaleElementReferenceException
+  # pylint: disable-next=import-outside-toplevel
   from selenium.webdriver.support.ui import Select, WebDriverWait
 
   def answered(language):
@@ -281,7 +283,10 @@ def test_web_page_translates_into_the_chosen_language(server, loaded):
     for language in ("fr", "de"):
       select.select_by_value(language)
       driver.find_element(By.ID, "translate").click()
-      WebDriverWait(driver, 60).until(answered(language))
+      # The page re-renders its tables as the answer comes: an element read mid-render is
+      # stale, and the wait reads again.
+      WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,)).until(
+          answered(language))
       want = _rows(loaded, "nbest", inputs=_tagged([sentence], [language]))[0]
       assert driver.find_element(By.ID, "error").text == ""
       assert driver.find_element(By.ID, "translation").text == want["outputs"][0]
