@@ -32,6 +32,16 @@ class Server:
     self.url = self.ready_line.rsplit(" ", 1)[1].rstrip("/")
     self.port = int(self.url.rsplit(":", 1)[1])
 
+  @classmethod
+  def for_module(cls, export_dir, tmp_path_factory, *flags, preexec_fn=None):
+    """A module fixture's body: the server, yielded, then stopped and checked to have
+    exited cleanly (`yield from Server.for_module(...)`)."""
+    server = cls(export_dir, str(tmp_path_factory.mktemp("log") / "serve.log"), *flags,
+                 preexec_fn=preexec_fn)
+    yield server
+    status, out = server.stop()
+    assert status == 0 and "t2t-serve: stopped" in out, out
+
   def _read_line(self, timeout):
     ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
     return self.proc.stdout.readline().strip() if ready else ""
@@ -43,6 +53,16 @@ class Server:
     out, _ = self.proc.communicate(timeout=120)
     self.log.close()
     return self.proc.returncode, out
+
+
+def exported_tiny_run(tmp_path_factory, **run_kwargs):
+  """conftest's tiny run (MAX_LENGTH, then `run_kwargs`) exported with DECODE as version 7;
+  returns its directory."""
+  from conftest import make_tiny_run  # pylint: disable=import-outside-toplevel
+  from t2t_keras.serving import export  # pylint: disable=import-outside-toplevel
+  run = make_tiny_run(tmp_path_factory.mktemp("run"), MAX_LENGTH, **run_kwargs)
+  export.export_model(run, decode_hparams=DECODE, log=None)
+  return run
 
 
 def call(url, path, body=None, method=None, raw=None):

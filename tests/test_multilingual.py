@@ -260,13 +260,37 @@ def test_a_tiny_model_switches_language_by_tag(trained, tmp_path, capsys):
   for name, path, flag in (("fr", src, ["--target_language=fr"]), ("both", tagged, [])):
     code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={run}",
                               f"--decode_from_file={path}", f"--decode_to_file={path}.out",
-                              "--decode_hparams=beam_size=2", *flag)
+                              # one sentence a search: the same shapes in both files
+                              "--decode_hparams=beam_size=2,batch_size=1", *flag)
     assert code == 0, err
     outputs[name] = open(f"{path}.out", encoding="utf-8").read().splitlines()
   assert outputs["both"][0::2] == outputs["fr"]
   for language, rows in (("fr", outputs["fr"]), ("de", outputs["both"][1::2])):
     found = [_language(x) for x in rows]
     assert found.count(language) >= 0.9 * len(sources), (language, rows)
+
+
+def test_interactive_lines_take_the_language_or_their_tag(trained):
+  """t2t-decoder --decode_interactive: a line without a tag (and no --target_language) is
+  answered with the error and skipped; a tagged line, or any line with the language given,
+  is translated."""
+  import io  # pylint: disable=import-outside-toplevel
+  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding import files  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding.settings import (  # pylint: disable=import-outside-toplevel
+      parse_decode_hparams)
+  run, _ = trained
+  model, vocab, *_ = runs.load(run)
+  settings = parse_decode_hparams("beam_size=1")
+  logged = []
+  files.decode_interactive(model, vocab, settings, io.StringIO("seven\n<2fr> eight\n"),
+                           log=logged.append)
+  assert logged[0].startswith("error: stdin line 1 has no target-language tag")
+  assert len(logged) == 2 and logged[1].startswith("0\t")
+  given = []
+  files.decode_interactive(model, vocab, settings, io.StringIO("eight\n"), log=given.append,
+                           target_language="fr")
+  assert given == logged[1:]
 
 
 def test_training_reports_each_language(trained):

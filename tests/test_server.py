@@ -11,19 +11,16 @@ import urllib.request
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY_SENTENCES, make_tiny_run
-from serve_process import DECODE, MAX_LENGTH, MODEL, Server, call, headless_chromium, predict
+from conftest import TINY_SENTENCES
+from serve_process import DECODE, MODEL, Server, call, exported_tiny_run, headless_chromium, predict
 
 from t2t_keras import runs
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
-from t2t_keras.serving import export
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  run = make_tiny_run(tmp_path_factory.mktemp("run"), MAX_LENGTH)
-  export.export_model(run, decode_hparams=DECODE, log=None)
-  return run
+  return exported_tiny_run(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +30,8 @@ def loaded(run_dir):
 
 @pytest.fixture(scope="module")
 def server(run_dir, tmp_path_factory):
-  s = Server(run_dir, str(tmp_path_factory.mktemp("log") / "serve.log"),
-             "--max_request_bytes=65536", "--batch_timeout_ms=50")
-  yield s
-  status, out = s.stop()
-  assert status == 0 and "t2t-serve: stopped" in out
+  yield from Server.for_module(run_dir, tmp_path_factory, "--max_request_bytes=65536",
+                               "--batch_timeout_ms=50")
 
 
 def tf_serving_client(url, model, instances, signature_name="serving_default"):

@@ -17,21 +17,18 @@ import time
 import urllib.request
 
 import pytest
-from conftest import TINY_SENTENCES, make_tiny_run
+from conftest import TINY_SENTENCES
 from prometheus_client.parser import text_string_to_metric_families
-from serve_process import DECODE, MAX_LENGTH, MODEL, Server, call, predict
+from serve_process import MODEL, Server, call, exported_tiny_run, predict
 
 from t2t_keras.server.lifecycle import Lifecycle
-from t2t_keras.serving import export
 
 PREDICT = f"/v1/models/{MODEL}:predict"
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  run = make_tiny_run(tmp_path_factory.mktemp("run"), MAX_LENGTH)
-  export.export_model(run, decode_hparams=DECODE, log=None)
-  return run
+  return exported_tiny_run(tmp_path_factory)
 
 
 def _small_fd_limit():
@@ -43,12 +40,10 @@ def _small_fd_limit():
 @pytest.fixture(scope="module")
 def guarded(run_dir, tmp_path_factory):
   """A server with small limits: 400 connections, headers in 2 s, answers in 10 s."""
-  s = Server(run_dir, str(tmp_path_factory.mktemp("log") / "serve.log"),
-             "--max_connections=400", "--header_timeout_s=2", "--request_timeout_ms=10000",
-             "--batch_timeout_ms=300", "--max_batch_size=8", preexec_fn=_small_fd_limit)
-  yield s
-  status, out = s.stop()
-  assert status == 0 and "t2t-serve: stopped" in out, out
+  yield from Server.for_module(
+      run_dir, tmp_path_factory, "--max_connections=400", "--header_timeout_s=2",
+      "--request_timeout_ms=10000", "--batch_timeout_ms=300", "--max_batch_size=8",
+      preexec_fn=_small_fd_limit)
 
 
 def _post_headers(length, request_id=None):
@@ -247,11 +242,8 @@ def test_readiness_and_liveness():
 def slow_batches(run_dir, tmp_path_factory):
   """A server that waits 6 s to fill a batch of 8 and gives each request 3 s (a full batch
   runs at once: its 3 s are for the model alone)."""
-  s = Server(run_dir, str(tmp_path_factory.mktemp("log") / "serve.log"),
-             "--batch_timeout_ms=6000", "--max_batch_size=8", "--request_timeout_ms=3000")
-  yield s
-  status, out = s.stop()
-  assert status == 0 and "t2t-serve: stopped" in out, out
+  yield from Server.for_module(run_dir, tmp_path_factory, "--batch_timeout_ms=6000",
+                               "--max_batch_size=8", "--request_timeout_ms=3000")
 
 
 def _wait_for(condition, seconds, what):

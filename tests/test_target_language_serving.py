@@ -9,8 +9,8 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY_SENTENCES, make_tiny_run
-from serve_process import DECODE, MAX_LENGTH, MODEL, Server, call, headless_chromium, predict
+from conftest import TINY_SENTENCES
+from serve_process import DECODE, MODEL, Server, call, exported_tiny_run, headless_chromium, predict
 from test_server import tf_serving_rows
 
 from t2t_keras import runs
@@ -27,10 +27,7 @@ ASKED = ["fr", "de", "fr", "de", "fr"]
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  run = make_tiny_run(tmp_path_factory.mktemp("run"), MAX_LENGTH,
-                      user_defined_symbols=["<2de>", "<2fr>"])
-  export.export_model(run, decode_hparams=DECODE, log=None)
-  return run
+  return exported_tiny_run(tmp_path_factory, user_defined_symbols=["<2de>", "<2fr>"])
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +37,7 @@ def loaded(run_dir):
 
 @pytest.fixture(scope="module")
 def server(run_dir, tmp_path_factory):
-  s = Server(run_dir, str(tmp_path_factory.mktemp("log") / "serve.log"),
-             "--batch_timeout_ms=50")
-  yield s
-  status, out = s.stop()
-  assert status == 0 and "t2t-serve: stopped" in out
+  yield from Server.for_module(run_dir, tmp_path_factory, "--batch_timeout_ms=50")
 
 
 def _tagged(lines, asked):

@@ -134,7 +134,8 @@ def decode_file(model, vocab, input_path, output_path=None, settings=None, refer
     output_path = (f"{input_path}.beam{settings.search.beam_size}.alpha{settings.search.alpha}"
                    ".decodes")
   references = read_lines(reference_path) if reference_path else None
-  sources = tag_sources(vocab, read_lines(input_path), target_language, input_path)
+  sources = tag_sources(languages_lib.languages_of(vocab), read_lines(input_path),
+                        target_language, input_path)
   if references is not None and len(references) != len(sources):
     raise InputError(f"{input_path} has {len(sources)} lines but {reference_path} has "
                      f"{len(references)}")
@@ -151,11 +152,11 @@ def decode_file(model, vocab, input_path, output_path=None, settings=None, refer
                              prefixes, constraints)
 
 
-def tag_sources(vocab, sources, target_language=None, name="input"):
-  """`sources` as a multilingual model reads them: with `target_language`'s tag in front of
-  each line (`data/languages.py`), or each line's own tag checked; unchanged for a model of
-  one target language, which refuses a `target_language` (InputError)."""
-  known = languages_lib.languages_of(vocab)
+def tag_sources(known, sources, target_language=None, name="input"):
+  """`sources` as a multilingual model whose vocabulary holds the tags of `known`
+  (`languages_of`) reads them: with `target_language`'s tag in front of each line
+  (`data/languages.py`), or each line's own tag checked; unchanged for a model of one
+  target language (`known` empty), which refuses a `target_language` (InputError)."""
   if not known and target_language is None:
     return sources
   return languages_lib.tag_lines(sources, target_language, known, name)
@@ -234,12 +235,13 @@ def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn
   stream = stream or sys.stdin
   settings = settings.replace(batch_size=1)
   search_fn = search_fn or make_search_fn(model, settings.search)
+  known = languages_lib.languages_of(vocab)
   for line in stream:
     line = line.strip()
     if not line:
       continue
     try:
-      line, = tag_sources(vocab, [line], target_language, "stdin")
+      line, = tag_sources(known, [line], target_language, "stdin")
     except InputError as e:
       log(f"error: {e}")
       continue
