@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/peer_compare.py [--parts train,decode,multi30k] [--rounds 2]
         [--budget_min 5] [--peer_python /tmp/peer/bin/python] [--ct2_python /tmp/ct2/bin/python]
         [--bench_dir ../shared/bench] [--work_dir DIR] [--json out.json] [--quick]
-        [--precision float32|mixed_bfloat16]
+        [--precision float32|mixed_bfloat16] [--size small|base|big|tiny] [--batch N]
+        [--hparams "norm_type=pre"]
 
 The peer is TF Model Garden's Seq2SeqTransformer, measured by the scripts in
 ../shared/bench (see its README; the peer needs its own venv). Every figure below is
@@ -12,6 +13,22 @@ times (peer, ours, peer, ours, ...); a ratio is ours / peer of the medians over 
 rounds (each run's own figure is already a median, see below). Nothing is compared with
 a number from another day. The machine should be otherwise idle: the load average before
 each child is printed and kept.
+
+Sizes (--size; benchmarks/bench_sizes.py): train and decode run at one model size. The
+default, small, is described below (every earlier figure used it). base and big are the
+paper's transformer_base and transformer_big (post-norm, P_drop 0.1 / 0.3, no attention
+or ReLU dropout) with a 37,000-entry vocabulary on [64, 64] batches of random ids (4,096
+target tokens; --batch N: N x 64 on both sides); the peer is then
+benchmarks/model_garden_sized.py, built from the same hparams (--hparams overrides them on
+both sides, e.g. norm_type=pre: Model Garden's post-norm model fails under
+mixed_bfloat16), and CTranslate2's model is built with the size's shapes by
+ct2_decode_bench.py's own builder. tiny (transformer_tiny) checks that it all runs.
+
+MFU: after the ratios, each side's model FLOPs per step (benchmarks/flops.py: the size's
+matmuls, backward = 2 x forward) over its median step time, against this CPU's matmul
+peak in the run's precision measured first in a child (TensorFlow's matmul, the best of
+[4096, 256] x [256, 1024] and [4096, 1024] x [1024, 4096]) or, on a GPU, against the
+card's data-sheet dense peak (float32 as TF32, TensorFlow's default there).
 
   train     One training step on identical fixed shapes. Peer: model_garden_peer.py
             (vocab 8000, 3+3 layers, d_model 256, 4 heads, d_ff 1024, pre-norm, dropout,
@@ -101,6 +118,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from step_bench import data_ready  # noqa: E402  (no TensorFlow at import)
+import bench_sizes  # noqa: E402
 ROOT = os.path.dirname(HERE)
 DEFAULT_BENCH = os.path.normpath(os.path.join(ROOT, "..", "shared", "bench"))
 DEFAULT_RAW = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "multi30k"))
@@ -110,6 +128,37 @@ PEER_INSTALL = ("python3 -m venv /tmp/peer && /tmp/peer/bin/pip install -q tf-mo
 CT2_INSTALL = "python3 -m venv /tmp/ct2 && /tmp/ct2/bin/pip install ctranslate2 numpy"
 SCRIPTS = {"step": "model_garden_peer.py", "ct2": "ct2_decode_bench.py",
            "multi30k": "model_garden_multi30k.py"}
+SIZED_PEER = os.path.join(HERE, "model_garden_sized.py")  # the peer at tiny, base, big
+# A CTranslate2 model of a size's shapes, built with ct2_decode_bench.py's own builder
+# (random weights) under the CTranslate2 venv's python: argv = bench_dir, model_dir, then
+# vocab, layers, d_model, heads, d_ff, pre_norm.
+CT2_BUILD_CODE = (
+    "import sys\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "import ct2_decode_bench as b\n"
+    "v, n, d, h, f, pre = map(int, sys.argv[3:9])\n"
+    "spec = b.build_spec(vocab_size=v, layers=n, d=d, heads=h, d_ff=f, pre_norm=bool(pre))\n"
+    "print(f'built {sys.argv[2]}: {b.param_count(spec):,} params')\n"
+    "b.RandomSpecConverter(spec).convert(sys.argv[2], quantization='float32', force=True)\n")
+# The measured matmul peak of this CPU in a precision's dtype (TensorFlow's own matmul, as
+# the training step runs it): the best of an FFN-sized and a larger product, GFLOP/s as
+# JSON. Not on a GPU, whose MFU is against its data-sheet peak (a first try timed this
+# way on an H200 read 54 TFLOP/s in bf16: a figure of the timing, not of the card).
+PEAK_CODE = (
+    "import json, os, sys\n"
+    "os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
+    "import tensorflow as tf\n"
+    "from t2t_keras.training.precision import matmul_gflops\n"
+    "dtype = tf.bfloat16 if sys.argv[1] == 'mixed_bfloat16' else tf.float32\n"
+    "print(json.dumps(max(matmul_gflops(dtype),\n"
+    "                     matmul_gflops(dtype, 4096, 1024, 4096, reps=10))))\n")
+# Dense tensor-core peaks from NVIDIA's data sheets (without sparsity), TFLOP/s: float32
+# runs on TF32 tensor cores there (TensorFlow's default on Ampere and later).
+GPU_PEAK_TFLOPS = (("H100 PCIe", {"float32": 378.0, "mixed_bfloat16": 756.0}),
+                   ("H100 NVL", {"float32": 417.5, "mixed_bfloat16": 835.0}),
+                   ("H100", {"float32": 494.7, "mixed_bfloat16": 989.4}),
+                   ("H200", {"float32": 494.7, "mixed_bfloat16": 989.4}),
+                   ("A100", {"float32": 156.0, "mixed_bfloat16": 312.0}))
 PARTS = ("train", "decode", "multi30k")
 PRECISIONS = ("float32", "mixed_bfloat16")
 # The peer under a Keras mixed-precision policy: Model Garden's layers follow tf_keras's
@@ -199,6 +248,22 @@ def window_median(rates):
   if not rates:
     return None
   return statistics.median(rates[1:] or rates)
+
+
+def gpu_peak_tflops(name, precision):
+  """The data-sheet dense peak (TFLOP/s) of the GPU called `name` in `precision`, or None."""
+  for key, peaks in GPU_PEAK_TFLOPS:
+    if key in name:
+      return peaks.get(precision)
+  return None
+
+
+def mfu_line(label, tflops_s, peak_tflops, peak_label):
+  """'MFU <label>  X TFLOP/s = Y% of <peak_label> Z TFLOP/s'."""
+  if tflops_s is None or not peak_tflops:
+    return f"MFU {label:<10} n/a ({peak_label}: not measured)"
+  return (f"MFU {label:<10} {tflops_s:,.2f} TFLOP/s = {tflops_s / peak_tflops:.1%} of "
+          f"{peak_label} {peak_tflops:,.2f} TFLOP/s")
 
 
 def median(values):
@@ -395,7 +460,10 @@ class Comparison:
     self.runs = []
     self.failures = []
     self.current = None
-    self.data_dir = os.path.join(args.work_dir, "data", PROBLEM)
+    self.size = bench_sizes.get(args.size)
+    self.data_dir = os.path.join(args.work_dir, "data", PROBLEM)  # the multi30k part's
+    self.step_data_dir = os.path.join(args.work_dir, "data", self.size.problem)
+    self.peak_gflops = None
     self.report = {"args": vars(args), "runs": self.runs, "failures": self.failures}
 
   def save(self):
@@ -418,55 +486,92 @@ class Comparison:
     self.save()
     return run
 
-  def prepare_data(self):
-    """Our datagen, in its own process, before anything is timed."""
-    if data_ready(self.data_dir):
-      print(f"data: {PROBLEM} in {self.data_dir} (reused)", flush=True)
-      return True
-    c = self.child("datagen (not timed)", [
-        sys.executable, "-m", "t2t_keras.bin.datagen", f"--problem={PROBLEM}",
-        f"--data_dir={self.data_dir}", f"--raw_dir={self.args.raw_dir}"])
+  def prepare_data(self, parts):
+    """Our datagen of each problem the parts read, in its own process, before anything is
+    timed: the size's for train/decode, Multi30k for the multi30k part."""
+    needed = {}
+    if {"train", "decode"} & set(parts):
+      needed[self.size.problem] = self.step_data_dir
+    if "multi30k" in parts:
+      needed[PROBLEM] = self.data_dir
+    for problem, data_dir in needed.items():
+      if data_ready(data_dir, problem):
+        print(f"data: {problem} in {data_dir} (reused)", flush=True)
+        continue
+      raw = [f"--raw_dir={self.args.raw_dir}"] if problem == PROBLEM else []
+      c = self.child(f"datagen {problem} (not timed)", [
+          sys.executable, "-m", "t2t_keras.bin.datagen", f"--problem={problem}",
+          f"--data_dir={data_dir}", *raw])
+      c.drain()
+      c.reap()
+      if c.returncode:
+        self.failures.append(f"datagen {problem} failed (log {c.log_path})")
+        return False
+    return True
+
+  def measure_peak(self):
+    """This machine's measured matmul peak in the run's precision (GFLOP/s), in a child
+    of our python, before anything else is timed; None if it fails."""
+    c = self.child("matmul peak (not a comparison)", [sys.executable, "-c", PEAK_CODE,
+                                                      self.args.precision])
     c.drain()
     c.reap()
-    if c.returncode:
-      self.failures.append(f"datagen failed (log {c.log_path})")
-      return False
-    return True
+    try:
+      return float(c.output().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+      return None
 
   # train + decode
 
-  def step_round(self, rnd, with_ct2):
-    a, quick = self.args, self.args.quick
+  def step_round(self, rnd, with_ct2, decode):
+    """One round of the peer's step (+ beam search when `decode`), ours, and CTranslate2."""
+    a, quick, size = self.args, self.args.quick, self.size
     steps, dsteps = (2, 1) if quick else (15, 5)
-    c = self.child(f"peer step+beam r{rnd}",
-                   peer_argv(a.peer_python, os.path.join(a.bench_dir, SCRIPTS["step"]),
-                             a.precision),
-                   child_env(STEPS=steps, DSTEPS=dsteps, JIT=1 if a.gpus else 0))
+    dsteps = dsteps if decode else 0
+    env = child_env(STEPS=steps, DSTEPS=dsteps, JIT=1 if a.gpus else 0)
+    if size.name == "small" and not a.batch:  # the shared script, as every earlier figure
+      argv = peer_argv(a.peer_python, os.path.join(a.bench_dir, SCRIPTS["step"]), a.precision)
+    else:
+      argv = peer_argv(a.peer_python, SIZED_PEER, a.precision,
+                       bench_sizes.peer_flags(bench_sizes.hparams(size, a.hparams), size,
+                                              a.batch))
+    c = self.child(f"peer step{'+beam' if decode else ''} r{rnd}", argv, env)
     c.drain()
     c.reap()
     fig = parse_peer_step(c.output())
-    self.finish(c, "step", "peer", rnd, fig,
-                c.returncode == 0 and "train_target_tok_s" in fig and "decode_sent_s" in fig)
+    self.finish(c, "step", "peer", rnd, fig, c.returncode == 0 and "train_target_tok_s" in fig
+                and (not decode or "decode_sent_s" in fig))
 
-    c = self.child(f"ours step+beam r{rnd}", [
-        sys.executable, os.path.join(HERE, "step_bench.py"), f"--steps={steps}",
-        f"--decode_steps={dsteps}", f"--data_dir={self.data_dir}", f"--raw_dir={a.raw_dir}",
-        f"--hparams={ours_overrides(a.precision, a.ours_hparams)}"])
+    c = self.child(f"ours step{'+beam' if decode else ''} r{rnd}", [
+        sys.executable, os.path.join(HERE, "step_bench.py"), f"--size={size.name}",
+        *([f"--batch={a.batch}"] if a.batch else []), f"--steps={steps}",
+        f"--decode_steps={dsteps}", f"--data_dir={self.step_data_dir}",
+        f"--raw_dir={a.raw_dir}",
+        f"--hparams={ours_overrides(a.precision, a.hparams, a.ours_hparams)}"])
     c.drain()
     c.reap()
     fig = parse_step_bench(c.output())
     self.finish(c, "step", "ours", rnd, fig, c.returncode == 0 and fig is not None)
 
-    if with_ct2:
-      model_dir = os.path.join(a.work_dir, "ct2_prenorm_model")
+    if with_ct2 and decode:
+      model_dir = os.path.join(a.work_dir, f"ct2_{size.name}_model")
       out = os.path.join(a.work_dir, f"ct2_r{rnd}.json")
       if os.path.exists(out):
         os.remove(out)
-      argv = [a.ct2_python, os.path.join(a.bench_dir, SCRIPTS["ct2"]), "--pre_norm",
+      argv = [a.ct2_python, os.path.join(a.bench_dir, SCRIPTS["ct2"]),
               f"--model_dir={model_dir}", f"--json={out}",
               f"--intra_threads={os.cpu_count() or 1}", f"--compute_types={','.join(CT2_TYPES)}"]
-      if rnd == 1:  # built pre-norm in this run; later rounds reuse it
-        argv.append("--rebuild")
+      if rnd == 1:  # built in this run; later rounds reuse it
+        if size.name == "small":
+          argv += ["--pre_norm", "--rebuild"]
+        else:
+          hp = bench_sizes.hparams(size, a.hparams)
+          c = self.child(f"ct2 build {size.name} (not timed)", [
+              a.ct2_python, "-c", CT2_BUILD_CODE, a.bench_dir, model_dir,
+              *map(str, (size.vocab_size, hp.num_encoder_layers, hp.hidden_size,
+                         hp.num_heads, hp.filter_size, int(hp.norm_type == "pre")))])
+          c.drain()
+          c.reap()
       if quick:
         argv += ["--warmup=1", "--repeats=2"]
       c = self.child(f"ct2 beam r{rnd}", argv)
@@ -569,9 +674,12 @@ class Comparison:
                      "ratio": o / p if o is not None and p else None,
                      "ours_runs": ours_v, "other_runs": other_v})
 
+    size = self.size
+    batch = self.args.batch or size.batch
     if "train" in parts:
       add("train_step_tok_s", "step", "train_target_tok_s", "peer", "train_target_tok_s",
-          "tok_s", "batch 128 x 32, 4096 target tokens/step")
+          "tok_s", f"size {size.name}, batch {batch} x {size.length}, "
+          f"{size.tokens(batch)} target tokens/step")
     if "decode" in parts:
       lengths = self.values("step", "peer", "decode_length_mean")
       note = "beam 4, batch 32, 40 tokens"
@@ -589,15 +697,42 @@ class Comparison:
     if "train" in parts:
       add("train_step_peak_rss_mib", "step", "max_rss_mib", "peer", "max_rss_mib", "mib",
           "peak RSS of the train+decode process, os.wait4; lower is better")
+    if "train" in parts:
+      lines.extend(self.mfu_lines())
     self.report["ratios"] = ratios
     self.report["summary"] = lines
     return lines
 
+  def mfu_lines(self):
+    """Each side's model FLOPs per step (benchmarks/flops.py; both run the same model on the
+    same batch) over its median step time, against the measured matmul peak of this
+    machine in the run's precision and, on a GPU, the card's data-sheet dense peak."""
+    from flops import train_step_flops  # pylint: disable=import-outside-toplevel
+    size, a = self.size, self.args
+    batch = a.batch or size.batch
+    step_flops = train_step_flops(bench_sizes.hparams(size, a.hparams), size.vocab_size,
+                                  [(batch, size.length, size.length)])
+    lines = [f"MFU model {step_flops / 1e12:.3f} TFLOP a step (matmuls, backward = 2 x "
+             "forward; benchmarks/flops.py)"]
+    peaks = [] if a.gpus else [(f"measured {a.precision} matmul peak",
+                                self.peak_gflops / 1000 if self.peak_gflops else None)]
+    for name in a.gpus:
+      peaks.append((f"{name} dense {a.precision} peak", gpu_peak_tflops(name, a.precision)))
+    self.report["mfu"] = {"flops_per_step": step_flops, "peaks_tflops": dict(peaks)}
+    for side in ("ours", "peer"):
+      step_s = median(self.values("step", side, "train_median_step_s"))
+      tflops_s = step_flops / step_s / 1e12 if step_s else None
+      self.report["mfu"][side] = tflops_s
+      for label, peak in peaks:
+        lines.append(mfu_line(side, tflops_s, peak, label))
+    return lines
 
-def check_bench_dir(bench_dir, parts, with_ct2):
-  """Names of the shared scripts these parts need that bench_dir lacks."""
+
+def check_bench_dir(bench_dir, parts, with_ct2, size="small"):
+  """Names of the shared scripts these parts need that bench_dir lacks (the small size's
+  peer step is the shared script; the other sizes' is benchmarks/model_garden_sized.py)."""
   need = []
-  if {"train", "decode"} & set(parts):
+  if {"train", "decode"} & set(parts) and size == "small":
     need.append(SCRIPTS["step"])
   if "decode" in parts and with_ct2:
     need.append(SCRIPTS["ct2"])
@@ -629,6 +764,10 @@ def main():
                       help="data, logs, model and run dirs (reused across rounds and runs)")
   parser.add_argument("--json",
                       help="write everything here (default: <work_dir>/peer_compare.json)")
+  parser.add_argument("--hparams", default="",
+                      help="overrides of the model on both sides, e.g. norm_type=pre (the "
+                           "peer is built from them: layers, widths, norm placement, dropouts; "
+                           "not with the small size's shared peer script)")
   parser.add_argument("--ours_hparams", default="",
                       help='extra overrides for our side only, e.g. "bucket_mode=max" '
                            "(printed in the summary; default: none, the peer's configuration)")
@@ -637,6 +776,13 @@ def main():
                            "global mixed-precision policy (default float32, as the peer's "
                            "scripts; mixed_bfloat16 pays where bf16 matmuls are faster: "
                            "python -m t2t_keras.training.precision)")
+  parser.add_argument("--size", default="small", choices=list(bench_sizes.SIZES),
+                      help="the model and batch of train/decode (benchmarks/bench_sizes.py): "
+                           "small (3+3, d 256, 8k vocabulary; the default), base and big "
+                           "(the paper's, 37k vocabulary), tiny (a check that it runs)")
+  parser.add_argument("--batch", type=int, default=None,
+                      help="sentences a training step on both sides (default: the size's; "
+                           "e.g. more on a GPU)")
   parser.add_argument("--quick", action="store_true",
                       help="tiny step counts and a 0.3-minute budget: checks that it runs")
   args = parser.parse_args()
@@ -646,6 +792,12 @@ def main():
     parser.error(f"--parts: unknown {unknown}; choose from {', '.join(PARTS)}")
   if args.rounds < 1:
     parser.error("--rounds must be at least 1")
+  if args.hparams and args.size == "small":
+    parser.error("--hparams builds the peer from the overrides: use --size tiny, base or big "
+                 "(the small size's peer is the shared script, fixed)")
+  if "multi30k" in parts and args.size != "small":
+    parser.error("--parts multi30k measures the small size's recipe only; drop it or use "
+                 "--size small")
   if args.budget_min is None:
     args.budget_min = 0.3 if args.quick else 5.0
   args.work_dir = os.path.abspath(args.work_dir)
@@ -666,16 +818,17 @@ def main():
   ct2_versions = package_versions(args.ct2_python, ["ctranslate2"]) if with_ct2 else {}
   if with_ct2 and not ct2_versions.get("ctranslate2"):
     with_ct2 = False
-  missing = check_bench_dir(args.bench_dir, parts, with_ct2)
+  missing = check_bench_dir(args.bench_dir, parts, with_ct2, args.size)
   if missing:
     print(f"peer_compare: {args.bench_dir} lacks {', '.join(missing)} (the peer's scripts; "
           f"pass --bench_dir DIR)", file=sys.stderr)
     return 2
-  if (not data_ready(os.path.join(args.work_dir, "data", PROBLEM))
+  needs_multi30k = "multi30k" in parts or args.size == "small"
+  if (needs_multi30k and not data_ready(os.path.join(args.work_dir, "data", PROBLEM))
       and not os.path.exists(os.path.join(args.raw_dir, "train.en.gz"))):
     print(f"peer_compare: Multi30k not found in {args.raw_dir} (train.en.gz ...; pass "
-          f"--raw_dir): every part needs it (step_bench.py its 8000-piece vocabulary)",
-          file=sys.stderr)
+          f"--raw_dir): the multi30k part and the small size need it (step_bench.py its "
+          f"8000-piece vocabulary)", file=sys.stderr)
     return 2
 
   os.makedirs(args.work_dir, exist_ok=True)
@@ -716,10 +869,16 @@ def main():
                       "versions": {"ours": ours_versions, "peer": peer_versions,
                                    "ct2": ct2_versions}})
   try:
-    if comp.prepare_data():
+    if comp.prepare_data(parts):
       if {"train", "decode"} & set(parts):
+        comp.peak_gflops = None if args.gpus else comp.measure_peak()
+        print(f"matmul peak ({args.precision}): " + (
+            f"{comp.peak_gflops:,.0f} GFLOP/s" if comp.peak_gflops else
+            "not measured (a GPU's MFU is against its data-sheet peak)" if args.gpus else
+            "not measured (the measurement failed)"), flush=True)
+        comp.report["peak_gflops"] = comp.peak_gflops
         for rnd in range(1, args.rounds + 1):
-          comp.step_round(rnd, with_ct2)
+          comp.step_round(rnd, with_ct2, "decode" in parts)
       if "multi30k" in parts:
         for rnd in range(1, args.rounds + 1):
           comp.multi30k_round(rnd)
@@ -731,6 +890,7 @@ def main():
   print("\n=== summary (ours / other; each figure the median over this run's rounds)"
         + (" --quick: noise, not a measurement" if args.quick else ""))
   print(precision_line(args.precision) + "\n"
+        + (f"both sides with --hparams={args.hparams}\n" if args.hparams else "")
         + (f"ours with --ours_hparams={args.ours_hparams}\n" if args.ours_hparams else "")
         + f"CPU {cpu}" + (f"; GPU {', '.join(args.gpus)}" if args.gpus else "")
         + f"; ours tensorflow {ours_versions.get('tensorflow')}, peer tensorflow "

@@ -1,12 +1,14 @@
 """Where the training step's time goes: a tf.profiler trace of step_bench.py's step, by op type.
 
-    .venv/bin/python benchmarks/profile_step.py [--steps 5] [--hparams "..."] [--top 12]
+    .venv/bin/python benchmarks/profile_step.py [--size small|base|big] [--steps 5]
+        [--hparams "..."] [--top 12]
 
-The step is benchmarks/step_bench.py's (the peer's configuration, one fixed [128, 32]
-batch, `Trainer.train_step()`). TF runs with one inter-op thread, so op times on the
-executor's thread do not overlap and add up to the step. After --warmup untimed steps,
---steps steps run under `tf.profiler.experimental`, and the trace (the xplane of the
-host) is summed by op type as self time (an event's time minus its children's):
+The step is benchmarks/step_bench.py's at --size (the peer's configuration, one fixed
+batch of the size: [128, 32] at small, [64, 64] at base and big; `Trainer.train_step()`).
+TF runs with one inter-op thread, so op times on the executor's thread do not overlap and
+add up to the step. After --warmup untimed steps, --steps steps run under
+`tf.profiler.experimental`, and the trace (the xplane of the host) is summed by op type
+as self time (an event's time minus its children's):
 
   TF ops   the executor's thread ("tf_Compute"), keyed by op type (`_MklMatMul`,
            `_MklTranspose`, ...); XLA-compiled kernels are launched from there, and the
@@ -110,15 +112,19 @@ def main():
   parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
   parser.add_argument("--top", type=int, default=12, help="op types printed per group")
   parser.add_argument("--hparams", default="", help="extra overrides, as step_bench.py")
-  parser.add_argument("--data_dir", default=step_bench.DEFAULT_DATA)
+  parser.add_argument("--size", default="small", choices=list(step_bench.bench_sizes.SIZES),
+                      help="the model and batch (benchmarks/bench_sizes.py; default small)")
+  parser.add_argument("--data_dir", default=None, help="as step_bench.py's")
   parser.add_argument("--raw_dir", default=step_bench.DEFAULT_RAW)
   args = parser.parse_args()
-
-  step_bench.prepare_data(args.data_dir, args.raw_dir)
+  size = step_bench.bench_sizes.get(args.size)
+  data_dir = args.data_dir or os.path.join(step_bench.DEFAULT_DATA_ROOT, size.problem)
+  step_bench.prepare_data(data_dir, args.raw_dir, problem=size.problem)
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   tf.config.threading.set_inter_op_parallelism_threads(1)
   with tempfile.TemporaryDirectory(prefix="profile_step_") as work:
-    trainer, hp = step_bench.bench_trainer(args.data_dir, os.path.join(work, "run"), args.hparams)
+    trainer, hp = step_bench.bench_trainer(data_dir, os.path.join(work, "run"), args.hparams,
+                                           size)
     for _ in range(1 + args.warmup):
       trainer.train_step()
     logdir = os.path.join(work, "trace")
@@ -130,7 +136,7 @@ def main():
     tf.profiler.experimental.stop()
     groups = summarize(load_xspace(logdir))
 
-  print(f"step: {wall_ms:.1f} ms wall under the profiler (one inter-op thread, "
+  print(f"size {size.name}, step: {wall_ms:.1f} ms wall under the profiler (one inter-op thread, "
         f"{args.steps} steps, XLA {'on' if trainer.use_xla else 'off'}, {hp.precision})")
   for group, title in (("tf", "TF ops on the executor's thread"),
                        ("xla", "XLA kernels on Eigen's threads")):
@@ -138,8 +144,8 @@ def main():
     print(f"{title}: {sum(total.values()) / 1e9 / args.steps:.1f} ms per step in all")
     for key, ps in total.most_common(args.top):
       print(f"  {key[:56]:56s} {ps / 1e9 / args.steps:8.1f} ms  {calls[key] / args.steps:6.0f} calls")
-  step_flops = flops.train_step_flops(
-      hp, step_bench.VOCAB, [(step_bench.BATCH, step_bench.LENGTH, step_bench.LENGTH)])
+  step_flops = flops.train_step_flops(hp, size.vocab_size,
+                                      [(size.batch, size.length, size.length)])
   mm_ms = matmul_ms(groups["tf"][0], args.steps)
   if mm_ms:
     print(f"matmul ops: {mm_ms:.1f} ms per step for {step_flops / 1e9:.1f} GFLOP of the step's "

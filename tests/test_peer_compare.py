@@ -78,7 +78,9 @@ def test_ratio_line():
 
 
 def _args(**kw):
-  base = dict(budget_min=5.0, quick=False, work_dir="/nonexistent", json="/nonexistent.json")
+  base = dict(budget_min=5.0, quick=False, work_dir="/nonexistent", json="/nonexistent.json",
+              size="small", batch=None, hparams="", ours_hparams="", raw_dir="/raw",
+              precision="float32", gpus=[])
   base.update(kw)
   return argparse.Namespace(**base)
 
@@ -108,7 +110,9 @@ def test_summary_takes_medians_over_rounds():
   assert lines[3].startswith("RATIO decode_sent_s            ours 22.0 / ct2_int8 52.0 = 0.42x")
   assert lines[4].startswith("RATIO multi30k_tok_s           ours 2,500 / peer 2,500 = 1.00x")
   assert lines[5].startswith("RATIO train_step_peak_rss_mib  ours 2,050 / peer 1,100 = 1.86x")
-  assert all("(medians of 2 alternated runs each" in l for l in lines)
+  ratios = [l for l in lines if l.startswith("RATIO")]
+  assert len(ratios) == 6 and all("(medians of 2 alternated runs each" in l for l in ratios)
+  assert lines[6].startswith("MFU model 0.") and len(lines) == 9  # the model, ours, the peer
   assert comp.report["ratios"][0]["ours_runs"] == [3000.0, 3400.0]
 
 
@@ -208,7 +212,111 @@ def test_peer_compiles_with_xla_exactly_where_our_trainer_does(gpus, jit, monkey
 
   monkeypatch.setattr(comp, "child", first_child)
   with pytest.raises(Stop):
-    comp.step_round(1, with_ct2=False)
+    comp.step_round(1, with_ct2=False, decode=True)
   label, argv, env = envs[0]
   assert label == "peer step+beam r1" and argv[:2] == ["peer-python", "/bench/model_garden_peer.py"]
   assert env["JIT"] == jit
+
+
+class _Done:
+  returncode = 0
+
+  def drain(self):
+    pass
+
+  def reap(self, timeout=None):
+    return 0
+
+  def output(self):
+    return ""
+
+
+def _children(comp, monkeypatch):
+  """The (label, argv, env) of every child a round starts (none of them run)."""
+  started = []
+
+  def child(label, argv, env=None):
+    started.append((label, argv, env))
+    return _Done()
+
+  monkeypatch.setattr(comp, "child", child)
+  monkeypatch.setattr(comp, "finish", lambda *a, **k: None)
+  return started
+
+
+def test_base_size_builds_the_peer_from_our_hparams(monkeypatch):
+  """At --size base the peer is model_garden_sized.py with the paper's transformer_base:
+  post-norm, P_drop 0.1, no attention/ReLU dropout, a 37k vocabulary, [64, 64] batches;
+  ours gets the same size; train only: no search on either side."""
+  comp = pc.Comparison(_args(size="base", peer_python="peer-python", bench_dir="/bench"))
+  started = _children(comp, monkeypatch)
+  comp.step_round(1, with_ct2=True, decode=False)
+  (peer_label, peer, peer_env), (ours_label, ours, ours_env) = started
+  assert peer_label == "peer step r1" and ours_label == "ours step r1"
+  assert peer[:2] == ["peer-python", pc.SIZED_PEER]
+  assert peer[2:] == ["--vocab=37000", "--layers=6", "--d_model=512", "--heads=8",
+                      "--d_ff=2048", "--norm_first=0", "--dropout=0.1",
+                      "--attention_dropout=0", "--relu_dropout=0", "--batch=64",
+                      "--length=64", "--label_smoothing=0.1"]
+  assert peer_env["DSTEPS"] == "0"
+  assert "--size=base" in ours and "--decode_steps=0" in ours and "--hparams=" in ours
+  assert len(started) == 2  # no CTranslate2 without a search
+
+
+def test_both_sides_take_hparams_and_batch_and_bf16(monkeypatch):
+  comp = pc.Comparison(_args(size="big", peer_python="peer-python", bench_dir="/bench",
+                             hparams="norm_type=pre", batch=256, precision="mixed_bfloat16",
+                             ours_hparams="bucket_mode=max"))
+  started = _children(comp, monkeypatch)
+  comp.step_round(2, with_ct2=False, decode=True)
+  (_, peer, peer_env), (_, ours, _) = started
+  assert peer[:3] == ["peer-python", "-c", pc.PEER_POLICY_CODE]
+  assert peer[3:5] == ["mixed_bfloat16", pc.SIZED_PEER]
+  assert {"--d_model=1024", "--heads=16", "--d_ff=4096", "--norm_first=1", "--dropout=0.3",
+          "--batch=256"} <= set(peer)
+  assert peer_env["DSTEPS"] == "5"
+  assert "--batch=256" in ours
+  assert "--hparams=norm_type=pre,bucket_mode=max,precision=mixed_bfloat16" in ours
+
+
+def test_gpu_peaks_and_mfu_lines():
+  assert pc.gpu_peak_tflops("NVIDIA H100 80GB HBM3", "mixed_bfloat16") == 989.4
+  assert pc.gpu_peak_tflops("NVIDIA H100 PCIe", "float32") == 378.0
+  assert pc.gpu_peak_tflops("NVIDIA H200", "float32") == 494.7
+  assert pc.gpu_peak_tflops("Tesla T4", "float32") is None
+  assert pc.mfu_line("ours", 176.33, 989.4, "H200 peak") == (
+      "MFU ours       176.33 TFLOP/s = 17.8% of H200 peak 989.40 TFLOP/s")
+  assert pc.mfu_line("peer", None, 1.0, "x") == "MFU peer       n/a (x: not measured)"
+
+
+def test_summary_mfu_is_model_flops_over_each_sides_step(monkeypatch):
+  from flops import train_step_flops
+  import bench_sizes
+  comp = pc.Comparison(_args(size="base", gpus=["NVIDIA H200"], precision="float32"))
+  comp.peak_gflops = 250.0
+  comp.runs.extend([dict(part="step", side="ours", train_target_tok_s=1.0,
+                         train_median_step_s=2.0),
+                    dict(part="step", side="peer", train_target_tok_s=1.0,
+                         train_median_step_s=4.0)])
+  lines = comp.summary(["train"], with_ct2=False)
+  flops = train_step_flops(bench_sizes.hparams(bench_sizes.get("base")), 37000,
+                           [(64, 64, 64)])
+  ours = flops / 2.0 / 1e12
+  assert pc.mfu_line("peer", ours / 2, 494.7, "NVIDIA H200 dense float32 peak") in lines
+  assert pc.mfu_line("ours", ours, 494.7, "NVIDIA H200 dense float32 peak") in lines
+  assert not any("measured" in line for line in lines)  # a GPU: the data sheet's peak only
+  assert comp.report["mfu"]["flops_per_step"] == flops
+  comp.args.gpus = []  # a CPU: the measured peak
+  lines = comp.summary(["train"], with_ct2=False)
+  assert pc.mfu_line("ours", ours, 0.25, "measured float32 matmul peak") in lines
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--size=base", "--parts=multi30k"], "measures the small size's recipe only"),
+    (["--hparams=norm_type=pre"], "--hparams builds the peer from the overrides"),
+])
+def test_size_errors(argv, message, monkeypatch, capsys):
+  monkeypatch.setattr(sys, "argv", ["peer_compare.py", *argv])
+  with pytest.raises(SystemExit):
+    pc.main()
+  assert message in capsys.readouterr().err
