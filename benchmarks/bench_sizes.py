@@ -35,9 +35,13 @@ class Size:
   length: int  # tokens a side, no padding
   problem: str  # whose data dir builds our Trainer (its batches are replaced)
 
+  def sentences(self, batch=None):
+    """Sentences a step: `batch`, or the size's when None."""
+    return batch or self.batch
+
   def tokens(self, batch=None):
     """Target tokens of one step of `batch` (default the size's) sentences."""
-    return (batch or self.batch) * self.length
+    return self.sentences(batch) * self.length
 
 
 DROPOUT_01 = "layer_prepostprocess_dropout=0.1,attention_dropout=0.1,relu_dropout=0.1"
@@ -65,6 +69,14 @@ def hparams(size, extra=""):
   return hp.override(extra) if extra else hp
 
 
+def step_flops(hp, size, batch=None):
+  """Model FLOPs of one training step of `hp` on the size's [batch, length] batch
+  (benchmarks/flops.py: matmuls, backward = 2 x forward)."""
+  from flops import train_step_flops  # pylint: disable=import-outside-toplevel
+  return train_step_flops(hp, size.vocab_size,
+                          [(size.sentences(batch), size.length, size.length)])
+
+
 def peer_flags(hp, size, batch=None):
   """model_garden_sized.py's flags for the model `hp` at `size`: the same layers, widths,
   norm placement, dropouts and batch (Model Garden has no separate source/target
@@ -77,5 +89,5 @@ def peer_flags(hp, size, batch=None):
           f"--d_ff={hp.filter_size}", f"--norm_first={int(hp.norm_type == 'pre')}",
           f"--dropout={hp.layer_prepostprocess_dropout:g}",
           f"--attention_dropout={hp.attention_dropout:g}",
-          f"--relu_dropout={hp.relu_dropout:g}", f"--batch={batch or size.batch}",
+          f"--relu_dropout={hp.relu_dropout:g}", f"--batch={size.sentences(batch)}",
           f"--length={size.length}", f"--label_smoothing={hp.label_smoothing:g}"]

@@ -197,11 +197,10 @@ def main():
   args = parser.parse_args()
   counts = [int(n) for n in args.devices.split(",")]
   size = bench_sizes.get(args.size)
-  batch = args.batch or size.batch
+  batch = size.sentences(args.batch)
   if counts[0] != 1 or any(batch % n for n in counts):
     parser.error(f"--devices must start with 1 and divide the batch ({batch}): {args.devices}")
-  data_dir = args.data_dir or os.path.join(step_bench.DEFAULT_DATA_ROOT, size.problem)
-  step_bench.prepare_data(data_dir, step_bench.DEFAULT_RAW, problem=size.problem)
+  data_dir = step_bench.size_data_dir(size, args.data_dir)
 
   kind, devices = None, None
   if args.replicas:  # a child: one N

@@ -675,7 +675,7 @@ class Comparison:
                      "ours_runs": ours_v, "other_runs": other_v})
 
     size = self.size
-    batch = self.args.batch or size.batch
+    batch = size.sentences(self.args.batch)
     if "train" in parts:
       add("train_step_tok_s", "step", "train_target_tok_s", "peer", "train_target_tok_s",
           "tok_s", f"size {size.name}, batch {batch} x {size.length}, "
@@ -707,11 +707,8 @@ class Comparison:
     """Each side's model FLOPs per step (benchmarks/flops.py; both run the same model on the
     same batch) over its median step time, against the measured matmul peak of this
     machine in the run's precision and, on a GPU, the card's data-sheet dense peak."""
-    from flops import train_step_flops  # pylint: disable=import-outside-toplevel
     size, a = self.size, self.args
-    batch = a.batch or size.batch
-    step_flops = train_step_flops(bench_sizes.hparams(size, a.hparams), size.vocab_size,
-                                  [(batch, size.length, size.length)])
+    step_flops = bench_sizes.step_flops(bench_sizes.hparams(size, a.hparams), size, a.batch)
     lines = [f"MFU model {step_flops / 1e12:.3f} TFLOP a step (matmuls, backward = 2 x "
              "forward; benchmarks/flops.py)"]
     peaks = [] if a.gpus else [(f"measured {a.precision} matmul peak",

@@ -36,7 +36,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import flops  # pylint: disable=wrong-import-position
 import step_bench  # pylint: disable=wrong-import-position
 
 MATMUL_TYPES = ("MatMul", "BatchMatMul")
@@ -118,8 +117,7 @@ def main():
   parser.add_argument("--raw_dir", default=step_bench.DEFAULT_RAW)
   args = parser.parse_args()
   size = step_bench.bench_sizes.get(args.size)
-  data_dir = args.data_dir or os.path.join(step_bench.DEFAULT_DATA_ROOT, size.problem)
-  step_bench.prepare_data(data_dir, args.raw_dir, problem=size.problem)
+  data_dir = step_bench.size_data_dir(size, args.data_dir, args.raw_dir)
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   tf.config.threading.set_inter_op_parallelism_threads(1)
   with tempfile.TemporaryDirectory(prefix="profile_step_") as work:
@@ -144,8 +142,7 @@ def main():
     print(f"{title}: {sum(total.values()) / 1e9 / args.steps:.1f} ms per step in all")
     for key, ps in total.most_common(args.top):
       print(f"  {key[:56]:56s} {ps / 1e9 / args.steps:8.1f} ms  {calls[key] / args.steps:6.0f} calls")
-  step_flops = flops.train_step_flops(hp, size.vocab_size,
-                                      [(size.batch, size.length, size.length)])
+  step_flops = step_bench.bench_sizes.step_flops(hp, size)
   mm_ms = matmul_ms(groups["tf"][0], args.steps)
   if mm_ms:
     print(f"matmul ops: {mm_ms:.1f} ms per step for {step_flops / 1e9:.1f} GFLOP of the step's "

@@ -101,12 +101,20 @@ def prepare_data(data_dir, raw_dir, log=print, problem=PROBLEM):
   log(f"data: {problem} in {data_dir} ({time.time() - start:.1f} s datagen, not timed)")
 
 
+def size_data_dir(size, data_dir=None, raw_dir=DEFAULT_RAW):
+  """The data dir of the size's problem (`data_dir`, default one under the system temp
+  dir), generated there first when absent."""
+  data_dir = data_dir or os.path.join(DEFAULT_DATA_ROOT, size.problem)
+  prepare_data(data_dir, raw_dir, problem=size.problem)
+  return data_dir
+
+
 def fixed_batch(size, batch=None, seed=0):
   """The peer's batch: default_rng(seed), sources then targets, ids in [2, vocab),
   [batch (default the size's), size.length] each."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(seed)
-  shape = (batch or size.batch, size.length)
+  shape = (size.sentences(batch), size.length)
   src = rng.integers(2, size.vocab_size, shape).astype(np.int32)
   tgt = rng.integers(2, size.vocab_size, shape).astype(np.int32)
   return src, tgt
@@ -157,6 +165,7 @@ def bench_trainer(data_dir, output_dir, overrides="", size=bench_sizes.SIZES["sm
   (default: as `train()` picks it); with several replicas each gets an equal slice.
   """
   # pylint: disable=import-outside-toplevel
+  import numpy as np
   import tensorflow as tf
   from t2t_keras import registry
   from t2t_keras.training.config import TrainerConfig
@@ -170,7 +179,6 @@ def bench_trainer(data_dir, output_dir, overrides="", size=bench_sizes.SIZES["sm
   trainer = Trainer(problem, hp, data_dir, output_dir, config, strategy=strategy,
                     log=lambda *a, **k: None)
   assert trainer.vocab.vocab_size == size.vocab_size, trainer.vocab.vocab_size
-  import numpy as np
   src, tgt = fixed_batch(size, batch)
   n = trainer.local_replicas  # the Trainer takes one batch a replica from its iterator
   trainer.iterator = itertools.cycle([
@@ -265,15 +273,13 @@ def main():
                            "(the default measures the peer's configuration exactly)")
   args = parser.parse_args()
   size = bench_sizes.get(args.size)
-  data_dir = args.data_dir or os.path.join(DEFAULT_DATA_ROOT, size.problem)
-  prepare_data(data_dir, args.raw_dir, problem=size.problem)
+  data_dir = size_data_dir(size, args.data_dir, args.raw_dir)
   tokens = size.tokens(args.batch)
 
   # pylint: disable=import-outside-toplevel
   import numpy as np
   import tensorflow as tf
   import keras
-  from flops import train_step_flops
 
   load_before = os.getloadavg()
   print(f"tf {tf.__version__} keras {keras.__version__}; {os.cpu_count()} CPUs; load average "
@@ -285,15 +291,14 @@ def main():
     print(f"first step (trace) {first:.1f}s; params: {params}", flush=True)
     med = statistics.median(times)
     tok_s = tokens / med
-    flops = train_step_flops(hp, size.vocab_size, [(tokens // size.length, size.length,
-                                                    size.length)])
+    flops = bench_sizes.step_flops(hp, size, args.batch)
     print(f"TRAIN xla={trainer.use_xla}: median step {med * 1000:.1f} ms (min "
           f"{min(times) * 1000:.1f}, max {max(times) * 1000:.1f}) over {len(times)} steps; "
           f"{tok_s:.0f} target tok/s ({2 * tok_s:.0f} src+tgt tok/s); loss {loss:.3f}; "
           f"{flops / 1e12:.3f} model TFLOP/step, {flops / med / 1e12:.2f} TFLOP/s",
           flush=True)
     result = {
-        "size": size.name, "batch": tokens // size.length, "length": size.length,
+        "size": size.name, "batch": size.sentences(args.batch), "length": size.length,
         "vocab_size": size.vocab_size, "tokens_per_step": tokens,
         "precision": hp.precision, "params": params, "xla_train": trainer.use_xla,
         "train_first_step_s": first, "train_step_times_s": times, "train_median_step_s": med,

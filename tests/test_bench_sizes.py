@@ -62,3 +62,12 @@ def test_sized_vocabulary_reports_the_size_and_pieces_past_the_end():
   assert sized.vocab_size == 37000
   assert [sized.id_to_piece(i) for i in (2, 3, 36999)] == ["a", "<extra 3>", "<extra 36999>"]
   assert sized.encode("a") == [2]  # everything else is the wrapped vocabulary's
+
+
+def test_step_flops_are_flops_py_on_the_sizes_batch():
+  import flops  # on the path: step_bench put benchmarks/ there
+  base = sizes.get("base")
+  hp = sizes.hparams(base)
+  assert base.sentences() == 64 and base.sentences(256) == 256
+  assert sizes.step_flops(hp, base) == flops.train_step_flops(hp, 37000, [(64, 64, 64)])
+  assert sizes.step_flops(hp, base, 256) == 4 * sizes.step_flops(hp, base)
