@@ -1,6 +1,9 @@
 # Sourced: creates .venv with the pinned stack and the package (editable), again whenever
-# setup.py or requirements.lock change (a stamp in .venv records them), then activates it.
-T2T_VENV_STAMP=$(cat setup.py requirements.lock | sha256sum | cut -c1-16)
+# the package's definition changes (setup.py, pyproject.toml, requirements.lock, the version
+# and the console scripts' list in t2t_keras/; a stamp in .venv records them), then
+# activates it.
+T2T_VENV_STAMP=$(cat setup.py pyproject.toml requirements.lock t2t_keras/__init__.py \
+    t2t_keras/launcher.py | sha256sum | cut -c1-16)
 if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.t2t_stamp 2>/dev/null)" != "$T2T_VENV_STAMP" ] \
     || ! .venv/bin/python -c "import t2t_keras" 2>/dev/null; then
   [ -x .venv/bin/python ] || python3 -m venv .venv

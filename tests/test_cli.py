@@ -21,7 +21,7 @@ from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data import datagen
 from t2t_keras.decoding import translate, scoring
 from t2t_keras.decoding.settings import parse_decode_hparams
-from t2t_keras import runs
+from t2t_keras import launcher, runs
 from t2t_keras.training import trainer as trainer_lib
 
 PROBLEM = "algorithmic_copy"
@@ -400,11 +400,22 @@ def test_help_lists_the_binarys_own_flags_with_their_text(module):
   from absl import flags
   binary = importlib.import_module(f"t2t_keras.bin.{module}")
   names = t2t_bin.declare_help_flags(binary.__name__)
-  assert set(HELP_FLAGS[module]) <= set(names)
+  assert set(HELP_FLAGS[module]) | {"version"} <= set(names)
   assert not set(names) & set(t2t_bin.UNSUPPORTED_FLAGS)
   text = flags.FLAGS.module_help(sys.argv[0])
   for name in HELP_FLAGS[module]:
     assert f"--{name}: {flags.FLAGS[name].help}"[:60] in " ".join(text.split()), name
+
+
+@pytest.mark.parametrize("module", sorted(launcher.BINARIES))
+def test_version_in_process(module, capsys):
+  """--version through absl's flags (the console scripts answer it before importing)."""
+  import importlib
+  binary = importlib.import_module(f"t2t_keras.bin.{module}")
+  capsys.readouterr()
+  code = t2t_bin.run_in_process(binary, [binary.NAME, "--version"])
+  out = capsys.readouterr()
+  assert (code, out.out, out.err) == (0, launcher.version_line(binary.NAME) + "\n", "")
 
 
 def test_trainer_help_as_a_process():

@@ -37,17 +37,23 @@ def check_unsupported_flags():
 def run_main(main, name, argv):
   """main(argv) after flag parsing, as every binary runs it; returns the exit status.
 
-  A user error (bad flag value, bad file, missing checkpoint, ...) prints one
-  line, `<name>: error: <message>`, and returns 1; anything else is a bug and
-  keeps its traceback. Parts of TensorFlow log through absl at INFO (e.g.
-  "Sharding callback duration" at every checkpoint); app.run sets INFO, so
-  this lowers it unless --verbosity is given.
+  --version prints `launcher.version_line(name)` and returns 0 (the console scripts
+  answer it before importing TensorFlow; this serves run_in_process). A user error
+  (bad flag value, bad file, missing checkpoint, ...) prints one line,
+  `<name>: error: <message>`, and returns 1, as does a module that cannot be imported
+  (`launcher.missing_module_message`); anything else is a bug and keeps its traceback.
+  Parts of TensorFlow log through absl at INFO (e.g. "Sharding callback duration" at
+  every checkpoint); app.run sets INFO, so this lowers it unless --verbosity is given.
   """
   import sys
   from absl import app, flags
   from absl import logging as absl_logging
   if not flags.FLAGS["verbosity"].present:
     absl_logging.set_verbosity(absl_logging.WARNING)
+  if flags.FLAGS["version"].value:
+    from t2t_keras import launcher
+    print(launcher.version_line(name))
+    return 0
   try:
     if len(argv) > 1:
       raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -55,6 +61,12 @@ def run_main(main, name, argv):
     return main(argv) or 0
   except (app.UsageError,) + errors.user_errors() as e:
     print(f"{name}: error: {e}", file=sys.stderr)
+    return 1
+  except ModuleNotFoundError as e:  # a broken install: a part imported where it is used
+    from t2t_keras import launcher
+    if not launcher.is_broken_install(e):
+      raise
+    print(launcher.missing_module_message(name, e.name), file=sys.stderr)
     return 1
 
 
@@ -72,11 +84,11 @@ def declare_help_flags(module_name):
   sys.argv[0]; a console script (`t2t-trainer`) defines none itself, so its
   --help said only "Try --helpfull". This declares, for sys.argv[0], every flag
   the binary's module defines (shared ones included) and those of the flag
-  modules it imports (`run_flags`), not t2t's refused TPU / Cloud flags.
+  modules it imports (`run_flags`), and --version; not t2t's refused TPU / Cloud flags.
   """
   import sys
   from absl import flags
-  names = []
+  names = ["version"]
   for source in _flag_sources(sys.modules[module_name]):
     names += [n for n in _OWN_DEFAULTS[source] if n not in names and n not in UNSUPPORTED_FLAGS]
   for flag_name in names:
@@ -139,5 +151,7 @@ def define_flag(kind, name, default, help_text, **kwargs):
     getattr(flags, f"DEFINE_{kind}")(name, default, help_text, **kwargs)
 
 
+define_flag("bool", "version", False, "Print the version of t2t-keras (and of TensorFlow, "
+            "Keras and Python) and exit.")
 for _flag, (_kind, _what) in UNSUPPORTED_FLAGS.items():
   define_flag(_kind, _flag, None, f"t2t's flag; cannot apply here ({_what}).")
