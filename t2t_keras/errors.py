@@ -1,6 +1,7 @@
 """The error every binary prints as one line (`t2t-<name>: error: <message>`) instead of a traceback.
 
-Library code raises `InputError` (or `HParamsError`, `RegistryError`,
+Library code raises `InputError` (hparams_lib's `HParamsError` and registry's `RegistryError`
+are InputErrors) or
 `FileNotFoundError`) for input a user can fix: a bad flag value, a malformed
 file, a missing checkpoint. Anything else is a bug and keeps its traceback.
 """
@@ -11,8 +12,7 @@ class InputError(ValueError):
 
 
 def user_errors():
-  """The exception types that mean bad user input (one line, no traceback)."""
-  from t2t_keras.hparams_lib import HParamsError  # pylint: disable=import-outside-toplevel
-  from t2t_keras.registry import RegistryError  # pylint: disable=import-outside-toplevel
-  return (InputError, HParamsError, RegistryError, FileNotFoundError, FileExistsError,
-          NotADirectoryError, IsADirectoryError, PermissionError)
+  """The exception types that mean bad user input (one line, no traceback); InputError
+  includes hparams_lib's HParamsError and registry's RegistryError."""
+  return (InputError, FileNotFoundError, FileExistsError, NotADirectoryError,
+          IsADirectoryError, PermissionError)

@@ -17,8 +17,11 @@ can see a half-written file only on a store, never locally.
 
 import builtins
 import contextlib
+import json
 import os
 import shutil
+
+from t2t_keras.errors import InputError
 
 # The one temporary suffix of files being written (`atomic_open`, datagen's shards): a file
 # with it is incomplete, and the next run overwrites it.
@@ -156,6 +159,23 @@ def read_bytes(path):
 def read_text(path):
   with open(path, "r") as f:
     return f.read()
+
+
+def read_json(path):
+  """The JSON object (a dict) in `path`; InputError naming the file, and where it stops
+  parsing, when it is damaged (cut short, overwritten, not UTF-8)."""
+  try:
+    value = json.loads(read_text(path))
+  except json.JSONDecodeError as e:
+    raise InputError(f"{path} is damaged: not valid JSON ({e}); restore it from a copy, or "
+                     f"re-create it") from e
+  except UnicodeDecodeError as e:
+    raise InputError(f"{path} is damaged: not UTF-8 text ({e.reason} at byte {e.start}); "
+                     f"restore it from a copy, or re-create it") from e
+  if not isinstance(value, dict):
+    raise InputError(f"{path} is damaged: a JSON {type(value).__name__}, not the object "
+                     f"expected; restore it from a copy, or re-create it")
+  return value
 
 
 @contextlib.contextmanager

@@ -9,12 +9,13 @@ import difflib
 import json
 
 from t2t_keras import fileio
+from t2t_keras.errors import InputError
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
 
-class HParamsError(ValueError):
+class HParamsError(InputError):
   """A bad hparams override or a mismatch with saved hparams."""
 
 
@@ -144,4 +145,5 @@ class HParams:
 
   @classmethod
   def load(cls, path):
-    return cls.from_json(fileio.read_text(path))
+    """The HParams saved in `path`; InputError naming it when it is damaged."""
+    return cls(**fileio.read_json(path))

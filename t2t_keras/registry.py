@@ -16,10 +16,12 @@ import difflib
 import importlib
 import re
 
+from t2t_keras.errors import InputError
+
 _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-class RegistryError(KeyError):
+class RegistryError(KeyError, InputError):
   """Unknown or duplicate registry name."""
 
   def __str__(self):  # KeyError quotes its message; keep it readable.

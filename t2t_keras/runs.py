@@ -11,6 +11,7 @@ run.json and the vocabulary beside its averaged checkpoints).
 output_dir/
   hparams.json     the training HParams (later steps reuse them)
   run.json         {"problem", "model", "hparams_set", "vocab_size", "vocab_file",
+                    "t2t_keras_version" (of the program that last wrote it),
                     and where they apply "bucket_mode", "shuffle_buffer", "input_streams", "warm_start",
                     "best"}
   best/            the early-stopping best checkpoint, a run directory of its own
@@ -21,17 +22,19 @@ output_dir/
 
 import json
 import os
+import re
 import sys
 from typing import NamedTuple
 
 import tensorflow as tf
 
-from t2t_keras import fileio, registry
+from t2t_keras import __version__, fileio, registry
 from t2t_keras.errors import InputError
 from t2t_keras.hparams_lib import HParams
 
 HPARAMS_FILE = "hparams.json"
 RUN_FILE = "run.json"
+CHECKPOINT_INDEX = "checkpoint"  # tf.train.CheckpointManager's index of kept checkpoints
 VOCAB_FILE = "vocab.model"
 
 
@@ -52,7 +55,8 @@ def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None
   tf.io.gfile.makedirs(output_dir)
   hparams.save(os.path.join(output_dir, HPARAMS_FILE))
   info = {"problem": problem_name, "model": model_name, "hparams_set": hparams_set,
-          "vocab_size": int(vocab_size), "vocab_file": VOCAB_FILE if vocab_path else None}
+          "vocab_size": int(vocab_size), "vocab_file": VOCAB_FILE if vocab_path else None,
+          "t2t_keras_version": __version__}
   if bucket_mode:
     info["bucket_mode"] = bucket_mode
   if shuffle_buffer:
@@ -81,21 +85,31 @@ def copy_run_info(model_dir, output_dir):
 def record(output_dir, **entries):
   """Adds `entries` to output_dir's run.json (rewritten atomically)."""
   path = os.path.join(output_dir, RUN_FILE)
-  info = json.loads(fileio.read_text(path))
+  info = fileio.read_json(path)
   info.update(entries)
   fileio.write_atomic(path, json.dumps(info, indent=2))
 
 
 def load_run_info(output_dir):
-  """(HParams, run-info dict) saved by a training run; FileNotFoundError names the path."""
+  """(HParams, run-info dict) saved by a training run; FileNotFoundError names the path,
+  InputError a damaged file."""
   paths = [os.path.join(output_dir, n) for n in (HPARAMS_FILE, RUN_FILE)]
   for path in paths:
     if not fileio.exists(path):
       raise FileNotFoundError(f"{path} not found: is {output_dir!r} a t2t-trainer output_dir?")
-  info = json.loads(fileio.read_text(paths[1]))
+  info = fileio.read_json(paths[1])
   if info.get("vocab_file"):
     info["vocab_path"] = os.path.join(output_dir, info["vocab_file"])
   return HParams.load(paths[0]), info
+
+
+def check_run_files(output_dir):
+  """hparams.json, run.json and the vocabulary copy of output_dir read back (what a tool
+  that copies them checks first); FileNotFoundError / InputError naming the file."""
+  from t2t_keras.data import vocabulary  # pylint: disable=import-outside-toplevel
+  _, info = load_run_info(output_dir)
+  if info.get("vocab_path") and fileio.exists(info["vocab_path"]):
+    vocabulary.load(info["vocab_path"])
 
 
 def check_run_matches(output_dir, *, problem=None, model=None, hparams_set=None,
@@ -196,10 +210,7 @@ def newest_readable(paths, log=None):
 
 def latest_checkpoint(output_dir, log=None):
   """The newest readable checkpoint of output_dir (unreadable newer ones are skipped and logged)."""
-  state = tf.train.get_checkpoint_state(output_dir)
-  paths = list(state.all_model_checkpoint_paths) if state else []
-  if state and state.model_checkpoint_path and state.model_checkpoint_path not in paths:
-    paths.append(state.model_checkpoint_path)
+  paths = checkpoint_prefixes(output_dir, log)
   if not paths:
     raise FileNotFoundError(f"no checkpoint found in {output_dir!r}")
   path = newest_readable(paths, log)
@@ -207,6 +218,82 @@ def latest_checkpoint(output_dir, log=None):
     raise InputError(f"no readable checkpoint in {output_dir!r}: "
                      f"{', '.join(os.path.basename(p) for p in paths)} are missing or truncated")
   return path
+
+
+def checkpoint_prefixes(directory, log=None):
+  """The checkpoints of `directory`, oldest first, as its index (the `checkpoint` file)
+  lists them; where the index is missing or damaged but ckpt-<step> files are there,
+  those, with a warning through `log` (default: stderr)."""
+  state = _index_state(directory)
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  if state and state.model_checkpoint_path and state.model_checkpoint_path not in paths:
+    paths.append(state.model_checkpoint_path)
+  if paths:
+    return paths
+  found = checkpoint_files(directory)
+  names = ", ".join(os.path.basename(p) for p in found)
+  if found and (directory, names) not in _WARNED:  # once: t2t-avg-all --wait_minutes polls
+    _WARNED.add((directory, names))
+    (log or _warn)(f"warning: {os.path.join(directory, CHECKPOINT_INDEX)} is missing or "
+                   f"damaged; using the checkpoint files beside it: {names}")
+  return found
+
+
+_WARNED = set()  # (directory, checkpoint names) that checkpoint_prefixes warned about
+
+
+def checkpoint_files(directory):
+  """The ckpt-<step> prefixes whose .index file is in `directory`, by step."""
+  steps = []
+  for name in fileio.glob(os.path.join(directory, "ckpt-*.index")):
+    match = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(name))
+    if match:
+      steps.append(int(match.group(1)))
+  return [os.path.join(directory, f"ckpt-{step}") for step in sorted(steps)]
+
+
+def repair_checkpoint_index(directory, log=None):
+  """Where `directory`'s index (the `checkpoint` file) is missing or damaged while
+  ckpt-<step> files are there, writes it back listing them (a warning through `log`), so a
+  resumed run continues from the newest instead of starting over beside them; a damaged
+  index with no checkpoint files is removed. Returns whether it changed anything."""
+  index = os.path.join(directory, CHECKPOINT_INDEX)
+  if _index_state(directory) is not None:
+    return False
+  found = checkpoint_files(directory)
+  if found:
+    # With each file's time: a CheckpointManager keeps (and lists) only checkpoints whose
+    # recorded time is after last_preserved_timestamp.
+    stamps = [tf.io.gfile.stat(p + ".index").mtime_nsec / 1e9 for p in found]
+    tf.compat.v1.train.update_checkpoint_state(
+        directory, os.path.basename(found[-1]), [os.path.basename(p) for p in found],
+        all_model_checkpoint_timestamps=stamps, last_preserved_timestamp=min(stamps) - 1)
+    (log or _warn)(f"warning: {index} was missing or damaged; written again from the "
+                   f"checkpoint files: {', '.join(os.path.basename(p) for p in found)}")
+    return True
+  if fileio.exists(index):
+    fileio.remove(index)
+    (log or _warn)(f"warning: {index} was damaged and no checkpoint files are beside it; "
+                   "removed")
+    return True
+  return False
+
+
+def write_checkpoint_index(*prefixes):
+  """The `checkpoint` file listing `prefixes` (oldest first; they share a directory), so that
+  tf.train.latest_checkpoint(dir) finds the last."""
+  names = [os.path.basename(p) for p in prefixes]
+  path = os.path.join(os.path.dirname(prefixes[-1]), CHECKPOINT_INDEX)
+  fileio.write_atomic(path, f'model_checkpoint_path: "{names[-1]}"\n'
+                      + "".join(f'all_model_checkpoint_paths: "{n}"\n' for n in names))
+
+
+def _index_state(directory):
+  """tf.train.get_checkpoint_state, None also for an empty index (where it raises)."""
+  try:
+    return tf.train.get_checkpoint_state(directory)
+  except ValueError:  # "Invalid checkpoint state loaded from ...": no model_checkpoint_path
+    return None
 
 
 class Run(NamedTuple):

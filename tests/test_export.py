@@ -13,6 +13,7 @@ import tensorflow as tf
 from absl import flags
 from conftest import TINY_SENTENCES, make_tiny_run
 
+import t2t_keras
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
@@ -73,6 +74,8 @@ def test_export_layout(run_dir, exported):
   assert info["checkpoint_path"].endswith(f"ckpt-{STEP}")
   # A bilingual vocabulary (no <2xx> tags): no target languages, no such signature.
   assert "target_languages" not in info and "target_language" not in info["signatures"]
+  # The program that exported it, and the one that last wrote the run's run.json.
+  assert info["t2t_keras_version"] == info["run_t2t_keras_version"] == t2t_keras.__version__
 
 
 def test_outputs_equal_decoder(loaded, reference):

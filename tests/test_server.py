@@ -14,6 +14,7 @@ import tensorflow as tf
 from conftest import TINY_SENTENCES
 from serve_process import DECODE, MODEL, Server, call, exported_tiny_run, headless_chromium, predict
 
+import t2t_keras
 from t2t_keras import runs
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
@@ -140,6 +141,8 @@ def test_status_metadata_health_and_page(server):
   defs = body["metadata"]["signature_def"]["signature_def"]
   assert sorted(defs) == ["attention", "constrained", "nbest", "prefix", "serving_default"]
   assert "target_languages" not in body["metadata"]  # a bilingual export's
+  assert body["metadata"]["t2t_keras"] == {"server_version": t2t_keras.__version__,
+                                           "export_version": t2t_keras.__version__}
   default = defs["serving_default"]
   assert default["method_name"] == "tensorflow/serving/predict"
   assert default["inputs"]["inputs"]["dtype"] == "DT_STRING"

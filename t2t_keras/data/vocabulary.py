@@ -15,6 +15,7 @@ import random
 import sentencepiece as spm
 
 from t2t_keras import fileio
+from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID, content_ids  # noqa: E402  (re-exported)
 
 PAD, EOS, UNK = PAD_ID, EOS_ID, UNK_ID
@@ -106,7 +107,16 @@ class SubwordVocabulary:
       model_proto = fileio.read_bytes(model_path)
     self.model_path = model_path
     self._proto = bytes(model_proto)
-    self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
+    try:
+      self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
+    except (RuntimeError, SyntaxError, OSError, IndexError) as e:  # sentencepiece's statuses
+      self._sp = None
+      reason = str(e).strip() or type(e).__name__
+    if self._sp is None or self._sp.get_piece_size() == 0:
+      where = repr(model_path) if model_path else "the model given"
+      raise InputError(f"vocabulary {where} is damaged: not a sentencepiece model "
+                       f"({reason if self._sp is None else 'no pieces'}); restore it from a "
+                       f"copy, or run t2t-datagen again")
 
   @property
   def model_proto(self):

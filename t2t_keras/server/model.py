@@ -14,6 +14,8 @@ import tensorflow_text  # noqa: F401  (registers the sentencepiece ops of the ex
 from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
+from t2t_keras import __version__
+
 
 class NotFound(Exception):
   """An unknown signature (HTTP 400, TF Serving's answer)."""
@@ -142,8 +144,12 @@ class ServedModel:
 
   def metadata(self, model_name):
     """TF Serving's GetModelMetadataResponse as JSON (the signature defs); a multilingual
-    export's also lists its "target_languages" beside them (the web page's choice)."""
-    metadata = {"signature_def": {"signature_def": self.signature_defs}}
+    export's also lists its "target_languages" beside them (the web page's choice), and
+    "t2t_keras" gives the versions of this server and of the program that exported it
+    (None for an export that does not say)."""
+    metadata = {"signature_def": {"signature_def": self.signature_defs},
+                "t2t_keras": {"server_version": __version__,
+                              "export_version": self.export_info.get("t2t_keras_version")}}
     if self.target_languages:
       metadata["target_languages"] = list(self.target_languages)
     return {"model_spec": {"name": model_name, "signature_name": "",

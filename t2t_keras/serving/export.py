@@ -53,7 +53,7 @@ import time
 
 import tensorflow as tf
 
-from t2t_keras import fileio, runs
+from t2t_keras import __version__, fileio, runs
 from t2t_keras.data import languages, vocabulary
 from t2t_keras.decoding import lexical
 from t2t_keras.decoding import search as search_lib
@@ -574,11 +574,13 @@ def _has_signature(translator, name):
 
 def _export_info(translator, ckpt, version, info, settings, hparams):
   """assets/export_info.json's content: checkpoint, version, problem, limits, the decode
-  hparams and hparams, the signatures this export has and a multilingual model's
-  target languages."""
+  hparams and hparams, the signatures this export has, a multilingual model's target
+  languages, and the t2t-keras versions that exported it and that last wrote its run."""
   export_info = {
       "checkpoint_path": ",".join(fileio.abspath(c) for c in ckpt.split(",")),
       "version": int(version),
+      "t2t_keras_version": __version__,
+      "run_t2t_keras_version": info.get("t2t_keras_version"),
       "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
       "max_input_length": translator.max_input_length,
       "decode_hparams": settings.values(), "hparams": hparams.values(),

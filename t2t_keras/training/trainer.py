@@ -154,6 +154,7 @@ class Trainer:
     directory = os.path.join(self.output_dir, early_stopping.BEST_DIR) if self.chief else \
         os.path.join(self.output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}",
                      early_stopping.BEST_DIR)
+    runs.repair_checkpoint_index(directory, self.log)
     self.best_manager = tf.train.CheckpointManager(
         self._checkpoint_without_data, directory, max_to_keep=1, checkpoint_name="ckpt")
     return early_stopping.EarlyStopping(self.config.early_stopping_metric,
@@ -234,6 +235,7 @@ class Trainer:
           **{checkpoints.PIPELINE_KEY: tf.Variable(pipeline.VERSION, trainable=False)})
     directory = self.output_dir if self.chief else os.path.join(
         self.output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}")
+    runs.repair_checkpoint_index(directory, self.log)  # else a damaged index starts over
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, directory, max_to_keep=self.config.keep_checkpoints,
         checkpoint_name="ckpt")

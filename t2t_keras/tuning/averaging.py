@@ -29,12 +29,10 @@ def checkpoint_paths(output_dir, log=None):
 
   Truncated or missing ones are skipped (and logged with `log`).
   """
-  state = tf.train.get_checkpoint_state(output_dir)
-  if state is None or not state.all_model_checkpoint_paths:
-    raise FileNotFoundError(f"no checkpoints found in {output_dir!r} (no readable "
-                            "'checkpoint' index: is it a t2t-trainer output_dir?)")
-  # get_checkpoint_state already joins relative paths to output_dir.
-  paths = list(state.all_model_checkpoint_paths)
+  paths = runs.checkpoint_prefixes(output_dir, log)
+  if not paths:
+    raise FileNotFoundError(f"no checkpoints found in {output_dir!r} (no 'checkpoint' "
+                            "index and no ckpt-<step> files: is it a t2t-trainer output_dir?)")
   readable = runs.readable_checkpoints(paths, log)
   if not readable:
     raise InputError(f"no readable checkpoint in {output_dir!r}: "
@@ -153,17 +151,8 @@ def average_checkpoints(output_dir, num_last=5, output_path=None, paths=None, ma
     output_path = os.path.join(output_dir, AVERAGED_DIR,
                                f"ckpt-{step}" if step is not None else "ckpt")
   average_checkpoint_files(paths, output_path)
-  write_checkpoint_index(output_path)
+  runs.write_checkpoint_index(output_path)
   return output_path, paths
-
-
-def write_checkpoint_index(*prefixes):
-  """The `checkpoint` file listing `prefixes` (oldest first; they share a directory), so that
-  tf.train.latest_checkpoint(dir) finds the last."""
-  names = [os.path.basename(p) for p in prefixes]
-  path = os.path.join(os.path.dirname(prefixes[-1]), "checkpoint")
-  fileio.write_atomic(path, f'model_checkpoint_path: "{names[-1]}"\n'
-                      + "".join(f'all_model_checkpoint_paths: "{n}"\n' for n in names))
 
 
 def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_minutes=0.0,
@@ -188,10 +177,7 @@ def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_min
   if fileio.abspath(model_dir).rstrip("/") == fileio.abspath(output_dir).rstrip("/"):
     raise InputError(f"--output_dir must differ from --model_dir ({model_dir}): the averages "
                      "would replace the run's own checkpoint index")
-  for name in (runs.HPARAMS_FILE, runs.RUN_FILE):
-    if not fileio.exists(os.path.join(model_dir, name)):
-      raise FileNotFoundError(f"{os.path.join(model_dir, name)} not found: is {model_dir!r} a "
-                              "t2t-trainer output_dir?")
+  runs.check_run_files(model_dir)  # the files copied beside the averages read back
   written, done, deadline = [], set(), time.time() + 60 * wait_minutes
   while True:
     paths = [p for p in checkpoint_paths(model_dir, log)
@@ -214,7 +200,7 @@ def average_all(model_dir, output_dir, n=8, min_steps=0, max_step=None, wait_min
       done.add(window[-1])
     if new:
       runs.copy_run_info(model_dir, output_dir)
-      write_checkpoint_index(*written)
+      runs.write_checkpoint_index(*written)
       deadline = time.time() + 60 * wait_minutes
     if time.time() >= deadline:
       return written

@@ -236,7 +236,7 @@ def _choose_window(scorer, settings, paths, windows, ends, output_dir, dev_name,
   for suffix in _prefix_files(best_prefix):
     fileio.replace(best_prefix + suffix, chosen + suffix)
   fileio.rmtree(work)
-  averaging.write_checkpoint_index(chosen)
+  runs.write_checkpoint_index(chosen)
   log(f"chose the average of {best['n']} checkpoint(s), steps {best['first_step']}-"
       f"{best['last_step']} ({dev_name} {dev_score.name} {best[dev_score.key]:.2f}): {chosen}")
   return best, candidates, chosen, score["signature"]

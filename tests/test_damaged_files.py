@@ -1,0 +1,121 @@
+"""A run's files damaged (cut short, overwritten): one line naming the file, or carrying on
+from what is intact, and nothing lost.
+
+    run.json, hparams.json, vocab.model damaged  -> the decoder, exporter and t2t-avg-all
+                                                    exit 1 with one line naming the file
+    the checkpoint index (`checkpoint`) damaged  -> readers use the ckpt-<step> files beside
+                                                    it; the trainer writes it back and
+                                                    resumes from the newest, not from step 0
+"""
+
+import os
+import shutil
+
+import pytest
+import tensorflow as tf
+from binaries import run_binary
+from conftest import make_tiny_run
+
+from t2t_keras import runs
+from t2t_keras.bin import avg_all as avg_all_bin
+from t2t_keras.bin import decoder as decoder_bin
+from t2t_keras.bin import exporter as exporter_bin
+from t2t_keras.bin import trainer as trainer_bin
+from t2t_keras.data import datagen
+
+PROBLEM = "algorithmic_copy"
+TINY = ("hidden_size=16,filter_size=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1,"
+        "batch_size=256,max_length=8")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+  """A run with checkpoints 7 and 9 (random weights)."""
+  out = make_tiny_run(tmp_path_factory.mktemp("run"), step=7)
+  model = runs.load_model(out)[0]
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), out, 2).save(checkpoint_number=9)
+  return out
+
+
+@pytest.fixture(scope="module")
+def source_file(tmp_path_factory):
+  path = tmp_path_factory.mktemp("in") / "in.txt"
+  path.write_text("one hundred and five\ntwenty-three\n")
+  return str(path)
+
+
+def damaged_copy(run, dest, name, content):
+  """A copy of `run` whose file `name` holds `content` (bytes) instead."""
+  shutil.copytree(run, dest)
+  with open(os.path.join(dest, name), "wb") as f:
+    f.write(content)
+  return str(dest)
+
+
+CUT_SHORT = {"run.json": b'{\n  "problem": "translate_ende_numbers",\n  "mod',
+             "hparams.json": b'{"hidden_size": 16, "filter_si',
+             "vocab.model": b"\x0a\x0f\x0a\x05\xe2\x96\x81one"}
+MESSAGES = {"run.json": "is damaged: not valid JSON (Unterminated string starting at: line "
+                        "3 column 3",
+            "hparams.json": "is damaged: not valid JSON (Unterminated string starting at: "
+                            "line 1 column 21",
+            "vocab.model": "is damaged: not a sentencepiece model"}
+
+
+@pytest.mark.parametrize("name", sorted(CUT_SHORT))
+@pytest.mark.parametrize("binary", ["decoder", "exporter", "avg_all"])
+def test_a_damaged_run_file_is_one_line_naming_it(capsys, tiny_run, source_file, tmp_path,
+                                                  name, binary):
+  run = damaged_copy(tiny_run, tmp_path / "run", name, CUT_SHORT[name])
+  before = sorted(os.listdir(run))
+  args = {"decoder": [f"--output_dir={run}", f"--decode_from_file={source_file}",
+                      f"--decode_to_file={tmp_path}/out.txt", "--decode_hparams=jit=false"],
+          "exporter": [f"--output_dir={run}"],
+          "avg_all": [f"--model_dir={run}", f"--output_dir={tmp_path}/avg", "--n=2"]}[binary]
+  module = {"decoder": decoder_bin, "exporter": exporter_bin, "avg_all": avg_all_bin}[binary]
+  code, _, err = run_binary(capsys, module, *args)
+  path = os.path.join(run, name)
+  assert code == 1 and err.count("\n") == 1, err
+  assert err.startswith(f"{module.NAME}: error: ") and path in err, err
+  assert MESSAGES[name] in err, err
+  assert sorted(os.listdir(run)) == before  # nothing written into the run
+  assert not os.path.exists(f"{tmp_path}/out.txt") and not os.path.exists(f"{tmp_path}/avg")
+
+
+@pytest.mark.parametrize("content", [b"", b'model_checkpoint_path: "ckpt-9"\nall_model_ch',
+                                     b"\x00\x01 not a text proto"],
+                         ids=["empty", "cut_short", "overwritten"])
+def test_a_damaged_checkpoint_index_is_read_from_the_files(capsys, tiny_run, source_file,
+                                                           tmp_path, content):
+  run = damaged_copy(tiny_run, tmp_path / "run", "checkpoint", content)
+  code, out, err = run_binary(capsys, decoder_bin, f"--output_dir={run}",
+                              f"--decode_from_file={source_file}",
+                              f"--decode_to_file={tmp_path}/out.txt", "--decode_hparams=jit=false")
+  assert code == 0, err
+  assert (f"warning: {run}/checkpoint is missing or damaged; using the checkpoint files "
+          "beside it: ckpt-7, ckpt-9") in err
+  assert f"loaded {run}/ckpt-9" in out
+  assert len(open(f"{tmp_path}/out.txt").read().splitlines()) == 2
+  code, out, err = run_binary(capsys, avg_all_bin, f"--model_dir={run}",
+                              f"--output_dir={tmp_path}/avg", "--n=2")
+  assert code == 0 and "mean of ckpt-7, ckpt-9" in out, out + err
+
+
+def test_the_trainer_writes_a_damaged_index_back_and_resumes(capsys, tmp_path):
+  data = str(tmp_path / "data")
+  datagen.generate(PROBLEM, data, log=None, num_train=300, num_dev=20, num_test=20,
+                   max_length=6, num_symbols=5)
+  run = str(tmp_path / "run")
+  train = [f"--output_dir={run}", f"--problem={PROBLEM}", f"--data_dir={data}",
+           f"--hparams={TINY}", "--save_every=2", "--eval_every=0", "--eval_bleu_sentences=0"]
+  code, _, err = run_binary(capsys, trainer_bin, *train, "--train_steps=4")
+  assert code == 0, err
+  with open(os.path.join(run, "checkpoint"), "wb") as f:
+    f.write(b'model_checkpoint_path: "ckpt-4"\nall_model_checkpoint_paths: "ck')  # cut short
+  code, out, err = run_binary(capsys, trainer_bin, *train, "--train_steps=6")
+  assert code == 0, err
+  assert (f"warning: {run}/checkpoint was missing or damaged; written again from the "
+          "checkpoint files: ckpt-2, ckpt-4") in out
+  assert f"resumed from {run}/ckpt-4 at step 4" in out and "steps 4 -> 6" in out, out
+  assert [os.path.basename(p) for p in tf.train.get_checkpoint_state(
+      run).all_model_checkpoint_paths] == ["ckpt-2", "ckpt-4", "ckpt-6"]
