@@ -60,7 +60,8 @@ def pytest_configure(config):
 # to the workers in collection order, so these start early and the short files fill
 # the end, instead of a long file starting last while the other worker idles.
 LONGEST_FIRST = ("test_trainer.py", "test_trainer_processes.py", "test_main_job.py",
-                 "test_t2t_walkthrough.py", "test_export.py", "test_t2t_import_downstream.py",
+                 "test_t2t_walkthrough.py", "test_installed.py", "test_export.py",
+                 "test_t2t_import_downstream.py",
                  "test_ctranslate2.py", "test_parsing_serving.py", "test_ensemble.py",
                  "test_transformer.py", "test_server.py", "test_server_operations.py",
                  "test_lexical.py", "test_cli.py",
