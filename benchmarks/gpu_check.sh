@@ -2,15 +2,16 @@
 # The GPU checks in one script, most important first, each writing its log and JSON to OUT as
 # it ends (a run cut short keeps what finished). About 10 minutes on one H100/H200, most of it
 # XLA compiling each side's step once:
-#   1. base, bf16: our training step and beam search against the peer's (peer_compare.py
+#   1. MirroredStrategy over 2 and 4 logical GPUs carved from the one card against one
+#      device: the same loss and gradients (TF32 off), and the step time
+#      (multi_device_check.py; about 2 minutes, three processes);
+#   2. base, bf16: our training step and beam search against the peer's (peer_compare.py
 #      --size base --parts train,decode --precision mixed_bfloat16), with the MFU lines, both
 #      sides pre-norm (--hparams norm_type=pre): Model Garden's post-norm Seq2SeqTransformer
 #      fails under mixed_bfloat16 (a TypeError in its decoder: the encoder output stays
 #      float32), so the paper's post-norm cannot be compared in bf16;
-#   2. base, float32: the training steps of the paper's post-norm model (TF32 matmuls on the
+#   3. base, float32: the training steps of the paper's post-norm model (TF32 matmuls on the
 #      GPU, TensorFlow's default);
-#   3. MirroredStrategy over 2 and 4 logical GPUs carved from the one card against one
-#      device: the same loss and gradients, and the step time (multi_device_check.py);
 #   4. big, bf16 and 5. big, float32: the training steps.
 # On a GPU the training batch is GPU_BATCH sentences of 64 tokens a side (default 256: 16,384
 # target tokens a step, as a user fills a card; the CPU figures use the size's 64).
@@ -66,10 +67,10 @@ else
     exit 2
   fi
   B=${GPU_BATCH:-256}
-  compare base_bf16 base mixed_bfloat16 train,decode "$B" --hparams norm_type=pre
-  compare base_float32 base float32 train "$B"
   step multi_device "$PY" benchmarks/multi_device_check.py --size tiny --devices 1,2,4 \
       --json "$OUT/multi_device.json"
+  compare base_bf16 base mixed_bfloat16 train,decode "$B" --hparams norm_type=pre
+  compare base_float32 base float32 train "$B"
   compare big_bf16 big mixed_bfloat16 train "$B" --hparams norm_type=pre
   compare big_float32 big float32 train "$B"
 fi
