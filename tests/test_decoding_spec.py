@@ -29,3 +29,20 @@ def test_the_input_limit_is_the_training_max_length_capped_by_learned_positions(
   assert input_limit(hp, 10) == 10
   with pytest.raises(InputError, match=r"max_input_length must be >= 2 \(a token and EOS\), got 1"):
     input_limit(hp, 1)
+
+
+def test_the_spec_resolves_max_input_size_from_the_run():
+  hp = registry.hparams("transformer_tiny")  # max_length 64
+  spec = DecodingSpec.for_run("translate_ende_numbers", "beam_size=2", hp)
+  assert spec.settings.batching.max_input_size == 64 == spec.input_limit
+  assert spec.settings == parse_decode_hparams("beam_size=2,max_input_size=64")
+  # the user's max_input_size, then the exporter's flag, win over the training max_length
+  assert DecodingSpec.for_run(None, "max_input_size=9", hp).input_limit == 9
+  assert DecodingSpec.for_run(None, "max_input_size=9", hp, 5).input_limit == 5
+  learned = hp.replace(pos="emb", max_positions=32)
+  assert DecodingSpec.for_run(None, "", learned).input_limit == 32
+  # without the run's hparams only a given limit applies (as before: no limit)
+  assert DecodingSpec.for_run(None, "").settings == parse_decode_hparams()
+  assert DecodingSpec.for_run(None, "max_input_size=9").input_limit == 9
+  with pytest.raises(InputError, match="max_input_length must be >= 2"):
+    DecodingSpec.for_run(None, "", hp, 1)

@@ -337,3 +337,51 @@ def test_constrained_signature_equals_the_decoders_constrained_outputs(loaded, r
   with pytest.raises(tf.errors.InvalidArgumentError, match="the limit set at export, 8"):
     loaded.signatures["constrained"](inputs=tf.constant(["nine"]),
                                      constraints=tf.constant([["neun"] * 9]))
+
+
+def _decoder_binary(run_dir, tmp_path, lines, *extra):
+  """t2t-decoder's output lines for `lines` (its flags: DECODE, then `extra`)."""
+  from t2t_keras.bin import decoder as decoder_bin  # pylint: disable=import-outside-toplevel
+  source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+  source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+  flags.FLAGS.unparse_flags()
+  try:
+    flags.FLAGS(["t2t-decoder", f"--output_dir={run_dir}", f"--decode_from_file={source}",
+                 f"--decode_to_file={output}", f"--decode_hparams={DECODE}", *extra])
+    decoder_bin.main(["t2t-decoder"])
+  finally:
+    flags.FLAGS.unparse_flags()
+  return output.read_text(encoding="utf-8").splitlines()
+
+
+def test_the_decoder_binary_cuts_long_inputs_as_the_saved_model(run_dir, loaded, reference,
+                                                                 tmp_path, capsys):
+  """t2t-decoder and the SavedModel of one run give the same outputs for the same lines,
+  one longer than the training max_length among them: plain, with target prefixes, with
+  terminology constraints. (t2t-decoder once built its decoding without the run's hparams
+  and translated the long line whole.)"""
+  model, vocab = reference
+  long_line = " ".join(SENTENCES * 3)
+  lines = [long_line, SENTENCES[0], "nine"]
+  uncut = translate.decode_lines(model, vocab, lines[:1], parse_decode_hparams(DECODE))
+  assert uncut != _texts(_translate(loaded, lines[:1])[0]), "the cut must change the output"
+
+  assert _decoder_binary(run_dir, tmp_path, lines) == _texts(_translate(loaded, lines)[0])
+  assert "1 of 3 lines are longer than 12 pieces (EOS included) and were cut" in (
+      capsys.readouterr().out)
+
+  prefixes = ["drei", "", "neun und"]
+  (tmp_path / "prefixes.txt").write_text("\n".join(prefixes) + "\n", encoding="utf-8")
+  out = loaded.signatures["prefix"](inputs=tf.constant(lines), prefix=tf.constant(prefixes))
+  assert _decoder_binary(run_dir, tmp_path, lines,
+                         f"--decode_prefix_file={tmp_path / 'prefixes.txt'}") == _texts(
+                             out["outputs"].numpy())
+
+  phrases = [["drei"], [], ["neun"]]
+  (tmp_path / "phrases.jsonl").write_text("".join(json.dumps(p) + "\n" for p in phrases),
+                                          encoding="utf-8")
+  out = loaded.signatures["constrained"](
+      inputs=tf.constant(lines), constraints=tf.constant([p or [""] for p in phrases]))
+  assert _decoder_binary(run_dir, tmp_path, lines,
+                         f"--decode_constraints_file={tmp_path / 'phrases.jsonl'}") == _texts(
+                             out["outputs"].numpy())

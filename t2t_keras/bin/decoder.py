@@ -92,9 +92,10 @@ def main(argv):
   parse_decode_hparams(FLAGS.decode_hparams)  # bad overrides fail before the model loads
   run_flags.check(FLAGS.output_dir)
   from t2t_keras import runs  # pylint: disable=import-outside-toplevel
-  model, vocab, _, info, checkpoint_path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path)
+  model, vocab, hparams, info, checkpoint_path = runs.load(FLAGS.output_dir,
+                                                          FLAGS.checkpoint_path)
   print(f"loaded {checkpoint_path} ({info['problem']}, vocab {vocab.vocab_size})")
-  decoding = DecodingSpec.for_run(info["problem"], FLAGS.decode_hparams)
+  decoding = DecodingSpec.for_run(info["problem"], FLAGS.decode_hparams, hparams)
   settings = decoding.settings
   if decoding.defaults:
     print(f"decoding with {info['problem']}'s defaults {decoding.defaults}, then "

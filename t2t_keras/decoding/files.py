@@ -51,7 +51,9 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
   `prefixes`: optional target text per line ("" for none) with which each output starts
   (`translate.translate_lines`; `search_fn` must then take them); `constraints`: optional
   lists of target phrases per line that each output must contain (lines whose outputs
-  cannot hold them all are logged by number, and listed in the summary's "unmet").
+  cannot hold them all are logged by number, and listed in the summary's "unmet"). Lines
+  longer than settings.batching.max_input_size are cut (`translate.cut_sources`), logged
+  by number and listed in "truncated".
 
   The dict holds "translations" (best per line), "nbest", "seconds",
   "sentences_per_second", "output_path" and, with references, "bleu" (a
@@ -69,17 +71,15 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
   nbest = translate_lines(model, vocab, sources, settings, search_fn, progress=progress,
                           prefixes=prefixes, constraints=constraints)
   seconds = time.time() - start
-  unmet = list(nbest.unmet)
-  if unmet:
-    log(f"terminology constraints not met for {len(unmet)} of {len(sources)} lines (their "
-        f"best outputs are written anyway): lines {', '.join(str(i + 1) for i in unmet)}")
+  unmet, truncated = _report_cut_and_unmet(nbest, len(sources), settings, log)
   if postprocess is not None:
     nbest = [[h._replace(text=postprocess(src, h.text)) for h in hyps]
              for src, hyps in zip(sources, nbest)]
   translations = [h[0].text for h in nbest]
   summary = {"translations": translations, "nbest": nbest, "seconds": seconds,
              "sentences_per_second": len(sources) / max(seconds, 1e-9),
-             "output_path": output_path, "bleu": None, "unmet": unmet}
+             "output_path": output_path, "bleu": None, "unmet": unmet,
+             "truncated": truncated}
   log(f"decoded {len(sources)} sentences in {seconds:.1f} s "
       f"({summary['sentences_per_second']:.1f} sentences/s, "
       f"beam {settings.search.beam_size}, alpha {settings.search.alpha})")
@@ -102,6 +102,28 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
         [h[0].ids for h in nbest[:limit]], attention_plot_dir)
     log(f"wrote {len(paths)} attention plots to {attention_plot_dir}")
   return summary
+
+
+def _report_cut_and_unmet(nbest, count, settings, log):
+  """Logs the lines cut to max_input_size and those whose constraints no output holds
+  (`translate.NBest`'s truncated and unmet); returns them, (unmet, truncated) lists."""
+  unmet, truncated = list(nbest.unmet), list(nbest.truncated)
+  if truncated:
+    log(f"{len(truncated)} of {count} lines are longer than "
+        f"{settings.batching.max_input_size} pieces (EOS included) and were cut to them, as "
+        f"the run's SavedModel cuts them (decode hparam max_input_size): "
+        f"{_line_numbers(truncated)}")
+  if unmet:
+    log(f"terminology constraints not met for {len(unmet)} of {count} lines (their "
+        f"best outputs are written anyway): {_line_numbers(unmet)}")
+  return unmet, truncated
+
+
+def _line_numbers(indices, most=20):
+  """"lines 3, 7, 9" of 0-based indices (the first `most`, then how many more)."""
+  shown = ", ".join(str(i + 1) for i in indices[:most])
+  more = f" and {len(indices) - most} more" if len(indices) > most else ""
+  return f"line{'s' if len(indices) > 1 else ''} {shown}{more}"
 
 
 def _write_alignments(model, vocab, sources, nbest, output, output_path, log):
@@ -245,7 +267,11 @@ def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn
     except InputError as e:
       log(f"error: {e}")
       continue
-    for k, hyp in enumerate(translate_lines(model, vocab, [line], settings, search_fn)[0]):
+    nbest = translate_lines(model, vocab, [line], settings, search_fn)
+    if nbest.truncated:
+      log(f"(the line is longer than {settings.batching.max_input_size} pieces and was cut "
+          "to them: decode hparam max_input_size)")
+    for k, hyp in enumerate(nbest[0]):
       log(f"{k}\t{hyp.score:.4f}\t{hyp.text}")
       if not settings.output.return_beams:
         break

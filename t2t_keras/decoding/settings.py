@@ -33,6 +33,11 @@ and meaning:
   batching
     batch_size       sentences per batch.
     length_bucket    inputs are padded to a multiple of this (few XLA programs).
+    max_input_size   ids an input keeps, EOS included (t2t's name and cut: the first
+                     max_input_size - 1 pieces, then EOS); a cut line is reported. 0: the
+                     run's own limit, which `spec.DecodingSpec.for_run` resolves from the
+                     training hparams (max_length, capped by learned positions), as the
+                     run's SavedModel and CTranslate2 model cut their inputs.
   output
     return_beams     files get every beam: "hyp1<TAB>score1<TAB>hyp2<TAB>score2..."
     return_alignment  files also get <output>.align: Pharaoh "i-j" word pairs of each
@@ -50,7 +55,7 @@ from t2t_keras.hparams_lib import HParams, HParamsError
 
 # Every key with its default, in the order the flat values (and export_info.json) list them.
 DEFAULTS = HParams(beam_size=4, alpha=0.6, extra_length=50, max_decode_length=0,
-                   batch_size=32, length_bucket=8, jit=True, search_shards=0, constrain=True,
+                   batch_size=32, length_bucket=8, max_input_size=0, jit=True, search_shards=0, constrain=True,
                    stop_early=True, sampling_method="argmax", sampling_temp=1.0,
                    sampling_keep_top_k=-1, sampling_keep_top_p=1.0, sampling_seed=1,
                    return_beams=False, return_alignment=False, alignment_layer=-1,
@@ -60,7 +65,7 @@ GROUPS = {
     "search": ("beam_size", "alpha", "extra_length", "max_decode_length", "jit",
                "search_shards", "constrain", "stop_early", "sampling_method", "sampling_temp",
                "sampling_keep_top_k", "sampling_keep_top_p", "sampling_seed"),
-    "batching": ("batch_size", "length_bucket"),
+    "batching": ("batch_size", "length_bucket", "max_input_size"),
     "output": ("return_beams", "return_alignment", "alignment_layer", "num_samples",
                "max_attention_plots"),
     "evaluation": ("bleu_lang",),
@@ -68,7 +73,7 @@ GROUPS = {
 
 SAMPLING_METHODS = ("argmax", "random")
 LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_length": 0,
-                "batch_size": 1, "length_bucket": 1, "num_samples": -1,
+                "batch_size": 1, "length_bucket": 1, "max_input_size": 0, "num_samples": -1,
                 "max_attention_plots": 0, "search_shards": 0, "sampling_temp": 0.0,
                 "sampling_keep_top_k": -1}
 
@@ -132,10 +137,14 @@ def parse_decode_hparams(overrides="", defaults=""):
 
 def check(values):
   """Raises HParamsError for a flat {key: value} dict's value out of range: LOWER_BOUNDS,
-  sampling_method one of SAMPLING_METHODS, sampling_keep_top_p in (0, 1]."""
+  max_input_size not 1, sampling_method one of SAMPLING_METHODS, sampling_keep_top_p in
+  (0, 1]."""
   for key, low in LOWER_BOUNDS.items():
     if values[key] < low:
       raise HParamsError(f"decode hparam {key}={values[key]!r}: must be >= {low}")
+  if values["max_input_size"] == 1:
+    raise HParamsError("decode hparam max_input_size=1: must be 0 (the run's limit) or >= 2 "
+                       "(a token and EOS)")
   if values["sampling_method"] not in SAMPLING_METHODS:
     raise HParamsError(f"decode hparam sampling_method={values['sampling_method']!r}: must be "
                        f"one of {', '.join(SAMPLING_METHODS)}")

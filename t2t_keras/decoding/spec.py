@@ -3,12 +3,14 @@ constraint, the input limit and the search.
 
     spec = DecodingSpec.for_run(info["problem"], "beam_size=4,alpha=0.6", train_hparams)
     spec.settings                   # DecodeSettings: problem defaults, then the overrides
-    spec.input_limit                # ids an input keeps, EOS included
+    spec.input_limit                # ids an input keeps, EOS included (settings'
+                                    # max_input_size, resolved from the run)
     spec.search_fn(model, vocab)    # the compiled search, constraint included
     spec.hooks.postprocess(source, output)
 
-t2t-decoder, the exporter, the CTranslate2 converter and checkpoint selection each build
-the decoding of a run here, so a problem's defaults and constraint apply alike in all four.
+t2t-decoder, the exporter, the CTranslate2 converter, checkpoint selection and trials each
+build the decoding of a run here, from the run's training hparams, so a problem's defaults,
+its constraint and the input limit apply alike in all of them.
 """
 
 import dataclasses
@@ -36,24 +38,33 @@ def input_limit(train_hparams, max_input_length=None):
 class DecodingSpec:
   """The decoding of a run of `problem` (a registry name, or None).
 
-  settings: the `DecodeSettings` (`settings.parse_decode_hparams`); defaults: the
-  problem's `decode_defaults` they start from; input_limit: see `input_limit` (None where
-  the caller has no training hparams).
+  settings: the `DecodeSettings` (`settings.parse_decode_hparams`), their max_input_size
+  resolved from the run; defaults: the problem's `decode_defaults` they start from.
   """
   problem: object
   settings: DecodeSettings
   defaults: str = ""
-  input_limit: object = None
 
   @classmethod
   def for_run(cls, problem, overrides="", train_hparams=None, max_input_length=None):
     """overrides: "beam_size=4,..." applied over the problem's defaults, or a
-    `DecodeSettings` taken as it is. train_hparams: the run's, for the input limit."""
+    `DecodeSettings` taken as it is. train_hparams: the run's, for the input limit
+    (`input_limit`): `max_input_length` (the exporter's flag), else the settings'
+    max_input_size where not 0, else the training max_length; without train_hparams
+    only a given limit applies."""
     defaults = problem_lib.hooks(problem).decode_defaults
     settings = (overrides if isinstance(overrides, DecodeSettings)
                 else parse_decode_hparams(overrides, defaults))
-    limit = None if train_hparams is None else input_limit(train_hparams, max_input_length)
-    return cls(problem, settings, defaults, limit)
+    given = max_input_length or settings.batching.max_input_size or None
+    limit = input_limit(train_hparams, given) if train_hparams is not None or given else None
+    if limit and limit != settings.batching.max_input_size:
+      settings = settings.replace(max_input_size=limit)
+    return cls(problem, settings, defaults)
+
+  @property
+  def input_limit(self):
+    """The ids an input keeps, EOS included; None: no limit (no run hparams were given)."""
+    return self.settings.batching.max_input_size or None
 
   @property
   def hooks(self):

@@ -32,8 +32,22 @@ Hypothesis = collections.namedtuple("Hypothesis", ["text", "ids", "score"])
 
 class NBest(list):
   """translate_ids' result: one n-best list per source; `unmet`: the indices of the sources
-  whose terminology constraints no output holds (their best outputs are returned anyway)."""
+  whose terminology constraints no output holds (their best outputs are returned anyway);
+  `truncated`: the indices of the sources cut to the settings' max_input_size."""
   unmet = ()
+  truncated = ()
+
+
+def cut_sources(sources, limit):
+  """(sources with at most `limit` ids each, the indices of those cut): a longer one keeps
+  its first limit - 1 ids, then EOS (t2t's max_input_size; the SavedModel's cut). `limit`
+  0 or None: none is cut. sources: EOS-terminated id lists."""
+  if not limit:
+    return sources, []
+  cut = [i for i, s in enumerate(sources) if len(s) > limit]
+  for i in cut:
+    sources[i] = sources[i][:limit - 1] + [EOS_ID]
+  return sources, cut
 
 
 def pad_ids(rows, multiple=1, min_width=1):
@@ -113,11 +127,13 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   `lexical.Constraints`' tensors padded to the most phrases and tokens of any source,
   and returns met too).
 
-  Returns an `NBest` list (one per source) of lists of (ids without EOS, score), best
+  A source longer than settings.batching.max_input_size ids (where not 0) is cut to it
+  (`cut_sources`) and named in the result's `truncated`. Returns an `NBest` list (one per source) of lists of (ids without EOS, score), best
   first; a score is the model's log prob of the whole output, prefix included, / length
   penalty. With phrases, its `unmet` names the sources no output of which holds them all.
   """
-  sources = [list(s) for s in sources]
+  sources, truncated = cut_sources([list(s) for s in sources],
+                                   settings.batching.max_input_size)
   if not sources:
     return NBest()
   for name, given in (("target prefixes", prefixes), ("constraint lists", phrases)):
@@ -153,6 +169,7 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
     bar.close()
   results = NBest(results)
   results.unmet = sorted(unmet)
+  results.truncated = truncated
   return results
 
 
@@ -218,7 +235,8 @@ def translate_lines(model, vocab, lines, settings, search_fn=None, progress=Fals
   (settings: a `DecodeSettings`); `prefixes`: optional target text, one per line ("":
   none), with which each output starts; `constraints`: optional lists of target phrases
   (text), one list per line, that each output must contain. The result's `unmet` names
-  the lines no output of which holds all their phrases (`NBest`)."""
+  the lines no output of which holds all their phrases, its `truncated` those cut to
+  settings.batching.max_input_size (`NBest`)."""
   target = vocabulary.target_side(vocab)
   prefix_ids = None if prefixes is None else [target.encode(p) if p else [] for p in prefixes]
   phrase_ids = None if constraints is None else [[target.encode(p) for p in c]
@@ -227,7 +245,7 @@ def translate_lines(model, vocab, lines, settings, search_fn=None, progress=Fals
                         prefix_ids, phrase_ids)
   out = NBest([[Hypothesis(vocab.decode(ids), ids, score) for ids, score in hyps]
                for hyps in nbest])
-  out.unmet = nbest.unmet
+  out.unmet, out.truncated = nbest.unmet, nbest.truncated
   return out
 
 

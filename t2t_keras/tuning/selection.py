@@ -159,14 +159,15 @@ class _Scorer:
   model: object
   vocab: object
   problem: str
+  hparams: object
   sources: list
   references: list
   dev_score: DevScore
 
   @classmethod
   def load(cls, model_dir, checkpoint, sources, references):
-    model, vocab, _, info, _ = runs.load(model_dir, checkpoint)
-    return cls(model, vocab, info.get("problem"), sources, references,
+    model, vocab, hparams, info, _ = runs.load(model_dir, checkpoint)
+    return cls(model, vocab, info.get("problem"), hparams, sources, references,
                dev_score_of(info.get("problem")))
 
   def restore(self, prefix):
@@ -180,12 +181,12 @@ class _Scorer:
     decode defaults (parsing: input + 300), then the overrides. A bad entry fails here,
     before anything is decoded or written."""
     from t2t_keras.decoding.spec import DecodingSpec  # pylint: disable=import-outside-toplevel
-    settings = DecodingSpec.for_run(self.problem, decode_overrides).settings
+    settings = DecodingSpec.for_run(self.problem, decode_overrides, self.hparams).settings
     decode_overrides = merge_overrides(decode_overrides, "")
     grid, seen = [], {settings}
     for extra in decode_grid:
       overrides = merge_overrides(decode_overrides, extra)
-      grid_settings = DecodingSpec.for_run(self.problem, overrides).settings
+      grid_settings = DecodingSpec.for_run(self.problem, overrides, self.hparams).settings
       if grid_settings not in seen:
         seen.add(grid_settings)
         grid.append((overrides, grid_settings))

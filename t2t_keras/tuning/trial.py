@@ -34,8 +34,7 @@ def evaluate_run(run_dir, data_dir, raw_dir=None, decode_overrides="beam_size=4,
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from t2t_keras import registry, runs  # pylint: disable=import-outside-toplevel
   from t2t_keras.decoding import translate, files  # pylint: disable=import-outside-toplevel
-  from t2t_keras.decoding.settings import (  # pylint: disable=import-outside-toplevel
-      parse_decode_hparams)
+  from t2t_keras.decoding.spec import DecodingSpec  # pylint: disable=import-outside-toplevel
   from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
   from t2t_keras.training.evaluation import Evaluator  # pylint: disable=import-outside-toplevel
 
@@ -48,8 +47,10 @@ def evaluate_run(run_dir, data_dir, raw_dir=None, decode_overrides="beam_size=4,
     sources, references = files.split_pairs(problem, data_dir, "dev", raw_dir, vocab)
   else:  # the generated dev split itself (what the perplexity is measured on)
     sources, references = files.record_pairs(problem, data_dir, "dev", vocab)
-  settings = parse_decode_hparams(decode_overrides)
-  hyps = translate.decode_lines(model, vocab, sources, settings)
+  decoding = DecodingSpec.for_run(info["problem"], decode_overrides, hparams)
+  settings = decoding.settings
+  hyps = translate.decode_lines(model, vocab, sources, settings,
+                                decoding.search_fn(model, vocab))
   report = bleu.bleu_report(hyps, references, lang=settings.evaluation.bleu_lang)
   return {"params": int(model.count_params()), "dev_loss": metrics["dev_loss"],
           "dev_perplexity": metrics["dev_perplexity"], "dev_tokens": metrics["dev_tokens"],
