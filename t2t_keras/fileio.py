@@ -69,6 +69,15 @@ def exists(path):
   return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
 
 
+def size(path):
+  """The file's size in bytes (FileNotFoundError where it is missing)."""
+  if is_remote(path):
+    if not _gfile().exists(path):
+      raise FileNotFoundError(f"{path}: no such file")
+    return _gfile().stat(path).length
+  return os.path.getsize(path)
+
+
 def isdir(path):
   return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
 

@@ -380,5 +380,46 @@ def load_model(output_dir, checkpoint_path=None):
                      "(give a prefix such as DIR/ckpt-1000, not a file)")
   path = checkpoint_path or latest_checkpoint(output_dir, log=_warn)
   model = build_model(hparams, info["vocab_size"], info.get("model", "transformer"))
-  tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+  restore_model(model, path, f"{output_dir}'s {HPARAMS_FILE}")
   return model, hparams, info, path
+
+
+def restore_model(model, path, built_from="the run's hparams"):
+  """Restores a built `model` from checkpoint `path`. InputError first where the checkpoint
+  holds another layout (variables missing, extra or of another shape: a checkpoint of
+  another version, or hparams changed since), listing what differs (`layout_differences`);
+  TensorFlow's restore alone fills a smaller model from a larger checkpoint silently."""
+  differences = layout_differences(model, path)
+  if differences:
+    raise InputError(f"{path} holds another model than {built_from} builds: "
+                     f"{differences}; decode it with the hparams it was trained with")
+  tf.train.Checkpoint(model=model).restore(path).expect_partial(
+  ).assert_existing_objects_matched()
+
+
+def layout_differences(model, path, most=3):
+  """What differs between the model's variables and those of checkpoint `path`, matched
+  through its object graph as a restore matches them (`checkpoint_graph`), in one line:
+  variables the checkpoint lacks, model variables only in the checkpoint, shapes that
+  differ (the first `most` of each); "" where nothing does."""
+  from t2t_keras import checkpoint_graph  # pylint: disable=import-outside-toplevel
+  reader = checkpoint_reader(path)
+  shapes = reader.get_variable_to_shape_map()
+  if checkpoint_graph.OBJECT_GRAPH not in shapes:
+    return ""  # not an object-based checkpoint: the restore says what it says
+  graph = checkpoint_graph.object_graph(reader)
+  found = checkpoint_graph.matched_variables(graph, "model", model, model.variables)
+  matched = {key for _, _, key in found}
+  lists = (("not in the checkpoint", [p for p, _, key in found if key not in shapes]),
+           ("only in the checkpoint", sorted(p for key, p in
+                                              checkpoint_graph.model_keys(graph).items()
+                                              if key not in matched)),
+           ("of another shape", [f"{p} {list(shapes[key])} in the checkpoint, "
+                                 f"{list(v.shape)} in the model" for p, v, key in found
+                                 if key in shapes and list(shapes[key]) != list(v.shape)]))
+  parts = []
+  for what, names in lists:
+    if names:
+      more = ", ..." if len(names) > most else ""
+      parts.append(f"{len(names)} variable(s) {what} ({', '.join(names[:most])}{more})")
+  return "; ".join(parts)

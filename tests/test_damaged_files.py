@@ -6,17 +6,27 @@ from what is intact, and nothing lost.
     the checkpoint index (`checkpoint`) damaged  -> readers use the ckpt-<step> files beside
                                                     it; the trainer writes it back and
                                                     resumes from the newest, not from step 0
+    a checkpoint of another layout (hparams.json -> the decoder and exporter exit 1 with one
+    changed, or another version's checkpoint)       line listing what differs, the extra
+                                                    layers of a larger checkpoint included
+    a train or dev TFRecord shard cut short or   -> the trainer exits 1 with one line naming
+    bit-flipped                                     the shard and the record; after the
+                                                    recovery it names, the run resumes and
+                                                    ends where a run without the fault ends
 """
 
+import glob
+import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from binaries import run_binary
 from conftest import make_tiny_run
 
-from t2t_keras import runs
+from t2t_keras import registry, runs
 from t2t_keras.bin import avg_all as avg_all_bin
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
@@ -119,3 +129,96 @@ def test_the_trainer_writes_a_damaged_index_back_and_resumes(capsys, tmp_path):
   assert f"resumed from {run}/ckpt-4 at step 4" in out and "steps 4 -> 6" in out, out
   assert [os.path.basename(p) for p in tf.train.get_checkpoint_state(
       run).all_model_checkpoint_paths] == ["ckpt-2", "ckpt-4", "ckpt-6"]
+
+
+def _weights(run, step):
+  reader = tf.train.load_checkpoint(os.path.join(run, f"ckpt-{step}"))
+  return {k: reader.get_tensor(k) for k, dtype in reader.get_variable_to_dtype_map().items()
+          if dtype not in (tf.variant, tf.string)}  # the iterator's state, the object graph
+
+
+@pytest.mark.parametrize("split,damage", [("train", "cut"), ("dev", "flip")])
+def test_a_damaged_shard_is_named_and_the_run_recovers(capsys, tmp_path, split, damage):
+  """A shard cut short (train) or with one byte flipped (dev, read by the evaluation): one
+  line naming the shard and the record, the checkpoints kept; removing the shard and the
+  split's stats file and running datagen again, as the line says, lets the run resume
+  and end with the weights of a run that never met the fault."""
+  data = str(tmp_path / "data")
+  generate = lambda: datagen.generate(PROBLEM, data, log=None, num_train=300,  # noqa: E731
+                                      num_dev=20, num_test=20, max_length=6, num_symbols=5)
+  generate()
+  train = [f"--problem={PROBLEM}", f"--data_dir={data}", f"--hparams={TINY}", "--seed=3",
+           "--save_every=2", "--eval_every=2", "--eval_bleu_sentences=0"]
+  clean, run = str(tmp_path / "clean"), str(tmp_path / "run")
+  code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={clean}", *train,
+                            "--train_steps=4")
+  assert code == 0, err
+  code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
+                            "--train_steps=2")
+  assert code == 0, err
+
+  shard, = glob.glob(os.path.join(data, f"*-{split}-*.tfrecord"))
+  with open(shard, "rb") as f:
+    content = bytearray(f.read())
+  if damage == "cut":
+    content = content[:len(content) // 2]
+  else:
+    content[len(content) // 2] ^= 0x10
+  with open(shard, "wb") as f:
+    f.write(content)
+  code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
+                            "--train_steps=4")
+  assert code == 1 and err.count("\n") == 1, err
+  if damage == "cut":  # tf.data alone would read it as a shorter shard
+    assert err.startswith(f"t2t-trainer: error: {shard} holds {len(content):,} bytes, where "
+                          "t2t-datagen wrote "), err
+  else:  # the evaluation at step 2 reads it: a record's checksum fails
+    assert err.startswith(f"t2t-trainer: error: {shard}: record "), err
+    assert "cannot be read (" in err and "corrupted record at" in err, err
+  stats = registry.problem(PROBLEM).stats_path(data, split)
+  assert f"Remove it and {stats}, then run t2t-datagen again with the same flags" in err, err
+  assert os.path.exists(os.path.join(run, "ckpt-2.index"))
+
+  os.remove(shard)
+  os.remove(stats)
+  generate()
+  code, out, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
+                              "--train_steps=4")
+  assert code == 0, err
+  assert f"resumed from {run}/ckpt-2 at step 2" in out, out
+  ours, theirs = _weights(run, 4), _weights(clean, 4)
+  assert sorted(ours) == sorted(theirs) and len(ours) > 10
+  for name, value in theirs.items():
+    np.testing.assert_array_equal(ours[name], value, err_msg=name)
+
+
+LAYOUTS = {  # a change to the run's hparams.json -> what the one line must say
+    "num_decoder_layers=3": "18 variable(s) not in the checkpoint (model/decoder_layer_2/",
+    "num_decoder_layers=1": "18 variable(s) only in the checkpoint (model/decoder_layer_1/",
+    "filter_size=64": "12 variable(s) of another shape (model/encoder_layer_0/ffn/filter_dense/"
+                      "_kernel [16, 32] in the checkpoint, [16, 64] in the model",
+}
+
+
+@pytest.mark.parametrize("change", sorted(LAYOUTS))
+@pytest.mark.parametrize("binary", ["decoder", "exporter"])
+def test_a_checkpoint_of_another_layout_is_one_line_listing_what_differs(
+    capsys, tiny_run, source_file, tmp_path, change, binary):
+  """TensorFlow's restore alone fills a 1-layer decoder from a 2-layer checkpoint without a
+  word (`expect_partial`); the check before it names what differs, either way."""
+  key, value = change.split("=")
+  with open(os.path.join(tiny_run, "hparams.json")) as f:
+    hparams = json.load(f)
+  assert hparams[key] != int(value)
+  run = damaged_copy(tiny_run, tmp_path / "run", "hparams.json",
+                     json.dumps(dict(hparams, **{key: int(value)})).encode())
+  args = {"decoder": [f"--output_dir={run}", f"--decode_from_file={source_file}",
+                      f"--decode_to_file={tmp_path}/out.txt", "--decode_hparams=jit=false"],
+          "exporter": [f"--output_dir={run}"]}[binary]
+  module = {"decoder": decoder_bin, "exporter": exporter_bin}[binary]
+  code, _, err = run_binary(capsys, module, *args)
+  assert code == 1 and err.count("\n") == 1, err
+  assert err.startswith(f"{module.NAME}: error: {run}/ckpt-9 holds another model than "
+                        f"{run}'s hparams.json builds: "), err
+  assert LAYOUTS[change] in err and "decode it with the hparams it was trained with" in err
+  assert not os.path.exists(f"{tmp_path}/out.txt") and not os.path.exists(f"{run}/export")

@@ -1,6 +1,7 @@
 """Trainer behaviour: distribution equivalence, resume, failures, output files."""
 
 import json
+import math
 import os
 
 import numpy as np
@@ -122,9 +123,20 @@ def test_non_finite_loss_stops_and_keeps_last_checkpoint(copy_data, tmp_path):
     loss, tokens = real_step(batches)
     return (loss * np.nan if int(t.step) == 2 else loss), tokens
   t.step_fn.one_step = poisoned
-  with pytest.raises(trainer_lib.NonFiniteLossError, match=r"loss is nan at step 3.*ckpt-2"):
+  with pytest.raises(trainer_lib.NonFiniteLossError, match=r"loss is nan at step 3.*ckpt-2") as e:
     t.train(6)
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")
+  # The recovery the message gives: a new run from the kept checkpoint, Adam and step
+  # included, at a lower learning rate, trains on with finite losses from step 2.
+  lower = t.hparams.learning_rate_constant / 2
+  assert (f"--warm_start_from={out}/ckpt-2 --warm_start_optimizer" in str(e.value) and
+          f"--hparams=learning_rate_constant=<lower than {t.hparams.learning_rate_constant:g}>"
+          in str(e.value)), str(e.value)
+  again = make_trainer(copy_data, tmp_path / "lower", tiny_hparams(learning_rate_constant=lower),
+                       save_every=2, warm_start_from=f"{out}/ckpt-2", warm_start_optimizer=True)
+  summary = again.train(4)  # the new run's own 4 steps: the schedule's steps 3 to 6
+  assert summary["step"] == 4 and math.isfinite(summary["loss"])
+  assert int(again.optimizer.iterations.numpy()) == 6  # Adam's count went on from 2
 
 
 def test_mixed_precision_trains_close_to_float32(copy_data, tmp_path):

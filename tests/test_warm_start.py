@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import bin as t2t_bin
-from t2t_keras import runs
+from t2t_keras import checkpoint_graph, runs
 from t2t_keras.bin import trainer as trainer_bin
 from t2t_keras.errors import InputError
 from t2t_keras.training import warm_start
@@ -166,8 +166,9 @@ def test_weights_read_back_through_a_checkpoint_with_a_fresh_root(source):
   many weights through the optimizer first (the Trainer's checkpoints)."""
   src_dir, src = source
   reader = tf.train.load_checkpoint(os.path.join(src_dir, "ckpt-12"))
-  graph = warm_start._object_graph(reader)  # pylint: disable=protected-access
-  found = warm_start.matched_variables(graph, "model", src.model, src.model.trainable_variables)
+  graph = checkpoint_graph.object_graph(reader)
+  found = checkpoint_graph.matched_variables(graph, "model", src.model,
+                                             src.model.trainable_variables)
   assert len(found) == len(src.model.trainable_variables)
   keys = [key for _, _, key in found]
   assert any(k.startswith("optimizer/") for k in keys)  # the saver's first path

@@ -57,6 +57,7 @@ from t2t_keras import fileio
 from t2t_keras.data import service
 from t2t_keras.data.packing import pack_dataset
 from t2t_keras.data.vocabulary import PAD
+from t2t_keras.errors import InputError
 
 DEFAULT_SHUFFLE_BUFFER = 10000
 PARSE_CHUNK = 256  # records parsed, filtered and keyed together
@@ -126,6 +127,50 @@ def count_long_pairs(problem, data_dir, split, max_length):
   return {"total": total, "dropped": dropped, "kept": total - dropped}
 
 
+def check_shards(problem, data_dir, split):
+  """InputError naming a shard of `split` that is missing or not the size t2t-datagen wrote
+  (its stats file's "shard_bytes"; data without them is not checked). tf.data reads a shard
+  cut short as a shorter one, without a word: this is where such a cut is found."""
+  stats_path = problem.stats_path(data_dir, split)
+  if not fileio.exists(stats_path):
+    return
+  written = fileio.read_json(stats_path).get("shard_bytes", {})
+  for name, expected in sorted(written.items()):
+    path = fileio.join(data_dir, name)
+    found = fileio.size(path) if fileio.exists(path) else None
+    if found != expected:
+      state = "is missing" if found is None else f"holds {found:,} bytes"
+      raise InputError(
+          f"{path} {state}, where t2t-datagen wrote {expected:,} bytes: the shard is cut "
+          f"short or changed. Remove it and {stats_path}, then run t2t-datagen again with "
+          f"the same flags: it writes the {split} split again and keeps the vocabulary")
+
+
+def damaged_shard_error(problem, data_dir, split, error):
+  """An InputError for `error`, a tf.errors.DataLossError met reading `split` (TensorFlow's
+  message names neither the file nor the record): the first shard of the split that cannot
+  be read to its end, the record, and how to write it again. One pass over the shards."""
+  for path in sorted(fileio.glob(problem.filepattern(data_dir, split))):
+    read = 0
+    try:
+      for _ in tf.data.TFRecordDataset(path):
+        read += 1
+    except tf.errors.DataLossError as e:
+      stats = problem.stats_path(data_dir, split)
+      also = f" and {stats}" if fileio.exists(stats) else ""
+      return InputError(
+          f"{path}: record {read + 1} cannot be read ({_first_line(e.message)}): the shard is "
+          f"cut short or damaged. Remove it{also}, then run t2t-datagen again with the same "
+          f"flags: it writes the {split} split again and keeps the vocabulary")
+  return InputError(f"a {split} shard in {data_dir} could not be read "
+                    f"({_first_line(error.message)}), though each reads to its end now: a "
+                    "shard changed while it was read (another datagen writing it?)")
+
+
+def _first_line(message):
+  return str(message).strip().splitlines()[0] if str(message).strip() else "no message"
+
+
 @dataclasses.dataclass(frozen=True)
 class InputSettings:
   """How `make_dataset` reads a split (the default: one pass in file order, as evaluation).
@@ -189,9 +234,12 @@ def make_dataset(problem, data_dir, split, hparams, settings=None, *, input_cont
       Packed batches have the `packing.FEATURES` keys, each int32 [R, packed_length].
     input_context: a tf.distribute.InputContext; shards the data by
       input_pipeline_id and divides the budget by num_replicas_in_sync.
+  A shard cut short raises InputError here (`check_shards`); one whose records fail their
+  checksums raises tf.errors.DataLossError when read (`damaged_shard_error` names it).
   """
   s = InputSettings() if settings is None else settings
   b = _batching(hparams, input_context, s)
+  check_shards(problem, data_dir, split)
 
   def batches(seed):
     def stream(num, index):

@@ -325,6 +325,9 @@ class Text2TextProblem:
                        "remove them, or generate with their count")
     stats = shards.write_split(self, tmp_dir, split, paths, vocab, num_workers=num_workers,
                                usr_dir=usr_dir, log=log)
+    # Each shard's size, which readers check (`pipeline.check_shards`): tf.data takes a
+    # shard cut short for a shorter one, silently.
+    stats["shard_bytes"] = {fileio.basename(p): fileio.size(p) for p in paths}
     fileio.write_atomic(stats_path, json.dumps(stats, indent=2, sort_keys=True))
     for p in paths:
       fileio.remove(shards.shard_stats_path(p))

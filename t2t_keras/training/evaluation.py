@@ -17,6 +17,7 @@ import math
 import tensorflow as tf
 
 from t2t_keras.data import languages as languages_lib
+from t2t_keras.data import pipeline
 from t2t_keras.data.pipeline import make_dataset
 from t2t_keras.training.loss import token_metrics
 
@@ -95,10 +96,13 @@ class Evaluator:
         lambda ctx: make_dataset(self.problem, self.data_dir, "dev", self.hparams,
                                  input_context=ctx))  # one pass, in file order
     sums = [0.0] * (3 * (1 + len(self.languages)))
-    for i, batch in enumerate(dataset):
-      if i >= steps:
-        break
-      sums = [total + float(x) for total, x in zip(sums, self._step(batch))]
+    try:
+      for i, batch in enumerate(dataset):
+        if i >= steps:
+          break
+        sums = [total + float(x) for total, x in zip(sums, self._step(batch))]
+    except tf.errors.DataLossError as e:
+      raise pipeline.damaged_shard_error(self.problem, self.data_dir, "dev", e) from None
     metrics = _token_figures(*sums[:3])
     for k, language in enumerate(self.languages):
       figures = _token_figures(*sums[3 * (k + 1):3 * (k + 2)])

@@ -249,7 +249,12 @@ class Trainer:
     """This worker's next batch for each of its replicas, as distributed values; the
     time it waited for them is added to self.input_wait (seconds)."""
     start = time.perf_counter()
-    local = [next(self.iterator) for _ in range(self.local_replicas)]
+    try:
+      local = [next(self.iterator) for _ in range(self.local_replicas)]
+    except tf.errors.DataLossError as e:
+      error = pipeline.damaged_shard_error(self.problem, self.data_dir, "train", e)
+      raise InputError(f"{error} The run keeps its checkpoints and resumes from the "
+                       "newest.") from None
     self.input_wait += time.perf_counter() - start
     if self._single_device():
       return local[0]
@@ -312,7 +317,8 @@ class Trainer:
                                for v in self.model.trainable_variables])):
       raise NonFiniteLossError(
           f"non-finite weights after step {int(self.step.numpy())} (the update was not finite); "
-          f"not saved. The last good checkpoint ({self.manager.latest_checkpoint}) is kept.")
+          f"not saved. The last good checkpoint ({self.manager.latest_checkpoint}) is kept. "
+          f"{self._recovery()}")
     path = self.manager.save(checkpoint_number=int(self.step.numpy()))
     if self.chief:
       self.log(f"saved {path}")
@@ -443,12 +449,24 @@ class Trainer:
       return metrics, True
     return metrics, False
 
+  def _recovery(self):
+    """How to go on after a non-finite loss: the same command meets it again (the run is
+    deterministic) and the run's hparams are fixed, so a new run starts from the kept
+    checkpoint, Adam's state and step included, at a lower learning rate."""
+    latest = self.manager.latest_checkpoint
+    if latest is None:
+      return "Start again with a lower learning_rate_constant, or norm_type=pre."
+    return (f"To go on at a lower learning rate, start a run in a new --output_dir with "
+            f"--warm_start_from={latest} --warm_start_optimizer (the weights, Adam's moments "
+            f"and the step come too) and --hparams=learning_rate_constant=<lower than "
+            f"{self.hparams.learning_rate_constant:g}>")
+
   def _check_loss(self, step, loss, guard):
     """NonFiniteLossError for a NaN / Inf loss; the loss-climb warning when the guard fires."""
     if not math.isfinite(loss):
       raise NonFiniteLossError(
           f"loss is {loss} at step {step}; stopping. The last good checkpoint "
-          f"({self.manager.latest_checkpoint}) is kept.")
+          f"({self.manager.latest_checkpoint}) is kept. {self._recovery()}")
     climb = guard.update(step, loss)
     if climb:
       self.log(self._climb_warning(step, climb))

@@ -21,16 +21,15 @@ import collections
 import os
 
 import tensorflow as tf
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from t2t_keras import fileio, runs
+from t2t_keras.checkpoint_graph import (OBJECT_GRAPH as _OBJECT_GRAPH, matched_variables,
+                                        model_keys, object_graph)
 from t2t_keras.errors import InputError
 
 Source = collections.namedtuple("Source", ["checkpoint", "run_dir"])
 Source.__doc__ = """What --warm_start_from named: a checkpoint prefix, and the run directory
 holding it (its hparams.json, run.json and vocabulary), or None for a bare checkpoint."""
-
-_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 def resolve(path):
@@ -75,65 +74,6 @@ def check_vocabulary(source, vocab_path):
   return True
 
 
-def _object_graph(reader):
-  graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH))
-  return graph
-
-
-def _child(graph, node_id, name):
-  """The node id of `name` under node `node_id` in the checkpoint's graph, or None."""
-  if node_id is None:
-    return None
-  return next((c.node_id for c in graph.nodes[node_id].children if c.local_name == name), None)
-
-
-def _variable_key(graph, node_id):
-  if node_id is None:
-    return None
-  return next((a.checkpoint_key for a in graph.nodes[node_id].attributes
-               if a.name == "VARIABLE_VALUE"), None)
-
-
-def matched_variables(graph, root_name, obj, variables):
-  """[(path, variable, checkpoint key or None)] for each of `variables` reachable from `obj`,
-  matched by name through the checkpoint's object graph from its root's child `root_name`.
-
-  Breadth first, the first path to a variable wins (as in TensorFlow's own saver).
-  """
-  wanted = {id(v): v for v in variables}
-  found, seen = [], set()
-  queue = collections.deque([(obj, _child(graph, 0, root_name), root_name)])
-  while queue:
-    node, node_id, path = queue.popleft()
-    for name, child in tf.train.TrackableView.children(node).items():
-      if id(child) in seen:
-        continue
-      seen.add(id(child))
-      child_id = _child(graph, node_id, name)
-      if id(child) in wanted:
-        found.append((f"{path}/{name}", child, _variable_key(graph, child_id)))
-      else:
-        queue.append((child, child_id, f"{path}/{name}"))
-  return found
-
-
-def _model_keys(graph):
-  """{checkpoint key: path from "model"} of every variable under the root's "model" child."""
-  keys, seen = {}, set()
-  queue = collections.deque([(_child(graph, 0, "model"), "model")])
-  while queue:
-    node_id, path = queue.popleft()
-    if node_id is None or node_id in seen:
-      continue
-    seen.add(node_id)
-    key = _variable_key(graph, node_id)
-    if key:
-      keys.setdefault(key, path)
-    queue.extend((c.node_id, f"{path}/{c.local_name}") for c in graph.nodes[node_id].children)
-  return keys
-
-
 def plan(checkpoint, model, optimizer=None):
   """[(variable, checkpoint key)] to assign; InputError naming the first mismatch.
 
@@ -146,7 +86,7 @@ def plan(checkpoint, model, optimizer=None):
   shapes = reader.get_variable_to_shape_map()
   if _OBJECT_GRAPH not in shapes:
     raise InputError(f"--warm_start_from: {checkpoint} is not an object-based (TF2) checkpoint")
-  graph = _object_graph(reader)
+  graph = object_graph(reader)
   trainable = {id(v) for v in model.trainable_variables}
   everything = matched_variables(graph, "model", model, model.variables)
   pairs = [p for p in everything if id(p[1]) in trainable]
@@ -162,7 +102,7 @@ def plan(checkpoint, model, optimizer=None):
       raise InputError(f"--warm_start_from: {path} has shape {list(shapes[key])} in "
                        f"{checkpoint} and {list(variable.shape)} in this model")
   # A model weight of the checkpoint that nothing here matched (a layer this model lacks).
-  in_checkpoint = _model_keys(graph)
+  in_checkpoint = model_keys(graph)
   matched = {key for _, _, key in everything}
   unused = sorted((path, key) for key, path in in_checkpoint.items() if key not in matched)
   if unused:
