@@ -3,8 +3,16 @@
 Library code raises `InputError` (hparams_lib's `HParamsError` and registry's `RegistryError`
 are InputErrors) or
 `FileNotFoundError`) for input a user can fix: a bad flag value, a malformed
-file, a missing checkpoint. Anything else is a bug and keeps its traceback.
+file, a missing checkpoint. A full disk (or file size limit) is one line too
+(`out_of_space`), whoever raised it: Python, or TensorFlow writing a checkpoint or
+a SavedModel. Anything else is a bug and keeps its traceback.
 """
+
+import errno
+
+# What Python's OSError and TensorFlow's own file errors say when a write finds no room.
+NO_SPACE = {errno.ENOSPC: "No space left on device", errno.EFBIG: "File too large",
+            errno.EDQUOT: "Disk quota exceeded"}
 
 
 class InputError(ValueError):
@@ -16,3 +24,20 @@ def user_errors():
   includes hparams_lib's HParamsError and registry's RegistryError."""
   return (InputError, FileNotFoundError, FileExistsError, NotADirectoryError,
           IsADirectoryError, PermissionError)
+
+
+def out_of_space(error):
+  """The one-line message for an error that means a write found no room (the disk, a quota
+  or the file size limit: an OSError of NO_SPACE's errnos, or a TensorFlow error whose
+  message says so), else None."""
+  if isinstance(error, OSError) and error.errno in NO_SPACE:
+    where = f" writing {error.filename}" if error.filename else ""
+    cause = error.strerror or NO_SPACE[error.errno]
+  else:
+    text = str(getattr(error, "message", "") or error).strip()
+    if not any(phrase in text for phrase in NO_SPACE.values()):
+      return None
+    where, cause = "", text.splitlines()[0]
+  return (f"out of space{where}: {cause}. Free some (or raise the limit) and run the same "
+          "command again: what it finished is kept, and nothing half-written is left "
+          "under a final name")

@@ -40,8 +40,9 @@ def run_main(main, name, argv):
   --version prints `launcher.version_line(name)` and returns 0 (the console scripts
   answer it before importing TensorFlow; this serves run_in_process). A user error
   (bad flag value, bad file, missing checkpoint, ...) prints one line,
-  `<name>: error: <message>`, and returns 1, as does a module that cannot be imported
-  (`launcher.missing_module_message`); anything else is a bug and keeps its traceback.
+  `<name>: error: <message>`, and returns 1, as do a module that cannot be imported
+  (`launcher.missing_module_message`) and a write that found no room
+  (`errors.out_of_space`); anything else is a bug and keeps its traceback.
   Parts of TensorFlow log through absl at INFO (e.g. "Sharding callback duration" at
   every checkpoint); app.run sets INFO, so this lowers it unless --verbosity is given.
   """
@@ -67,6 +68,12 @@ def run_main(main, name, argv):
     if not launcher.is_broken_install(e):
       raise
     print(launcher.missing_module_message(name, e.name), file=sys.stderr)
+    return 1
+  except Exception as e:  # pylint: disable=broad-except  (a full disk: one line; else re-raised)
+    message = errors.out_of_space(e)
+    if message is None:
+      raise
+    print(f"{name}: error: {message}", file=sys.stderr)
     return 1
 
 
