@@ -1,0 +1,79 @@
+"""SIGKILL at any moment: what a killed t2t-exporter or t2t-avg-all leaves is either whole
+or not under its final name, and the same command run again completes.
+
+Each binary runs as its own process and is killed after 3 and 7 seconds (during its
+TensorFlow start or its writes, depending on the CPU; where it finished first, its
+output is checked as whole). The verdict does not depend on when the kill
+lands: either the final output is there and loads, or it is absent and a rerun makes it.
+(The trainer's and datagen's kills: test_trainer_processes.py, test_datagen_scale.py.)
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+from binaries import run_binary
+from conftest import make_tiny_run
+
+from t2t_keras import runs
+from t2t_keras.bin import avg_all as avg_all_bin
+from t2t_keras.bin import exporter as exporter_bin
+
+KILL_AFTER_S = (3.0, 7.0)
+QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+  """A run with checkpoints 7 and 9 (random weights)."""
+  out = make_tiny_run(tmp_path_factory.mktemp("run"), step=7)
+  model = runs.load_model(out)[0]
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), out, 2).save(checkpoint_number=9)
+  return out
+
+
+def killed(module, args, after_s):
+  """Runs `python -m module args`, SIGKILLed after `after_s` seconds; True if it ended first."""
+  proc = subprocess.Popen([sys.executable, "-m", module, *args], env=QUIET,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    proc.wait(after_s)
+    return True
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.wait()
+    return False
+
+
+@pytest.mark.parametrize("after_s", KILL_AFTER_S)
+def test_a_killed_exporter_leaves_no_partial_version(capsys, tiny_run, tmp_path, after_s):
+  args = [f"--output_dir={tiny_run}", f"--export_dir={tmp_path}/export",
+          "--decode_hparams=beam_size=1"]
+  killed("t2t_keras.bin.exporter", args, after_s)
+  final = tmp_path / "export" / "9"
+  if not final.exists():  # killed before the rename: only a temporary directory, if any
+    assert all(n.startswith(".tmp-") for n in os.listdir(tmp_path / "export")) if (
+        tmp_path / "export").exists() else True
+    code, _, err = run_binary(capsys, exporter_bin, *args)
+    assert code == 0, err
+  loaded = tf.saved_model.load(str(final))
+  out = loaded.signatures["serving_default"](inputs=tf.constant(["nine"]))
+  assert out["outputs"].shape == (1,)
+  assert (final / "assets" / "export_info.json").exists()
+
+
+@pytest.mark.parametrize("after_s", KILL_AFTER_S)
+def test_a_killed_average_leaves_no_partial_checkpoint(capsys, tiny_run, tmp_path, after_s):
+  args = [f"--model_dir={tiny_run}", f"--output_dir={tmp_path}/avg", "--n=2"]
+  killed("t2t_keras.bin.avg_all", args, after_s)
+  latest = tf.train.latest_checkpoint(str(tmp_path / "avg")) if (tmp_path / "avg").exists() \
+      else None
+  if latest is None:
+    code, _, err = run_binary(capsys, avg_all_bin, *args)
+    assert code == 0, err
+    latest = tf.train.latest_checkpoint(str(tmp_path / "avg"))
+  assert runs.checkpoint_is_readable(latest), latest
+  run = runs.load(str(tmp_path / "avg"))  # the run's files are whole beside it
+  assert run.checkpoint_path == latest
