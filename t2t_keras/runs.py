@@ -40,8 +40,11 @@ VOCAB_FILE = "vocab.model"
 
 def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None,
                   model_name="transformer", hparams_set=None, bucket_mode=None,
-                  warm_start=None, best=None, shuffle_buffer=None, input_streams=None):
-  """Writes hparams.json, run.json and a copy of the vocabulary (atomically).
+                  warm_start=None, best=None, shuffle_buffer=None, input_streams=None,
+                  imported_from=None):
+  """Writes hparams.json, a copy of the vocabulary and, last, run.json (each atomically):
+  a directory with a run.json is a whole run (the importers write their checkpoints
+  first, so a killed import leaves no run.json and can be run again).
 
   bucket_mode: the training stream's bucketing ("auto" resolved), kept so that
   a resumed run reads the same batches whatever its XLA or replica settings.
@@ -67,6 +70,8 @@ def save_run_info(output_dir, hparams, problem_name, vocab_size, vocab_path=None
     info["warm_start"] = dict(warm_start)
   if best:
     info["best"] = dict(best)
+  if imported_from:
+    info["imported_from"] = dict(imported_from)  # t2t-import: where the weights came from
   if vocab_path:
     fileio.copy_atomic(vocab_path, os.path.join(output_dir, VOCAB_FILE))
   fileio.write_atomic(os.path.join(output_dir, RUN_FILE), json.dumps(info, indent=2))

@@ -6,12 +6,15 @@ TensorFlow start or its writes, depending on the CPU; where it finished first, i
 output is checked as whole). The verdict does not depend on when the kill
 lands: either the final output is there and loads, or it is absent and a rerun makes it.
 (The trainer's and datagen's kills: test_trainer_processes.py, test_datagen_scale.py.)
+The importers are killed at one chosen point instead (just before run.json, the file that
+makes a directory a run), simulated in-process.
 """
 
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from binaries import run_binary
@@ -77,3 +80,50 @@ def test_a_killed_average_leaves_no_partial_checkpoint(capsys, tiny_run, tmp_pat
   assert runs.checkpoint_is_readable(latest), latest
   run = runs.load(str(tmp_path / "avg"))  # the run's files are whole beside it
   assert run.checkpoint_path == latest
+
+
+class Killed(BaseException):
+  """Stands for SIGKILL at one chosen point: nothing after it runs (no except clause of
+  the code under test catches a BaseException of its own)."""
+
+
+def _die(*args, **kwargs):
+  raise Killed()
+
+
+@pytest.mark.parametrize("point", ["checkpoint", "run_json"])
+@pytest.mark.parametrize("source", ["t2t", "marian"])
+def test_a_killed_import_runs_again(monkeypatch, tmp_path, source, point):
+  """An import writes its checkpoints first and run.json last (with the vocabulary before
+  it): killed as it saves a checkpoint or just before run.json, it leaves a directory that
+  is no run, which the same import accepts and completes. (Marian's import wrote run.json
+  first: killed at the checkpoint, the rerun refused the directory, "already holds a
+  run", and the directory held no model.)"""
+  if source == "t2t":
+    import t2t_checkpoint_writer as writer  # pylint: disable=import-outside-toplevel
+    from t2t_keras.importing import t2t_checkpoint  # pylint: disable=import-outside-toplevel
+    hp = dict(writer.BASE, hidden_size=8, filter_size=16, num_heads=2, num_hidden_layers=1,
+              symbol_modality_num_shards=2)
+    writer.write_t2t_dir(str(tmp_path / "t2t"), hp, np.random.default_rng(0), target_space=5)
+    do_import = lambda: t2t_checkpoint.import_run(  # noqa: E731
+        str(tmp_path / "t2t"), str(tmp_path / "run"), log=lambda *_: None)
+  else:
+    import marian_fixture  # pylint: disable=import-outside-toplevel
+    from t2t_keras.importing import marian  # pylint: disable=import-outside-toplevel
+    marian_fixture.write_release(str(tmp_path / "release"), "post_swish_tied_all", seed=2)
+    do_import = lambda: marian.import_run(  # noqa: E731
+        str(tmp_path / "release"), str(tmp_path / "run"), log=lambda *_: None)
+  with monkeypatch.context() as patch:
+    if point == "checkpoint":
+      patch.setattr(tf.train.CheckpointManager, "save", _die)
+    else:
+      patch.setattr(runs, "save_run_info", _die)
+    with pytest.raises(Killed):
+      do_import()
+  left = os.listdir(tmp_path / "run") if (tmp_path / "run").exists() else []
+  assert runs.RUN_FILE not in left, left
+  if point == "run_json":
+    assert any(n.endswith(".index") for n in left), left
+  do_import()
+  run = runs.load(str(tmp_path / "run"))
+  assert run.info["imported_from"] and runs.checkpoint_is_readable(run.checkpoint_path)

@@ -308,11 +308,11 @@ def import_run(marian_dir, output_dir, *, files=None, problem="translate_paralle
     hparams = to_hparams(config, vocab.pad_added, overrides)
     model = runs.build_model(hparams, vocab.vocab_size)
     load_weights(model, params, vocab.marian_ids)  # every check before anything is written
-    runs.save_run_info(output_dir, hparams, problem, vocab.vocab_size, pair)
-  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), output_dir,
-                                       max_to_keep=None)
-  written = manager.save(checkpoint_number=0)
-  runs.record(output_dir, imported_from={
-      "marian": dict(files), "pad_added": vocab.pad_added})
+    # The checkpoint first, run.json last: a killed import leaves no run.json.
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), output_dir,
+                                         max_to_keep=None)
+    written = manager.save(checkpoint_number=0)
+    runs.save_run_info(output_dir, hparams, problem, vocab.vocab_size, pair,
+                       imported_from={"marian": dict(files), "pad_added": vocab.pad_added})
   log(f"imported {files['npz']} -> {written}")
   return written

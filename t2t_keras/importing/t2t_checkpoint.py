@@ -13,6 +13,7 @@ The conventions read from t2t's source are in docs/migrating.md.
 
 import os
 import re
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -252,12 +253,13 @@ def import_run(t2t_dir, output_dir, *, checkpoint_path=None, all_checkpoints=Fal
     step = _step(reader, path)
     written.append(manager.save(checkpoint_number=step))
     log(f"imported {path} (step {step}) -> {written[-1]}")
-  runs.save_run_info(output_dir, hparams, problem, vocab.vocab_size, vocab_path)
-  # Stored plain (as t2t-datagen writes it), so a warm start from this run accepts the
-  # vocabulary file of a t2t data_dir byte for byte.
-  fileio.write_atomic(os.path.join(output_dir, runs.VOCAB_FILE),
-                      t2t_subwords.read_plain(vocab_path))
-  runs.record(output_dir, imported_from={
-      "t2t_dir": t2t_dir, "checkpoints": paths, "target_space_id": space,
-      "vocab": vocab_path})
+  # The vocabulary stored plain (as t2t-datagen writes it), so a warm start from this run
+  # accepts the vocabulary file of a t2t data_dir byte for byte; run.json last, so a
+  # killed import leaves no run.json and can be run again.
+  with tempfile.TemporaryDirectory() as tmp:
+    plain = os.path.join(tmp, runs.VOCAB_FILE)
+    fileio.write_atomic(plain, t2t_subwords.read_plain(vocab_path))
+    runs.save_run_info(output_dir, hparams, problem, vocab.vocab_size, plain, imported_from={
+        "t2t_dir": t2t_dir, "checkpoints": paths, "target_space_id": space,
+        "vocab": vocab_path})
   return written
