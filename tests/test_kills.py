@@ -51,20 +51,31 @@ def killed(module, args, after_s):
 
 
 @pytest.mark.parametrize("after_s", KILL_AFTER_S)
-def test_a_killed_exporter_leaves_no_partial_version(capsys, tiny_run, tmp_path, after_s):
-  args = [f"--output_dir={tiny_run}", f"--export_dir={tmp_path}/export",
+@pytest.mark.parametrize("export_format", ["savedmodel", "ctranslate2"])
+def test_a_killed_exporter_leaves_no_partial_model(capsys, tiny_run, tmp_path, after_s,
+                                                   export_format):
+  if export_format == "ctranslate2":
+    pytest.importorskip("ctranslate2", reason="the [ctranslate2] extra is not installed")
+  target = tmp_path / ("export" if export_format == "savedmodel" else "ct2")
+  args = [f"--output_dir={tiny_run}", f"--export_dir={target}", f"--format={export_format}",
           "--decode_hparams=beam_size=1"]
   killed("t2t_keras.bin.exporter", args, after_s)
-  final = tmp_path / "export" / "9"
+  final = target / "9" if export_format == "savedmodel" else target
   if not final.exists():  # killed before the rename: only a temporary directory, if any
-    assert all(n.startswith(".tmp-") for n in os.listdir(tmp_path / "export")) if (
-        tmp_path / "export").exists() else True
+    parent = final.parent
+    assert all(n.startswith((".tmp-", ".ct2-")) for n in os.listdir(parent)
+               if n != "run"), os.listdir(parent)
     code, _, err = run_binary(capsys, exporter_bin, *args)
     assert code == 0, err
-  loaded = tf.saved_model.load(str(final))
-  out = loaded.signatures["serving_default"](inputs=tf.constant(["nine"]))
-  assert out["outputs"].shape == (1,)
-  assert (final / "assets" / "export_info.json").exists()
+  if export_format == "savedmodel":
+    loaded = tf.saved_model.load(str(final))
+    out = loaded.signatures["serving_default"](inputs=tf.constant(["nine"]))
+    assert out["outputs"].shape == (1,)
+    assert (final / "assets" / "export_info.json").exists()
+  else:
+    import ctranslate2  # pylint: disable=import-outside-toplevel
+    translator = ctranslate2.Translator(str(final))
+    assert translator.translate_batch([["▁nine", "</s>"]], max_decoding_length=3)
 
 
 @pytest.mark.parametrize("after_s", KILL_AFTER_S)
