@@ -129,3 +129,20 @@ def test_datagen_then_the_trainer(capsys, tmp_path):
   code, out, err = run_binary(capsys, trainer_bin, *train, "--train_steps=4")
   assert code == 0 and f"resumed from {run}/ckpt-2 at step 2" in out, out + err
   assert tf.train.latest_checkpoint(run).endswith("ckpt-4")
+
+
+def test_t2t_import(capsys, tmp_path):
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import t2t_checkpoint_writer as writer  # pylint: disable=import-outside-toplevel
+  from t2t_keras.bin import t2t_import as import_bin  # pylint: disable=import-outside-toplevel
+  hp = dict(writer.BASE, hidden_size=8, filter_size=16, num_heads=2, num_hidden_layers=1,
+            symbol_modality_num_shards=2)
+  writer.write_t2t_dir(str(tmp_path / "t2t"), hp, np.random.default_rng(0), target_space=5)
+  args = [f"--t2t_dir={tmp_path / 't2t'}", f"--output_dir={tmp_path / 'run'}"]
+  size = os.path.getsize(glob.glob(str(tmp_path / "t2t" / "model.ckpt-*.data-*"))[0])
+  with file_size_limit(size // 4):
+    code, _, err = run_binary(capsys, import_bin, *args)
+  _one_line(code, err, import_bin.NAME)
+  assert not (tmp_path / "run" / runs.RUN_FILE).exists()  # no run: the same import runs again
+  code, _, err = run_binary(capsys, import_bin, *args)
+  assert code == 0 and runs.load(str(tmp_path / "run")).info["imported_from"], err

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -137,6 +138,26 @@ def test_non_finite_loss_stops_and_keeps_last_checkpoint(copy_data, tmp_path):
   summary = again.train(4)  # the new run's own 4 steps: the schedule's steps 3 to 6
   assert summary["step"] == 4 and math.isfinite(summary["loss"])
   assert int(again.optimizer.iterations.numpy()) == 6  # Adam's count went on from 2
+
+
+def test_an_output_dir_removed_mid_run_stops_without_writing_a_stray_run(copy_data, tmp_path):
+  """The output directory removed at step 3: the save at step 4 stops with one line,
+  instead of writing checkpoints into a fresh directory that holds no run.json (as
+  TensorFlow's CheckpointManager would: it creates the directory again)."""
+  out = tmp_path / "run"
+  t = make_trainer(copy_data, out, save_every=2)
+  real_step = t.train_step
+  def step_then_remove():
+    result = real_step()
+    if int(t.step) == 3:
+      shutil.rmtree(out)
+    return result
+  t.train_step = step_then_remove
+  with pytest.raises(InputError, match=rf"{out}/run.json is gone: the output directory was "
+                                       r"removed or replaced while training, so step 4 is not "
+                                       "saved there"):
+    t.train(6)
+  assert not out.exists() or not list(out.glob("ckpt-*"))
 
 
 def test_mixed_precision_trains_close_to_float32(copy_data, tmp_path):

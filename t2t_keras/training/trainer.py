@@ -312,7 +312,15 @@ class Trainer:
     return self._checkpoint_without_data
 
   def save(self):
-    """Saves a checkpoint of this step; refuses (NonFiniteLossError) when a weight is NaN or Inf."""
+    """Saves a checkpoint of this step; refuses (NonFiniteLossError) when a weight is NaN or
+    Inf, and (InputError) when the output directory lost its run.json since the start (it
+    was removed or replaced: a checkpoint there would be no run's)."""
+    run_file = os.path.join(self.output_dir, runs.RUN_FILE)
+    if self.chief and not fileio.exists(run_file):
+      raise InputError(f"{run_file} is gone: the output directory was removed or replaced "
+                       f"while training, so step {int(self.step.numpy())} is not saved there. "
+                       "Train again into a new --output_dir (or restore the directory and "
+                       "resume)")
     if not bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
                                for v in self.model.trainable_variables])):
       raise NonFiniteLossError(
