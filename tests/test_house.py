@@ -341,3 +341,19 @@ def test_the_paper_layers_carry_no_fast_path_arguments():
            if isinstance(node, ast.FunctionDef) and node.name == "call"}
   assert calls and all(len(args) <= 9 and not {"h", "next_norm"} & set(args)
                        for args in calls.values()), calls
+
+
+MAX_README_CELL = 200  # characters of a README table cell, markdown included
+
+
+def _long_cells(text):
+  """[(line number, length)] of the table cells of a markdown text over MAX_README_CELL."""
+  return [(number, len(cell.strip())) for number, line in enumerate(text.splitlines(), 1)
+          if line.startswith("|") for cell in line.strip().strip("|").split("|")
+          if len(cell.strip()) > MAX_README_CELL]
+
+
+def test_readme_table_cells_stay_short():
+  """The README is the front door: a table cell says one thing (details go to docs/)."""
+  assert _long_cells((ROOT.parent / "README.md").read_text(encoding="utf-8")) == []
+  assert _long_cells("| a | " + "x" * 201 + " |") == [(1, 201)]
