@@ -158,3 +158,12 @@ def make_tiny_run(out, max_length=12, step=7, seed=3, user_defined_symbols=(), *
   runs.save_run_info(str(out), hp, "translate_ende_numbers", vocab.vocab_size,
                      str(out / "spm.model"))
   return str(out)
+
+
+def make_two_checkpoint_run(out):
+  """`make_tiny_run` in `out` with checkpoints 7 and 9 (random weights); returns str(out)."""
+  from t2t_keras import runs
+  out = make_tiny_run(out, step=7)
+  model = runs.load_model(out)[0]
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), out, 2).save(checkpoint_number=9)
+  return out

@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from binaries import run_binary
-from conftest import make_tiny_run
+from conftest import make_two_checkpoint_run
 
-from t2t_keras import registry, runs
+from t2t_keras import registry
 from t2t_keras.bin import avg_all as avg_all_bin
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
@@ -41,10 +41,7 @@ TINY = ("hidden_size=16,filter_size=32,num_heads=2,num_encoder_layers=1,num_deco
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
   """A run with checkpoints 7 and 9 (random weights)."""
-  out = make_tiny_run(tmp_path_factory.mktemp("run"), step=7)
-  model = runs.load_model(out)[0]
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), out, 2).save(checkpoint_number=9)
-  return out
+  return make_two_checkpoint_run(tmp_path_factory.mktemp("run"))
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import resource
 import pytest
 import tensorflow as tf
 from binaries import run_binary
-from conftest import make_tiny_run
+from conftest import make_two_checkpoint_run
 
 from t2t_keras import errors, runs
 from t2t_keras.bin import avg_all as avg_all_bin
@@ -52,10 +52,7 @@ def _one_line(code, err, name):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
   """A run with checkpoints 7 and 9 (random weights)."""
-  out = make_tiny_run(tmp_path_factory.mktemp("run"), step=7)
-  model = runs.load_model(out)[0]
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), out, 2).save(checkpoint_number=9)
-  return out
+  return make_two_checkpoint_run(tmp_path_factory.mktemp("run"))
 
 
 def test_the_message_of_each_kind_of_full_write():
