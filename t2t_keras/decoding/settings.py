@@ -55,8 +55,8 @@ from t2t_keras.hparams_lib import HParams, HParamsError
 
 # Every key with its default, in the order the flat values (and export_info.json) list them.
 DEFAULTS = HParams(beam_size=4, alpha=0.6, extra_length=50, max_decode_length=0,
-                   batch_size=32, length_bucket=8, max_input_size=0, jit=True, search_shards=0, constrain=True,
-                   stop_early=True, sampling_method="argmax", sampling_temp=1.0,
+                   batch_size=32, length_bucket=8, max_input_size=0, jit=True,
+                   search_shards=0, constrain=True, stop_early=True, sampling_method="argmax", sampling_temp=1.0,
                    sampling_keep_top_k=-1, sampling_keep_top_p=1.0, sampling_seed=1,
                    return_beams=False, return_alignment=False, alignment_layer=-1,
                    num_samples=-1, max_attention_plots=0, bleu_lang="de")

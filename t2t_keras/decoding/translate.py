@@ -128,8 +128,8 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   and returns met too).
 
   A source longer than settings.batching.max_input_size ids (where not 0) is cut to it
-  (`cut_sources`) and named in the result's `truncated`. Returns an `NBest` list (one per source) of lists of (ids without EOS, score), best
-  first; a score is the model's log prob of the whole output, prefix included, / length
+  (`cut_sources`) and named in the result's `truncated`. Returns an `NBest` list (one per
+  source) of lists of (ids without EOS, score), best first; a score is the model's log prob of the whole output, prefix included, / length
   penalty. With phrases, its `unmet` names the sources no output of which holds them all.
   """
   sources, truncated = cut_sources([list(s) for s in sources],

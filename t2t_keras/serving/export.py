@@ -124,10 +124,11 @@ class Translator(tf.Module):
   TensorFlow and TF Text ops.
   """
 
-  def __init__(self, model, vocab_path, settings, max_input_length, postprocess=None,
+  def __init__(self, model, vocab_path, settings, postprocess=None,
                constraint=None, max_positions=None, max_phrases=MAX_PHRASES,
                max_phrase_pieces=MAX_PHRASE_PIECES):
-    """`settings`: a `DecodeSettings` (its search and batching are baked into the graph);
+    """`settings`: a `DecodeSettings` (its search and batching are baked into the graph;
+    batching.max_input_size, the input limit, resolved: `spec.DecodingSpec.for_run`);
     `postprocess`: see below; `constraint`: the problem's output constraint for the
     search (`decoding/constraints.py`), or None; `max_positions`: the most target
     positions the model has (learned positions), or None; `max_phrases`,
@@ -154,7 +155,10 @@ class Translator(tf.Module):
     self.vocab_asset = tf.saved_model.Asset(vocab_path)
     self.info_asset = None
     self.beam_size = int(search_settings.beam_size)
-    self.max_input_length = int(max_input_length)
+    self.max_input_length = int(settings.batching.max_input_size)
+    if self.max_input_length < 2:
+      raise ValueError("settings.batching.max_input_size must be resolved to the input "
+                       f"limit (>= 2), got {self.max_input_length}")
     self.max_positions = max_positions
     self.batch_size = max(1, int(settings.batching.batch_size))
     self.length_bucket = max(1, int(settings.batching.length_bucket))
@@ -519,7 +523,7 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   decoding = DecodingSpec.for_run(info.get("problem"), decode_hparams, hparams,
                                   max_input_length)
-  settings, max_input_length = decoding.settings, decoding.input_limit
+  settings = decoding.settings
   export_dir = export_dir or os.path.join(output_dir, "export")
   version, final = _version_dir(export_dir, version, None if ensemble else ckpt, overwrite)
   # Saved beside the target where that is a local disk (then renamed into place at once),
@@ -527,7 +531,7 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   tmp = tempfile.mkdtemp(prefix=f".tmp-{int(version)}-",
                          dir=None if fileio.is_remote(export_dir) else export_dir)
   try:
-    translator = Translator(model, info["vocab_path"], settings, max_input_length,
+    translator = Translator(model, info["vocab_path"], settings,
                             postprocess=decoding.hooks.serving_postprocess(),
                             constraint=decoding.constraint(vocab),
                             max_positions=(hparams.max_positions
