@@ -52,6 +52,10 @@ SHARED_DATA = os.path.normpath(
 
 def pytest_configure(config):
   config.addinivalue_line(
+      "markers", "heavy: the full suite only, left out of the quick tier (T2T_QUICK=1): "
+                 "a test of about 7 s or more, or a file whose module fixtures build "
+                 "servers, exports, CTranslate2 models, worker processes or trainings")
+  config.addinivalue_line(
       "markers", "slow: a long test whose behaviour a faster default test also covers; "
                  "run with T2T_SLOW_TESTS=1 (e.g. T2T_SLOW_TESTS=1 ./run_tests.sh -k sigkill)")
 
@@ -69,36 +73,19 @@ LONGEST_FIRST = ("test_trainer.py", "test_trainer_processes.py", "test_main_job.
                  "test_remote_paths.py", "test_data_service.py")
 
 
-HEAVY_TESTS = os.path.join(os.path.dirname(__file__), "heavy_tests.txt")
-
-
-def _heavy(nodeid, prefixes):
-  """Whether a test's node id is one of heavy_tests.txt's files or tests (any parameters)."""
-  return any(nodeid == p or nodeid.startswith(p + "[") or nodeid.startswith(p + "::")
-             for p in prefixes)
-
-
-def _quick_tier(config, items):
-  """With T2T_QUICK=1, deselects the tests listed in heavy_tests.txt (the inner loop's tier)."""
-  with open(HEAVY_TESTS) as f:
-    prefixes = [l.strip() for l in f if l.strip() and not l.startswith("#")]
-  heavy = [item for item in items if _heavy(item.nodeid, prefixes)]
-  if heavy:
-    config.hook.pytest_deselected(items=heavy)
-    items[:] = [item for item in items if not _heavy(item.nodeid, prefixes)]
-
-
 def pytest_collection_modifyitems(config, items):
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
   items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
-  if os.environ.get("T2T_QUICK") == "1":
-    _quick_tier(config, items)
+  if os.environ.get("T2T_QUICK") == "1":  # the inner loop's tier: heavy tests left out
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    config.hook.pytest_deselected(items=heavy)
+    items[:] = [item for item in items if not item.get_closest_marker("heavy")]
   if os.environ.get("T2T_SLOW_TESTS") == "1":
     return
   skip = pytest.mark.skip(reason="slow (a faster default test covers it); T2T_SLOW_TESTS=1 "
                                  "runs it")
   for item in items:
-    if "slow" in item.keywords:
+    if item.get_closest_marker("slow"):
       item.add_marker(skip)
 
 

@@ -43,6 +43,7 @@ def run_dir(tmp_path_factory):
   return make_tiny_run(tmp_path_factory.mktemp("align_run"))
 
 
+@pytest.mark.heavy
 def test_the_batched_pass_equals_the_plotting_pass(run_dir):
   run = runs.load(run_dir)
   settings = parse_decode_hparams("beam_size=2,extra_length=4,jit=false")
@@ -60,6 +61,7 @@ def test_the_batched_pass_equals_the_plotting_pass(run_dir):
     alignment.alignments(run.model, run.vocab, sources, outputs, 5)
 
 
+@pytest.mark.heavy
 def test_t2t_decoder_writes_the_align_file(run_dir, tmp_path, capsys):
   source = tmp_path / "in.en"
   source.write_text("\n".join(TINY_SENTENCES) + "\n")

@@ -93,6 +93,7 @@ def test_average_up_to_max_step(tmp_path):
     averaging.average_checkpoints(str(tmp_path), max_step=50)
 
 
+@pytest.mark.heavy
 def test_average_all_waits_for_new_checkpoints(tmp_path):
   """t2t's --wait_minutes: a checkpoint saved while average_all waits is averaged as it
   comes (its window of n=2: the mean of ckpt-300 and the new ckpt-400), and the call

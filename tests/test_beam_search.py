@@ -226,6 +226,7 @@ def test_a_forbidden_eos_is_never_a_finished_hypothesis():
   assert int(steps) == forced + 1
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("shards,rows", [(2, 3), (3, 3), (2, 1), (4, 3)])
 def test_sharded_search_equals_the_whole_batch(model, shards, rows):
   from t2t_keras.decoding import translate

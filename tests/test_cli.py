@@ -199,6 +199,7 @@ def test_every_binary_has_bad_inputs_in_the_table():
   assert {binary for binary, _, _ in BAD_INPUTS} == set(BINARIES)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("binary,args,expected", BAD_INPUTS,
                          ids=[f"{b}-{i}" for i, (b, _, _) in enumerate(BAD_INPUTS)])
 def test_bad_input_is_one_clear_line(capsys, places, binary, args, expected):
@@ -231,6 +232,7 @@ def test_no_output_file_on_failure(capsys, places):
   assert not [f for f in os.listdir(places["tmp"]) if "incomplete" in f]
 
 
+@pytest.mark.heavy
 def test_truncated_newest_checkpoint_is_skipped_everywhere(capsys, places, data_dir, tmp_path):
   run = _truncated_copy(places["run"], str(tmp_path / "run"), keep_intact=1)  # ckpt-2 intact
   out = str(tmp_path / "out.txt")
@@ -250,6 +252,7 @@ def test_truncated_newest_checkpoint_is_skipped_everywhere(capsys, places, data_
   assert tf.train.latest_checkpoint(run).endswith("ckpt-5")
 
 
+@pytest.mark.heavy
 def test_t2t_trainer_flags_keep_their_meaning(capsys, data_dir, tmp_path):
   out = str(tmp_path / "run")
   code, stdout, _ = run_binary(
@@ -272,6 +275,7 @@ def test_t2t_trainer_flags_keep_their_meaning(capsys, data_dir, tmp_path):
   assert info["hparams_set"] == "transformer_tiny" and info["problem"] == PROBLEM
 
 
+@pytest.mark.heavy
 def test_decoder_and_exporter_accept_agreeing_t2t_flags(capsys, places, tmp_path):
   run = places["run"]
   common = [f"--data_dir={places['data']}", f"--problem={PROBLEM}", "--model=transformer",
@@ -447,6 +451,7 @@ def test_bleu_binary_scores_a_hand_worked_pair(capsys, tmp_path):
   assert code == 0 and "100.00" in [l for l in out.splitlines() if "sacreBLEU" in l][0], out
 
 
+@pytest.mark.heavy
 def test_trainer_generate_data_then_trains_and_skips_it_on_resume(capsys, tmp_path):
   """t2t's --generate_data: datagen into an empty --data_dir, then training; a second
   run (resuming) finds the files finished and leaves them as they are."""

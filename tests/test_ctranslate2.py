@@ -44,6 +44,9 @@ from t2t_keras.ids import EOS_ID, PAD_ID  # noqa: E402
 from t2t_keras.models.transformer import Transformer  # noqa: E402
 from t2t_keras.serving import ct2_convert, ct2_translate  # noqa: E402
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 TOL = 1e-4
 INPUTS = 300
 SMALL = dict(num_encoder_layers=2, num_decoder_layers=2, hidden_size=32, filter_size=64,
@@ -157,6 +160,7 @@ def comparisons(built, dev_inputs):
           for name in MODELS for decode in ("beam_size=1", "beam_size=4,alpha=0.6")}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_the_models_vary_and_end(comparisons, name):
   """What makes the comparison worth having: most greedy outputs are distinct and end in
@@ -187,6 +191,7 @@ def test_greedy_agrees_except_at_near_ties(comparisons, name):
     assert abs(gap) < TOL, (i, ours, theirs, gap)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_beam_search_differs_only_where_ours_found_better(comparisons, name):
   """Equal outputs have equal scores (log p / ((5 + len) / 6) ** alpha); where outputs
@@ -289,6 +294,7 @@ def test_unsupported_settings_are_refused_with_one_line(tmp_path):
     ct2_convert.convert_run(make_tiny_run(tmp_path), quantization="int4")
 
 
+@pytest.mark.heavy
 def test_exporter_and_decoder_binaries(built, comparisons, dev_inputs, tmp_path, capsys):
   """t2t-decoder --engine=ctranslate2 and --engine=tensorflow write the same lines (greedy
   and beam search) but where the engines' outputs differ for the reasons the tests above

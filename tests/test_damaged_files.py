@@ -89,6 +89,7 @@ def test_a_damaged_run_file_is_one_line_naming_it(capsys, tiny_run, source_file,
   assert not os.path.exists(f"{tmp_path}/out.txt") and not os.path.exists(f"{tmp_path}/avg")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("content", [b"", b'model_checkpoint_path: "ckpt-9"\nall_model_ch',
                                      b"\x00\x01 not a text proto"],
                          ids=["empty", "cut_short", "overwritten"])
@@ -108,6 +109,7 @@ def test_a_damaged_checkpoint_index_is_read_from_the_files(capsys, tiny_run, sou
   assert code == 0 and "mean of ckpt-7, ckpt-9" in out, out + err
 
 
+@pytest.mark.heavy
 def test_the_trainer_writes_a_damaged_index_back_and_resumes(capsys, tmp_path):
   data = str(tmp_path / "data")
   datagen.generate(PROBLEM, data, log=None, num_train=300, num_dev=20, num_test=20,
@@ -134,6 +136,7 @@ def _weights(run, step):
           if dtype not in (tf.variant, tf.string)}  # the iterator's state, the object graph
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("split,damage", [("train", "cut"), ("dev", "flip")])
 def test_a_damaged_shard_is_named_and_the_run_recovers(capsys, tmp_path, split, damage):
   """A shard cut short (train) or with one byte flipped (dev, read by the evaluation): one

@@ -61,6 +61,7 @@ def dispatcher():
       proc.wait()
 
 
+@pytest.mark.heavy
 def test_batches_come_in_runs_of_one_shape_from_workers_seeded_apart(problem, data_dir,
                                                                      dispatcher):
   """Two replicas fed by one pipeline: each step's two batches share a shape and the
@@ -93,6 +94,7 @@ def test_batches_come_in_runs_of_one_shape_from_workers_seeded_apart(problem, da
                                                  data_service=dispatcher))
 
 
+@pytest.mark.heavy
 def test_trainer_through_the_service_saves_no_input_position_and_resumes(problem, data_dir,
                                                                          dispatcher, tmp_path):
   """Trained through the service, checkpoints hold the model but no iterator (input

@@ -122,6 +122,7 @@ def test_killed_mid_split_resumes_without_redoing_finished_shards(files, tmp_pat
   assert _bytes(data) == _bytes(fresh)
 
 
+@pytest.mark.heavy
 def test_processes_write_the_same_files_as_one(files, tmp_path, capsys):
   """t2t-datagen --num_concurrent_processes=2 (spawned workers) writes byte-identical
   shards and stats to one process."""

@@ -59,6 +59,7 @@ def test_outputs_come_back_in_input_order():
   assert [hyps[0][1] for hyps in out] == [float(len(s)) for s in sources]
 
 
+@pytest.mark.heavy
 def test_batched_decoding_equals_one_by_one(model, vocab):
   batched = translate.translate_lines(model, vocab, SENTENCES, _hp())
   one = _hp(batch_size=1)
@@ -95,6 +96,7 @@ def test_attention_weights_equal_a_float64_numpy_transformer(model, vocab):
   np.testing.assert_allclose(w, reference, atol=1e-5, rtol=0)
 
 
+@pytest.mark.heavy
 def test_decode_split_of_generated_problem(model, vocab):
   """The split's first num_samples sources, translated as decode_lines translates them,
   with BLEU against those sources' own references (was: counts only)."""
@@ -107,6 +109,7 @@ def test_decode_split_of_generated_problem(model, vocab):
   assert summary["bleu"] == bleu.bleu_report(summary["translations"], references[:3])
 
 
+@pytest.mark.heavy
 def test_t2t_decoder_binary(model, vocab, tmp_path, capsys):
   run_dir = tmp_path / "run"
   runs.save_run_info(str(run_dir), model.hparams, "translate_ende_numbers",
@@ -128,6 +131,7 @@ def test_t2t_decoder_binary(model, vocab, tmp_path, capsys):
   assert out.read_text().split("\n")[:-1] == expected
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("return_beams", [False, True])
 def test_decode_interactive_prints_each_lines_nbest(model, vocab, return_beams):
   """Lines of a stream (blank ones skipped) -> "k<TAB>score<TAB>text" per hypothesis, the

@@ -45,6 +45,7 @@ def _weights(model):
   return [np.array(v.numpy()) for v in model.trainable_variables]
 
 
+@pytest.mark.heavy
 def test_stops_at_the_right_step_and_keeps_the_best(copy_data, tmp_path):  # noqa: F811
   out = tmp_path / "run"
   kwargs = dict(eval_every=5, save_every=5, early_stopping_steps=10)

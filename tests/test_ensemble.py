@@ -104,6 +104,7 @@ def test_decode_and_scoring_give_the_mean_of_the_probabilities(models):
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6)
 
 
+@pytest.mark.heavy
 def test_sampling_and_xla_run_an_ensemble(models):
   pair = Ensemble(models)
   fn = tf.function(lambda x: search.search(pair, x, beam_size=2, extra_length=4),
@@ -126,6 +127,7 @@ def two_runs(tmp_path_factory):
           make_tiny_run(base / "b", seed=4, num_decoder_layers=1))
 
 
+@pytest.mark.heavy
 def test_t2t_decoder_and_exporter_take_several_runs(two_runs, tmp_path, capsys):
   a, b = two_runs
   source = tmp_path / "in.en"

@@ -62,10 +62,12 @@ def _check_against_reference(setup, strategy, hparams=HP):
   assert metrics["dev_accuracy"] == pytest.approx(correct / tokens, abs=0.5 / tokens)
 
 
+@pytest.mark.heavy
 def test_dev_metrics_equal_the_pair_by_pair_float64_reference(setup):
   _check_against_reference(setup, tf.distribute.get_strategy())
 
 
+@pytest.mark.heavy
 def test_dev_metrics_on_two_replicas_equal_the_reference(setup, two_cpu_strategy):
   """Every dev pair counts on two replicas fed by one pipeline: each cell's last batches
   are padded to full rows and a replica without a batch gets an all-padding one (before,
@@ -73,12 +75,14 @@ def test_dev_metrics_on_two_replicas_equal_the_reference(setup, two_cpu_strategy
   _check_against_reference(setup, two_cpu_strategy)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_packed_dev_metrics_equal_the_reference(setup, two_cpu_strategy, replicas):
   strategy = two_cpu_strategy if replicas == 2 else tf.distribute.get_strategy()
   _check_against_reference(setup, strategy, HP.replace(packed_length=128))
 
 
+@pytest.mark.heavy
 def test_eval_steps_counts_only_the_first_batches(setup):
   problem, data_dir, vocab, model = setup
   evaluator = Evaluator(problem, data_dir, HP, tf.distribute.get_strategy(), model, vocab,

@@ -20,6 +20,9 @@ from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.serving import export
 from t2t_keras import runs
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 SENTENCES = TINY_SENTENCES
 MAX_LENGTH = 12  # training max_length of the tiny run: inputs keep 11 ids + EOS
 DECODE = "beam_size=2,extra_length=4,batch_size=4"
@@ -60,6 +63,7 @@ def _texts(array):
   return [t.decode("utf-8") for t in array.tolist()]
 
 
+@pytest.mark.heavy
 def test_export_layout(run_dir, exported):
   assert exported == os.path.join(run_dir, "export", str(STEP))
   assert sorted(os.listdir(os.path.join(run_dir, "export"))) == [str(STEP)]  # no temp dirs
@@ -78,6 +82,7 @@ def test_export_layout(run_dir, exported):
   assert info["t2t_keras_version"] == info["run_t2t_keras_version"] == t2t_keras.__version__
 
 
+@pytest.mark.heavy
 def test_outputs_equal_decoder(loaded, reference):
   model, vocab = reference
   settings = parse_decode_hparams(DECODE)
@@ -175,6 +180,7 @@ def test_mixed_batch_equals_one_by_one(loaded):
     np.testing.assert_allclose(scores[i], alone_scores[0], rtol=1e-4)
 
 
+@pytest.mark.heavy
 def test_existing_version_and_overwrite(run_dir, exported, loaded):
   with pytest.raises(FileExistsError, match="overwrite"):
     export.export_model(run_dir, decode_hparams=DECODE, log=None)
@@ -191,6 +197,7 @@ def test_existing_version_and_overwrite(run_dir, exported, loaded):
   assert texts.shape == (1, 1) and _translate(loaded, ["nine"], "nbest")[0].shape == (1, 2)
 
 
+@pytest.mark.heavy
 def test_exporter_binary(run_dir, capsys):
   flags.FLAGS.unparse_flags()
   try:
@@ -214,6 +221,7 @@ def _isolated_python(code, *args):
                         capture_output=True, text=True, env=QUIET, cwd="/", timeout=300)
 
 
+@pytest.mark.heavy
 def test_loads_and_translates_without_this_package(exported, loaded):
   lines = SENTENCES[:3] + [""]
   expected_texts, expected_scores = _translate(loaded, lines)
@@ -264,6 +272,7 @@ def test_next_power_of_two():
   assert got == [1, 2, 4, 4, 8, 32, 32, 64, 1024]
 
 
+@pytest.mark.heavy
 def test_sample_signature_equals_the_decoders_samples(loaded, reference):
   """`sample` gives what t2t-decoder gives with sampling_method=random,beam_size=1 and the
   same seed (the export's sampling_temp / top-k / top-p: the defaults here), and repeats."""

@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.heavy
 def test_gpu_check_tiny_runs_every_step(tmp_path):
   out = tmp_path / "out"
   env = dict(os.environ, PYTHON=sys.executable, PEER_PYTHON=sys.executable,

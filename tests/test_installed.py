@@ -21,6 +21,9 @@ import pytest
 from conftest import SHARED_DATA
 from test_packaging import build, copy_source
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 T2T_CKPT = os.path.join(SHARED_DATA, "t2t", "transformer_test_ckpt")
 VOCAB_8K = os.path.join(SHARED_DATA, "t2t", "vocab.translate_ende_wmt8k.8192.subwords.gz")
 

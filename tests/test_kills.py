@@ -24,6 +24,9 @@ from t2t_keras import runs
 from t2t_keras.bin import avg_all as avg_all_bin
 from t2t_keras.bin import exporter as exporter_bin
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 KILL_AFTER_S = (5.0,)
 QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 

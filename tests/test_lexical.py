@@ -54,6 +54,7 @@ def _log_probs(model, src, outputs):
   return [float(sum(lp[i, t, tok] for t, tok in enumerate(o))) for i, o in enumerate(outputs)]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("phrases", [[[4, 2]], [[5], [3, 3]], [[2, 2, 3]]])
 def test_a_wide_beam_returns_the_best_output_holding_every_phrase(model, phrases):
   """Exhaustive over outputs of at most 5 tokens (4 tokens, then EOS; alpha 0, so the
@@ -76,6 +77,7 @@ def test_a_wide_beam_returns_the_best_output_holding_every_phrase(model, phrases
     assert float(found.numpy()[0, 0]) == pytest.approx(scores[best], abs=1e-4)
 
 
+@pytest.mark.heavy
 def test_every_output_holds_its_phrases_at_a_small_beam(model):
   """Beam 4, three sentences with different phrase sets (one with none): every returned
   hypothesis holds all of its sentence's phrases, and an unconstrained sentence decodes
@@ -106,6 +108,7 @@ def test_phrases_that_cannot_fit_are_reported_per_sentence(model):
   assert met.numpy().tolist() == [False, True, True]
 
 
+@pytest.mark.heavy
 def test_xla_and_graph_give_the_same_outputs(model):
   c = lexical.constraint_tensors([[[4, 2], [5]], [], [[3, 3]]])
   run = lambda jit: tf.function(  # noqa: E731
@@ -124,6 +127,7 @@ def test_bad_phrases_are_refused():
     lexical.constraint_tensors([[[]]])
 
 
+@pytest.mark.heavy
 def test_translate_lines_and_the_decoder_take_terminology_constraints(tmp_path, capsys):
   """translate_lines(constraints=...) over batches and two search shards: every output of
   a constrained line holds its phrases, unconstrained lines decode as without the

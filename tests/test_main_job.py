@@ -21,6 +21,9 @@ from t2t_keras.data import datagen
 from t2t_keras.training import trainer as trainer_lib
 from t2t_keras.training.config import TrainerConfig
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 # One full loss window (100 steps) after the 400 warmup steps. Dev token accuracy at about
 # this step: 0.9919 and 0.9961 (seeds 1, 2; Intel Xeon family 6 model 85, 2026-11-26),
 # 0.996 (seed 1, run_main.sh's learning curve at step 500; AMD EPYC Zen 4, 2026-11-25);

@@ -26,6 +26,9 @@ from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.ids import EOS_ID
 from t2t_keras.serving import ct2_convert
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed (pip install 't2t-keras[ctranslate2]')")
 

@@ -36,6 +36,9 @@ from t2t_keras.decoding.scoring import score_ids
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.ids import EOS_ID
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 VARIANT = "post_swish_tied_all"
 EXTRA = 6
 DECODE = f"beam_size=3,alpha=0,extra_length={EXTRA},batch_size=8,jit=false"

@@ -59,6 +59,7 @@ def _to_marian(vocab, ids):
   return [vocab.marian_ids[i] for i in ids]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("variant", sorted(fixture.VARIANTS))
 def test_logits_and_greedy_outputs_equal_marians_computation(releases, variant, tmp_path):
   files, run_dir = _release(tmp_path, variant, 1)

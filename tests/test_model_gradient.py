@@ -239,6 +239,7 @@ def _fused_and_reference(norm_type):
   return model, (loss, grads), (ref_loss, ref_grads), before
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("norm_type", ["post", "pre"])
 def test_fused_training_gradient_equals_float64_reference(norm_type):
   model, (loss, grads), (ref_loss, ref_grads), _ = _fused_and_reference(norm_type)

@@ -173,6 +173,7 @@ def _reference_by_language(problem, data_dir, model, tag_ids):
   return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("packed_length", [0, 24])
 def test_evaluator_per_language(data, packed_length):
   """Each language's dev loss and accuracy equal its pairs scored alone (float64), with
@@ -247,6 +248,7 @@ def trained(tmp_path_factory):
   return str(root / "run"), lines
 
 
+@pytest.mark.heavy
 def test_a_tiny_model_switches_language_by_tag(trained, tmp_path, capsys):
   """The same English lines into French (t2t-decoder --target_language=fr) and, with tags
   in the lines, into French and German alternately: the outputs are in the asked language
@@ -270,6 +272,7 @@ def test_a_tiny_model_switches_language_by_tag(trained, tmp_path, capsys):
     assert found.count(language) >= 0.9 * len(sources), (language, rows)
 
 
+@pytest.mark.heavy
 def test_interactive_lines_take_the_language_or_their_tag(trained):
   """t2t-decoder --decode_interactive: a line without a tag (and no --target_language) is
   answered with the error and skipped; a tagged line, or any line with the language given,
@@ -293,6 +296,7 @@ def test_interactive_lines_take_the_language_or_their_tag(trained):
   assert given == logged[1:]
 
 
+@pytest.mark.heavy
 def test_training_reports_each_language(trained):
   """The progress line and metrics.jsonl carry each language's dev loss and BLEU."""
   import json  # pylint: disable=import-outside-toplevel
@@ -307,6 +311,7 @@ def test_training_reports_each_language(trained):
   assert dev["dev_bleu"] == pytest.approx((dev["dev_bleu_de"] + dev["dev_bleu_fr"]) / 2)
 
 
+@pytest.mark.heavy
 def test_decoder_target_language_errors(trained, tmp_path, capsys):
   """A language the model lacks lists the ones it has; a line without a tag (and no
   --target_language) is named; a bilingual model refuses --target_language."""
@@ -331,6 +336,7 @@ def test_decoder_target_language_errors(trained, tmp_path, capsys):
   assert code != 0 and "--target_language goes with --decode_from_file" in err
 
 
+@pytest.mark.heavy
 def test_ctranslate2_engine_takes_the_target_language(trained, tmp_path, capsys):
   """The run's CTranslate2 conversion, decoded with --engine=ctranslate2 --target_language,
   writes what --engine=tensorflow writes (greedy: the same argmax at every step)."""

@@ -25,6 +25,9 @@ from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.bin import trainer as trainer_bin
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 PROBLEM = "algorithmic_copy"
 TINY = ("hidden_size=16,filter_size=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1,"
         "batch_size=256,max_length=8")

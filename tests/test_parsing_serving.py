@@ -89,6 +89,7 @@ def parsing_run(tmp_path_factory, request):
   return str(out)
 
 
+@pytest.mark.heavy
 def test_decoder_and_export_give_the_same_well_formed_trees(capsys, parsing_run, tmp_path):
   src = tmp_path / "dev.words"
   src.write_text("\n".join(SENTENCES) + "\n")
@@ -120,6 +121,7 @@ def test_decoder_and_export_give_the_same_well_formed_trees(capsys, parsing_run,
   assert [t.decode() for t in served] == parsed
 
 
+@pytest.mark.heavy
 def test_words_as_leaves_outputs_copy_their_input(parsing_run):
   """Even a random-weight model's outputs keep the input's words, in order, when
   constrained (parsing_english_ptb8k_words); the XX problem has no constraint."""

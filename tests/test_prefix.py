@@ -132,6 +132,7 @@ def test_xla_and_graph_give_the_same_outputs(model, beam):
   np.testing.assert_allclose(scores.numpy(), xla_scores.numpy(), atol=1e-4)
 
 
+@pytest.mark.heavy
 def test_translate_lines_with_prefixes_in_input_order_across_batches_and_shards(tmp_path):
   """The Python API: text prefixes ("" for none) line by line, sorted and batched with
   their sources (batch 2, two search shards), every output starting with its prefix."""
@@ -166,6 +167,7 @@ def test_translate_lines_with_prefixes_in_input_order_across_batches_and_shards(
         "beam_size=2,max_decode_length=8"), prefixes=[long_prefix])
 
 
+@pytest.mark.heavy
 def test_t2t_decoder_decode_prefix_file(tmp_path, capsys):
   """t2t-decoder --decode_prefix_file: outputs start with their line's prefix (n-best
   files too); a prefix file of the wrong length is one line naming both files."""
@@ -202,6 +204,7 @@ def test_multi30k_prefixes_figures_by_hand():
   assert recipe.figures(outs, refs, 0)["next_word"] == 100.0
 
 
+@pytest.mark.heavy
 def test_multi30k_prefixes_on_a_tiny_run(tmp_path):
   """evaluate_split: k = 0, then each k and the unprefixed outputs on the same sentences
   (those whose reference has more than k words); every prefixed output starts so."""

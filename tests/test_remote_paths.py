@@ -54,6 +54,7 @@ def write_corpus(root, n_train=400):
   return files
 
 
+@pytest.mark.heavy
 def test_whole_run_under_ram_filesystem(capsys, tmp_path, monkeypatch):
   """datagen, training with evaluation (dev BLEU) and early stopping, a resume, t2t-avg-all,
   t2t-decoder and t2t-exporter with every path under ram://: the run writes its files

@@ -144,6 +144,7 @@ def test_a_seed_repeats_and_a_sentence_samples_alike_in_any_batch(model):
   assert (np.diff(scores, axis=1) <= 0).all()  # samples best first
 
 
+@pytest.mark.heavy
 def test_xla_gives_the_same_samples(model):
   settings = search.Sampling(0.9, 5, 0.95, 3)
   fn = tf.function(lambda x: search.search(model, x, beam_size=2, extra_length=6,
@@ -193,6 +194,7 @@ def test_decode_hparams_validate_the_sampling_keys():
     parse_decode_hparams("sampling_temp=-1.0")
 
 
+@pytest.mark.heavy
 def test_t2t_decoder_samples_a_file_alike_in_any_batching(tmp_path, capsys):
   """The decoder (length-sorted batches, search shards; XLA is test_xla_gives_the_same_samples')
   writes each line's samples; a second run with another batch size and no shards writes the

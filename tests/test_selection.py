@@ -76,6 +76,7 @@ def _translations_of(run_dir, window_steps, tmp_path):
   return translate.decode_lines(model, vocab, SENTENCES, parse_decode_hparams(DECODE))
 
 
+@pytest.mark.heavy
 def test_chooses_the_window_whose_translations_match_the_references(run_dir, tmp_path):
   # References = the outputs of the 2-checkpoint window ending at step 400 (the earlier
   # end), so that candidate scores 100 and every other one less. (Random weights give
@@ -114,6 +115,7 @@ def test_merge_overrides_lets_the_later_values_win():
     selection.merge_overrides("alpha=0.6", "beam_size")
 
 
+@pytest.mark.heavy
 def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp_path):
   # References = what the newest checkpoint outputs with at most 3 extra tokens; the
   # window stage (extra_length 10) cannot reach chrF 100 with any window, the grid can.
@@ -144,6 +146,7 @@ def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp
     assert json.load(f)["decode_hparams"] == short
 
 
+@pytest.mark.heavy
 def test_decode_grid_ties_keep_the_window_stages_decoding(run_dir, tmp_path):
   references = _translations_of(run_dir, [600], tmp_path)
   result = selection.select_average(
@@ -205,6 +208,7 @@ def _avg_all(capsys, *args):
   return code, out.out, out.err
 
 
+@pytest.mark.heavy
 def test_t2t_avg_all_selects_with_dev_files(capsys, run_dir, tmp_path):
   src, ref = tmp_path / "dev.en", tmp_path / "dev.de"
   src.write_text("\n".join(SENTENCES) + "\n")

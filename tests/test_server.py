@@ -19,6 +19,9 @@ from t2t_keras import runs
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
   return exported_tiny_run(tmp_path_factory)

@@ -23,6 +23,9 @@ from serve_process import MODEL, Server, call, exported_tiny_run, predict
 
 from t2t_keras.server.lifecycle import Lifecycle
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 PREDICT = f"/v1/models/{MODEL}:predict"
 
 

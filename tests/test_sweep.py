@@ -85,6 +85,7 @@ def data_dir(tmp_path_factory):
   return path
 
 
+@pytest.mark.heavy
 def test_sweep_trains_evaluates_resumes_and_skips(data_dir, tmp_path):
   out = str(tmp_path / "sweep")
   rows = [sweep.parse_row("transformer_tiny"), sweep.parse_row("transformer_tiny seed=2")]

@@ -71,6 +71,7 @@ def multi30k_pairs(vocab, n):
   return [(vocab.encode(s) + [1], vocab.encode(t) + [1]) for s, t in zip(sources, targets)]
 
 
+@pytest.mark.heavy
 def test_shared_checkpoint_matches_the_reference(shared_run):
   run = runs.load(shared_run)
   assert run.info["imported_from"]["target_space_id"] == 8  # read from the Adam moments
@@ -114,6 +115,7 @@ CONFIGS = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_random_checkpoints_match_the_reference(name, tmp_path):
   hp = dict(writer.BASE, **CONFIGS[name])

@@ -80,6 +80,7 @@ def reference_log_prob(variables, hparams, src_ids, tgt_ids):
   return float(log_probs[np.arange(len(tgt_ids)), tgt_ids].sum())
 
 
+@pytest.mark.heavy
 def test_beams_and_score_file_match_the_reference(imported, tmp_path, capsys):
   run_dir, _, variables, t2t_hp = imported
   sources, targets = lines("val", "en", 5), lines("val", "de", 5)
@@ -115,6 +116,7 @@ def test_beams_and_score_file_match_the_reference(imported, tmp_path, capsys):
   np.testing.assert_allclose(scores, theirs, atol=1e-4, rtol=0)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_an_ensemble_of_two_copies_decodes_as_one(imported, tmp_path, capsys):
   """The ensemble's mean of two equal distributions is that distribution. Slow: covered by
@@ -133,6 +135,7 @@ def test_an_ensemble_of_two_copies_decodes_as_one(imported, tmp_path, capsys):
   assert outputs[0] == outputs[1] and outputs[0].strip()
 
 
+@pytest.mark.heavy
 def test_savedmodel_translates_as_the_decoder(imported, tmp_path, capsys):
   """t2t-exporter's SavedModel of the imported run translates as t2t-decoder. (That it
   loads with TensorFlow and TF Text only, t2t's subword tokenizer in its graph:
@@ -202,6 +205,7 @@ def write_t2t_data_dir(path, vocab, n_train, n_dev):
         w.write(example(vocab.encode(en) + [1], vocab.encode(de) + [1]))
 
 
+@pytest.mark.heavy
 def test_finetune_on_a_t2t_data_dir(imported, tmp_path, capsys):
   """t2t-trainer --warm_start_from=<imported run> --problem=translate_ende_wmt8k on a data_dir
   in t2t's layout: it starts from the imported weights, trains and evaluates."""

@@ -101,6 +101,7 @@ def read_lines(path):
     return f.read().split("\n")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", SHARED_VOCABS)
 def test_real_text_gives_tensor2tensors_ids_and_text(text_encoder, tmp_path, name):
   """Every line of Multi30k val (en, de, fr, cs) and WMT14 newstest2013 / 2014 (en, de)."""
@@ -168,6 +169,7 @@ print(ids.to_list()[0], loaded.detokenize(ids).numpy()[0].decode("utf-8"))
 TEXT = "Hello, world_ \\ 3.14 Z"
 
 
+@pytest.mark.heavy
 def test_a_saved_model_tokenizes_with_tensorflow_and_tf_text_only(hand_made, tmp_path):
   vocab = vocabulary.load(hand_made)
   tokenizer = vocab.tf_tokenizer()

@@ -118,6 +118,7 @@ def test_parse_predict_refuses_bad_languages(body, languages, message):
 
 # --- the SavedModel ---------------------------------------------------------------------
 
+@pytest.mark.heavy
 def test_export_records_the_languages_and_the_signature(run_dir, loaded):
   with open(os.path.join(run_dir, "export", "7", "assets", "export_info.json")) as f:
     info = json.load(f)
@@ -128,6 +129,7 @@ def test_export_records_the_languages_and_the_signature(run_dir, loaded):
   assert sorted(function.structured_outputs) == ["outputs", "scores", "truncated"]
 
 
+@pytest.mark.heavy
 def test_signature_translates_each_line_into_its_language(run_dir, loaded):
   """The `target_language` signature's outputs are translate_lines' (t2t-decoder's) on the
   tagged lines, and serving_default's on them; a line's two languages differ somewhere."""
@@ -147,6 +149,7 @@ def test_signature_translates_each_line_into_its_language(run_dir, loaded):
   assert [r["outputs"] for r in other] != texts, "the languages would not be told apart"
 
 
+@pytest.mark.heavy
 def test_signature_refuses_an_unknown_language(loaded):
   function = loaded.signatures["target_language"]
   with pytest.raises(tf.errors.InvalidArgumentError,
@@ -156,6 +159,7 @@ def test_signature_refuses_an_unknown_language(loaded):
     function(inputs=tf.constant(["nine", "two"]), target_language=tf.constant(["de"]))
 
 
+@pytest.mark.heavy
 def test_the_standalone_script_takes_a_target_language(run_dir, loaded):
   """translate_saved_model.py --target_language=fr: the signature's outputs into French."""
   import runpy  # pylint: disable=import-outside-toplevel
@@ -171,6 +175,7 @@ def test_the_standalone_script_takes_a_target_language(run_dir, loaded):
 
 # --- t2t-serve --------------------------------------------------------------------------
 
+@pytest.mark.heavy
 def test_instances_are_tagged_then_answered_as_their_signature(server, loaded):
   """A mixed batch (languages, none, a line with its own tag) is serving_default's answer
   to the tagged lines and the target_language signature's; with prefixes, the prefix
@@ -203,6 +208,7 @@ def test_instances_are_tagged_then_answered_as_their_signature(server, loaded):
   assert status == 200 and body["predictions"][0]["source_pieces"][:2] == ["▁", "<2fr>"]
 
 
+@pytest.mark.heavy
 def test_different_languages_share_a_model_call(server):
   """Concurrent requests in different languages are batched as one signature's (the tag is
   in their text), each answered as alone."""
@@ -228,6 +234,7 @@ def test_different_languages_share_a_model_call(server):
     np.testing.assert_allclose(got["scores"], want["scores"], rtol=1e-4)
 
 
+@pytest.mark.heavy
 def test_bad_languages_get_400_naming_the_instance(server):
   cases = [({"instances": ["nine", {"inputs": "two", "target_language": "es"}]},
             "instance 1: unknown target language 'es'; this model knows de, fr"),
@@ -242,6 +249,7 @@ def test_bad_languages_get_400_naming_the_instance(server):
   assert call(server.url, "/healthz")[0] == 200
 
 
+@pytest.mark.heavy
 def test_metadata_lists_the_languages(server):
   status, body = call(server.url, f"/v1/models/{MODEL}/metadata")
   assert status == 200 and body["metadata"]["target_languages"] == ["de", "fr"]
@@ -249,6 +257,7 @@ def test_metadata_lists_the_languages(server):
   assert sorted(defs["target_language"]["inputs"]) == ["inputs", "target_language"]
 
 
+@pytest.mark.heavy
 def test_web_page_translates_into_the_chosen_language(server, loaded):
   """The selector lists the model's languages; each choice's translation is the n-best
   signature's on the tagged line, and the attention's source starts with the tag."""

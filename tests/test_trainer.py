@@ -46,6 +46,7 @@ def make_trainer(data_dir, output_dir, hparams=None, *, strategy=None, log=lambd
                              TrainerConfig(**settings), strategy=strategy, log=log)
 
 
+@pytest.mark.heavy
 def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path, two_cpu_strategy):
   """Same global batch: one device vs 2 replicas give the same updated weights."""
   hp = tiny_hparams(layer_prepostprocess_dropout=0.0)
@@ -75,6 +76,7 @@ def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path, two_cpu
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.heavy
 def test_checkpoint_of_an_earlier_input_pipeline_resumes_all_but_the_data_order(
     copy_data, tmp_path):
   """A checkpoint whose iterator another tf.data graph wrote (no input_pipeline
@@ -109,6 +111,7 @@ def test_checkpoint_of_an_earlier_input_pipeline_resumes_all_but_the_data_order(
   assert make_trainer(copy_data, out).restore() == 9
 
 
+@pytest.mark.heavy
 def test_changed_hparams_are_refused_with_keys_named(copy_data, tmp_path):
   out = tmp_path / "run"
   make_trainer(copy_data, out).train(2)
@@ -116,6 +119,7 @@ def test_changed_hparams_are_refused_with_keys_named(copy_data, tmp_path):
     make_trainer(copy_data, out, tiny_hparams(hidden_size=48))
 
 
+@pytest.mark.heavy
 def test_non_finite_loss_stops_and_keeps_last_checkpoint(copy_data, tmp_path):
   out = tmp_path / "run"
   t = make_trainer(copy_data, out, save_every=2)
@@ -160,6 +164,7 @@ def test_an_output_dir_removed_mid_run_stops_without_writing_a_stray_run(copy_da
   assert not out.exists() or not list(out.glob("ckpt-*"))
 
 
+@pytest.mark.heavy
 def test_mixed_precision_trains_close_to_float32(copy_data, tmp_path):
   """GPU paths on CPU: bf16, and fp16 with loss scaling, stay finite and near fp32.
   Packed rows: one batch shape, so one trace per precision instead of one per step."""
@@ -182,6 +187,7 @@ def test_mixed_precision_trains_close_to_float32(copy_data, tmp_path):
   assert t.model.compute_dtype == "float32"
 
 
+@pytest.mark.heavy
 def test_packed_rows_train_and_evaluate(copy_data, tmp_path):
   """packed_length > 0: the trainer feeds packed rows (one shape) and its dev metrics work."""
   lines = []
@@ -224,6 +230,7 @@ def _init_like(trainer, reference):
     v.assign(w)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("setup", ["one_device", "xla", "two_replicas"])
 def test_accumulated_micro_batches_equal_one_batch_of_their_union(copy_data, tmp_path, setup,
                                                                  two_cpu_strategy):
@@ -252,6 +259,7 @@ def test_accumulated_micro_batches_equal_one_batch_of_their_union(copy_data, tmp
     np.testing.assert_allclose(x, y, atol=2e-6)
 
 
+@pytest.mark.heavy
 def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_path,
                                                              two_cpu_strategy):
   """Clipping scales by the norm of the gradient summed over replicas (0.05: always active;
@@ -279,6 +287,7 @@ def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_pa
   assert changed > 1e-5
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("precision,rtol,update_rtol", [("float32", 1e-5, 1e-4),
                                                         ("mixed_float16", 1e-3, 0.02)])
 def test_xla_on_one_device_compiles_the_update_and_equals_the_plain_step(
@@ -316,6 +325,7 @@ def test_xla_on_one_device_compiles_the_update_and_equals_the_plain_step(
       np.linalg.norm(differ) / np.linalg.norm(moved))
 
 
+@pytest.mark.heavy
 def test_float16_overflow_skips_the_update_and_halves_the_loss_scale(copy_data, tmp_path):
   """mixed_float16: a loss scale so large that the float16 gradients overflow leaves every
   weight as it was and halves the scale; at a sane scale the next update applies."""
@@ -354,6 +364,7 @@ def test_replicas_draw_different_dropout_masks(copy_data, tmp_path, two_cpu_stra
   np.testing.assert_allclose(first, second, atol=1e-6)
 
 
+@pytest.mark.heavy
 def test_auto_buckets_pair_only_where_one_trace_serves_every_shape(copy_data, tmp_path,
                                                                    two_cpu_strategy):
   """bucket_mode=auto (the default): "pair" on one device without XLA, else "max"."""
@@ -372,6 +383,7 @@ def test_auto_buckets_pair_only_where_one_trace_serves_every_shape(copy_data, tm
   assert make_trainer(copy_data, tmp_path / "0", hp, use_xla=True).bucket_mode == "pair"
 
 
+@pytest.mark.heavy
 def test_an_unstable_recipe_warns_once_naming_step_lr_and_hparams(copy_data, tmp_path):
   """Post-norm at 60x transformer_tiny's learning-rate constant (peak 0.86 at step 150)
   blows up after warmup (the loss goes from about 2.2 to over 10); the trainer says so in one
@@ -411,6 +423,7 @@ def test_non_finite_weights_are_never_saved(copy_data, tmp_path):
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")
 
 
+@pytest.mark.heavy
 def test_ctrl_c_saves_and_returns_interrupted(copy_data, tmp_path):
   """SIGINT (Ctrl-C) during training is recorded, not fatal: the step finishes, a checkpoint
   is saved and train returns interrupted; Python's own handler is back afterwards."""
@@ -441,6 +454,7 @@ def test_time_based_saves_follow_the_clock(copy_data, tmp_path, monkeypatch):
   assert [int(p.rsplit("-", 1)[1]) for p in t.manager.checkpoints] == [3, 6, 9, 10]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("setup", ["xla", "two_replicas", "accumulation"])
 def test_resume_is_exact_under_xla_two_replicas_and_accumulation(copy_data, tmp_path, setup,
                                                                  two_cpu_strategy):
@@ -470,6 +484,7 @@ def test_resume_is_exact_under_xla_two_replicas_and_accumulation(copy_data, tmp_
     np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
 
 
+@pytest.mark.heavy
 def test_shuffle_buffer_and_input_streams_are_recorded_and_kept_on_resume(copy_data, tmp_path):
   """--shuffle_buffer and --input_streams reach the training stream and run.json; a resumed
   run keeps the recorded ones (its checkpointed iterator restores only into that pipeline)
@@ -497,6 +512,7 @@ def test_shuffle_buffer_and_input_streams_are_recorded_and_kept_on_resume(copy_d
     make_trainer(copy_data, tmp_path / "bad", input_streams=0)
 
 
+@pytest.mark.heavy
 def test_resume_elsewhere_with_a_relative_data_dir_says_where_to_resume(copy_data, tmp_path,
                                                                         monkeypatch):
   """A run trained with a relative data_dir, resumed from another working directory: its

@@ -20,6 +20,9 @@ from t2t_keras import runs
 from t2t_keras.training import trainer as trainer_lib
 from t2t_keras.training.config import TrainerConfig
 
+# The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
+pytestmark = pytest.mark.heavy
+
 PROBLEM_ARGS = dict(num_train=1500, num_dev=100, num_test=100, max_length=8, num_symbols=6)
 HPARAMS = ("hidden_size=32,filter_size=64,num_heads=2,num_encoder_layers=1,"
            "num_decoder_layers=1,batch_size=256,max_length=16,learning_rate_warmup_steps=50")

@@ -34,6 +34,7 @@ def _rng_states(trainer):
   return _values([v for v in trainer.model.variables if "seed_generator_state" in v.path])
 
 
+@pytest.mark.heavy
 def test_loads_every_weight_exactly_and_nothing_else(copy_data, source, tmp_path):  # noqa: F811
   src_dir, src = source
   reference = runs.load_model(src_dir)[0]
@@ -66,6 +67,7 @@ def test_optimizer_state_comes_with_the_flag(copy_data, source, tmp_path):  # no
       float(src.optimizer.learning_rate))
 
 
+@pytest.mark.heavy
 def test_trains_records_the_source_and_resumes_its_own_checkpoint(copy_data, source,  # noqa: F811
                                                                    tmp_path):
   src_dir, _ = source

@@ -62,6 +62,7 @@ def test_runs_see_finished_entries_and_publish_new_ones(tmp_path):
   assert sorted(n for n in os.listdir(shared) if not n.startswith(".")) == ["new.pb", "old.pb"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("setting", ["dir", "off"])
 def test_a_binary_saves_then_loads_a_compiled_program(tmp_path, setting):
   """Two processes importing t2t_keras.bin: the first compiles and saves, the

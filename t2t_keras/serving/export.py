@@ -165,6 +165,20 @@ class Translator(tf.Module):
     self.extra_length = int(search_settings.extra_length)
     self.max_decode_length = int(search_settings.max_decode_length or 0)
 
+    signature = self._build_searches(model, search_settings, constraint)
+    self.max_phrases, self.max_phrase_pieces = int(max_phrases), int(max_phrase_pieces)
+    # No constrained signature where the problem constrains outputs itself (parsing) or
+    # the export samples.
+    self.takes_constraints = constraint is None and search_settings.sampling_method == "argmax"
+    self._constrained_search = None
+    if self.takes_constraints:
+      self._constrained_search = self._lexical_search(model, search_settings, signature)
+    else:  # no `constrained` function at all: saving would trace it
+      self.constrained = None
+
+  def _build_searches(self, model, search_settings, constraint):
+    """The beam (or greedy) search, its prefix variant and sampling, each a sharded
+    tf.function over int32 ids [batch, length]; returns their input signature."""
     search = search_lib.from_settings(model, search_settings, constraint)
     signature = [tf.TensorSpec([None, None], tf.int32)]
     # The batch as concurrent searches over its slices (decoding/sharding.py),
@@ -179,15 +193,7 @@ class Translator(tf.Module):
                     input_signature=signature * 2), search_settings.search_shards,
         signature * 2)
     self._sample_search = _sampling_search(model, search_settings, constraint, signature)
-    self.max_phrases, self.max_phrase_pieces = int(max_phrases), int(max_phrase_pieces)
-    # No constrained signature where the problem constrains outputs itself (parsing) or
-    # the export samples.
-    self.takes_constraints = constraint is None and search_settings.sampling_method == "argmax"
-    self._constrained_search = None
-    if self.takes_constraints:
-      self._constrained_search = self._lexical_search(model, search_settings, signature)
-    else:  # no `constrained` function at all: saving would trace it
-      self.constrained = None
+    return signature
 
   def _lexical_search(self, model, search_settings, signature):
     """Terminology constraints' search (decoding/lexical.py), sharded: the sources, each
