@@ -46,10 +46,9 @@ def bench_model(vocab_size=8000):
 
 def make_fn(model, beam, length, cached, jit, shards=1):
   def decode(inputs):
-    ids, scores, _ = search.search_with_steps(
-        model, inputs, beam_size=beam, alpha=0.6, extra_length=50,
-        max_decode_length=length, eos_id=-1, stop_early=True, cached=cached,
-        prefix_only=not cached and not jit)
+    ids, scores, _ = search.search_with_steps(model, inputs, search.SearchOptions(
+        beam_size=beam, alpha=0.6, extra_length=50, max_decode_length=length, eos_id=-1,
+        stop_early=True, cached=cached, prefix_only=not cached and not jit))
     return ids, scores
   # As translate.make_search_fn with search_shards: slices of the batch searched at once.
   return shard_search_fn(tf.function(decode, jit_compile=jit), shards)

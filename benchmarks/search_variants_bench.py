@@ -40,8 +40,9 @@ VARIANTS = {  # name -> (beam_size, Sampling or None, ensemble?)
 
 def make_fn(model, beam, sampling, length, shards):
   def decode(inputs):
-    return search.search(model, inputs, beam_size=beam, alpha=0.6, extra_length=50,
-                         max_decode_length=length, eos_id=-1, sampling=sampling)
+    return search.search(model, inputs, search.SearchOptions(
+        beam_size=beam, alpha=0.6, extra_length=50, max_decode_length=length, eos_id=-1,
+        sampling=sampling))
   return shard_search_fn(tf.function(decode, jit_compile=True), shards)
 
 

@@ -227,9 +227,9 @@ def time_search(trainer, hp, vocab_size, calls):
     model.set_weights(trainer.model.get_weights())
 
   def run_search(inputs):
-    return search.search(
-        model, inputs, beam_size=dh.beam_size, alpha=dh.alpha, extra_length=dh.extra_length,
-        max_decode_length=dh.max_decode_length, eos_id=-1, stop_early=dh.stop_early)
+    return search.search(model, inputs, search.SearchOptions(
+        beam_size=dh.beam_size, alpha=dh.alpha, extra_length=dh.extra_length,
+        max_decode_length=dh.max_decode_length, eos_id=-1, stop_early=dh.stop_early))
 
   # As translate.make_search_fn, with eos_id=-1 (forced length): jit-compiled, and
   # the batch searched as `search_shards` concurrent slices (2 on a 2-core CPU).

@@ -9,7 +9,7 @@ from conftest import TINY_SENTENCES, make_tiny_run
 from t2t_keras import bin as t2t_bin
 from t2t_keras import runs
 from t2t_keras.bin import decoder as decoder_bin
-from t2t_keras.decoding import alignment, attention, translate
+from t2t_keras.decoding import alignment, attention_maps, translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
 
@@ -53,7 +53,7 @@ def test_the_batched_pass_equals_the_plotting_pass(run_dir):
   for layer in (-1, 0):
     lines = alignment.alignments(run.model, run.vocab, sources, outputs, layer, batch_size=4)
     for src, out, line in zip(sources, outputs, lines):
-      one = attention.attention_weights(run.model, src, out)[layer].mean(0)  # [out + 1, src]
+      one = attention_maps.attention_weights(run.model, src, out)[layer].mean(0)  # [out + 1, src]
       expected = alignment.pharaoh(one, [run.vocab.id_to_piece(t) for t in src],
                                    [run.vocab.id_to_piece(t) for t in out])
       assert line == expected

@@ -8,6 +8,7 @@ from conftest import tiny_model
 from t2t_keras.decoding import beam_search as bs
 from t2t_keras.decoding import search
 from t2t_keras.decoding.greedy import greedy_decode, greedy_loop, greedy_with_steps
+from t2t_keras.decoding.search_common import Prepared, SearchOptions
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.models.transformer import shift_right
 
@@ -32,7 +33,7 @@ def _search(model, **kw):
   args = dict(beam_size=3, alpha=0.6, extra_length=5, max_decode_length=None, eos_id=1,
               stop_early=True, cached=True)
   args.update(kw)
-  return search.search_with_steps(model, SRC, **args)
+  return search.search_with_steps(model, SRC, SearchOptions(**args))
 
 
 def test_length_penalty_formula():
@@ -53,8 +54,9 @@ def test_cached_equals_uncached_beam(model, prefix_only):
 
 
 def test_cached_equals_uncached_greedy(model):
-  a = greedy_with_steps(model, SRC, 5, None, 1, cached=True)
-  b = greedy_with_steps(model, SRC, 5, None, 1, cached=False)
+  options = SearchOptions(beam_size=1, extra_length=5, eos_id=1)
+  a = greedy_with_steps(model, SRC, options)
+  b = greedy_with_steps(model, SRC, options.replace(cached=False))
   np.testing.assert_array_equal(a[0].numpy(), b[0].numpy())
   np.testing.assert_allclose(a[1].numpy(), b[1].numpy(), rtol=1e-5)
 
@@ -86,12 +88,13 @@ def test_scores_are_log_prob_over_length_penalty(model):
 
 def test_beam_search_alone_refuses_one_beam(model):
   with pytest.raises(ValueError, match="beam_size >= 2, got 1; decoding.search.search runs greedy"):
-    bs.beam_search(model, SRC, beam_size=1)
+    bs.beam_search(model, SRC, SearchOptions(beam_size=1))
 
 
 def test_beam_one_equals_greedy(model):
-  ids, scores = search.search(model, SRC, beam_size=1, alpha=0.6, extra_length=5)
-  gids, gscores = greedy_decode(model, SRC, extra_length=5)
+  ids, scores = search.search(model, SRC, SearchOptions(beam_size=1, alpha=0.6,
+                                                        extra_length=5))
+  gids, gscores = greedy_decode(model, SRC, SearchOptions(beam_size=1, extra_length=5))
   np.testing.assert_array_equal(ids.numpy()[:, 0], gids.numpy())
   lengths = [int(np.argmax(r == 1)) + 1 if (r == 1).any() else int(np.sum(s != 0)) + 5
              for r, s in zip(gids.numpy(), SRC.numpy())]
@@ -113,21 +116,21 @@ def _eos_at(step_of_eos, vocab=7):
 def test_early_stopping_counts_steps(eos_step):
   batch, beam, length = 2, 4, 20
   lengths = tf.fill([batch], length)
-  ids, scores, steps = bs.beam_search_loop(_eos_at(eos_step), {}, batch, beam, length, lengths)
+  p = Prepared(_eos_at(eos_step), {}, batch, length, lengths)
+  ids, scores, steps = bs.beam_search_loop(p, SearchOptions(beam_size=beam))
   assert int(steps) == eos_step + 1
   assert ids.numpy()[0, 0, eos_step] == 1 and not ids.numpy()[0, 0, eos_step + 1:].any()
-  _, _, steps = bs.beam_search_loop(_eos_at(eos_step), {}, batch, beam, length, lengths,
-                                    stop_early=False)
+  _, _, steps = bs.beam_search_loop(p, SearchOptions(beam_size=beam, stop_early=False))
   assert int(steps) == length
-  _, _, steps = greedy_loop(_eos_at(eos_step), {}, batch, length, lengths)
+  _, _, steps = greedy_loop(p)
   assert int(steps) == eos_step + 1
 
 
 def test_max_length_without_eos():
   # No end symbol (eos_id=-1): every sentence stops at its own maximum length.
   lengths = tf.constant([4, 9])
-  ids, scores, steps = bs.beam_search_loop(_eos_at(100), {}, 2, 3, 12, lengths, alpha=0.6,
-                                           eos_id=-1)
+  ids, scores, steps = bs.beam_search_loop(Prepared(_eos_at(100), {}, 2, 12, lengths),
+                                           SearchOptions(beam_size=3, alpha=0.6, eos_id=-1))
   assert int(steps) == 9
   assert ids.numpy()[0, 0].tolist() == [3, 4, 5, 3] + [0] * 8
   assert ids.numpy()[1, 0].tolist() == [3, 4, 5] * 3 + [0] * 3
@@ -140,18 +143,19 @@ def test_sentence_result_does_not_depend_on_batch(model):
   ids, scores, _ = _search(model)
   for b in range(SRC.shape[0]):
     alone = tf.constant(SRC.numpy()[b:b + 1])
-    ids1, scores1 = bs.beam_search(model, alone, beam_size=3, extra_length=5,
-                                   max_decode_length=ids.shape[-1])
+    ids1, scores1 = bs.beam_search(model, alone, SearchOptions(
+        beam_size=3, extra_length=5, max_decode_length=ids.shape[-1]))
     np.testing.assert_array_equal(ids1.numpy()[0], ids.numpy()[b])
     np.testing.assert_allclose(scores1.numpy()[0], scores.numpy()[b], rtol=1e-5)
 
 
 @pytest.mark.parametrize("jit", [False, True])
 def test_compiles_in_tf_function(model, jit):
-  fn = tf.function(lambda x: bs.beam_search(model, x, beam_size=3, extra_length=5),
+  options = SearchOptions(beam_size=3, extra_length=5)
+  fn = tf.function(lambda x: bs.beam_search(model, x, options),
                    jit_compile=jit, input_signature=[tf.TensorSpec([None, None], tf.int32)])
   ids, scores = fn(SRC)
-  eager_ids, eager_scores = bs.beam_search(model, SRC, beam_size=3, extra_length=5)
+  eager_ids, eager_scores = bs.beam_search(model, SRC, options)
   np.testing.assert_array_equal(ids.numpy(), eager_ids.numpy())
   np.testing.assert_allclose(scores.numpy(), eager_scores.numpy(), rtol=1e-4)
 
@@ -191,7 +195,8 @@ def test_beam_search_equals_exhaustive_search(stop_early):
       ((sum(log_probs[i, t, c[t]] for t in range(len(c))) / ((5 + len(c)) / 6) ** alpha, c)
        for i, c in enumerate(candidates)), key=lambda x: -x[0])
   beam = len(tokens) ** max_len
-  ids, scores, _ = search.search_with_steps(m, src, beam, alpha, 1, None, 1, stop_early, True)
+  ids, scores, _ = search.search_with_steps(m, src, SearchOptions(
+      beam_size=beam, alpha=alpha, extra_length=1, eos_id=1, stop_early=stop_early))
   found = [(float(s), [int(x) for x in row]) for s, row in zip(scores[0].numpy(), ids[0].numpy())
            if s > -bs.INF / 2]
   by_output = {tuple(c): score for score, c in exhaustive}
@@ -220,7 +225,8 @@ def test_a_forbidden_eos_is_never_a_finished_hypothesis():
     logits = tf.where(tf.equal(tf.range(vocab), token), 0.0, -bs.INF)
     return tf.tile(logits[None], [beam, 1]), state
 
-  ids, scores, steps = bs.beam_search_loop(fn, {}, 1, beam, 40, tf.constant([40]), alpha=1.0)
+  ids, scores, steps = bs.beam_search_loop(Prepared(fn, {}, 1, 40, tf.constant([40])),
+                                           SearchOptions(beam_size=beam, alpha=1.0))
   assert list(ids.numpy()[0, 0, :forced + 1]) == [3] * forced + [1]
   assert scores.numpy()[0, 0] > -1.0 and scores.numpy()[0, 1] <= -bs.INF / 2  # empty slot
   assert int(steps) == forced + 1
@@ -279,10 +285,11 @@ def test_pad_is_never_an_output_and_scores_stay_the_models_log_probs():
 
   log_p3 = float(tf.nn.log_softmax([5.0, -1.0, 0.0, 4.0, 0.0, 0.0])[3])
   lengths = tf.fill([2], length)
-  ids, scores, _ = greedy_loop(fn, {}, 2, length, lengths)
+  p = Prepared(fn, {}, 2, length, lengths)
+  ids, scores, _ = greedy_loop(p)
   assert ids.numpy().tolist() == [[3, 3, 3]] * 2
   np.testing.assert_allclose(scores.numpy(), [3 * log_p3] * 2, rtol=1e-6)
-  ids, scores, _ = bs.beam_search_loop(fn, {}, 2, 2, length, lengths, alpha=0.0)
+  ids, scores, _ = bs.beam_search_loop(p, SearchOptions(beam_size=2, alpha=0.0))
   assert ids.numpy()[:, 0].tolist() == [[3, 3, 3]] * 2
   assert not (ids.numpy()[:, 1] == 0).all()  # the second beam holds real tokens too
   np.testing.assert_allclose(scores.numpy()[:, 0], [3 * log_p3] * 2, rtol=1e-6)
@@ -291,10 +298,10 @@ def test_pad_is_never_an_output_and_scores_stay_the_models_log_probs():
 @pytest.mark.parametrize("prefix_only", [False, True])
 def test_one_beam_uncached_equals_cached(model, prefix_only):
   """search_with_steps at beam 1 (greedy) passes prefix_only to the uncached decoder too."""
-  args = dict(beam_size=1, alpha=0.6, extra_length=5, eos_id=1)
-  ids, scores, steps = search.search_with_steps(model, SRC, **args)
-  ids2, scores2, steps2 = search.search_with_steps(model, SRC, cached=False,
-                                                   prefix_only=prefix_only, **args)
+  options = SearchOptions(beam_size=1, alpha=0.6, extra_length=5, eos_id=1)
+  ids, scores, steps = search.search_with_steps(model, SRC, options)
+  ids2, scores2, steps2 = search.search_with_steps(
+      model, SRC, options.replace(cached=False, prefix_only=prefix_only))
   np.testing.assert_array_equal(ids.numpy(), ids2.numpy())
   np.testing.assert_allclose(scores.numpy(), scores2.numpy(), rtol=1e-5)
   assert int(steps) == int(steps2)

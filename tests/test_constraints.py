@@ -14,6 +14,7 @@ from t2t_keras.decoding import beam_search as bs
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.constraints import NEG_INF, LeafCopyConstraint
 from t2t_keras.decoding.greedy import greedy_loop
+from t2t_keras.decoding.search_common import Prepared, SearchOptions
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.ids import EOS_ID
@@ -130,12 +131,13 @@ def test_every_search_output_copies_the_input_in_a_balanced_tree(beam):
   batch, length = len(SENTENCES), 60
   fn = c.wrap(_random_logits, tf.repeat(inputs, beam, axis=0))
   lengths = tf.fill([batch], length)
+  p = Prepared(fn, {}, batch, length, lengths)
   if beam == 1:
-    ids, scores, _ = greedy_loop(fn, {}, batch, length, lengths)
+    ids, scores, _ = greedy_loop(p)
     ids, scores = ids.numpy()[:, None], scores.numpy()[:, None]
   else:
-    ids, scores, _ = bs.beam_search_loop(fn, {}, batch, beam, length, lengths, alpha=0.6,
-                                         stop_early=False)
+    ids, scores, _ = bs.beam_search_loop(p, SearchOptions(beam_size=beam, alpha=0.6,
+                                                          stop_early=False))
     ids, scores = ids.numpy(), scores.numpy()
   checked = 0
   for r, words in enumerate(SENTENCES):

@@ -76,9 +76,10 @@ def test_decode_file_with_reference_and_plots(model, vocab, tmp_path):
   src.write_text("\n".join(SENTENCES[:3]) + "\n")
   ref.write_text("\n".join(["a b c", "d e", "f"]) + "\n")
   out = tmp_path / "out" / "decoded.de"
-  summary = files.decode_file(model, vocab, str(src), str(out), _hp(max_attention_plots=2),
-                                reference_path=str(ref), attention_plot_dir=str(tmp_path / "p"),
-                                progress=False, log=lambda msg: None)
+  summary = files.decode_file(model, vocab, files.InputFiles(str(src), str(ref)),
+                              _hp(max_attention_plots=2),
+                              files.Outputs(str(out), str(tmp_path / "p"), progress=False),
+                              log=lambda msg: None)
   lines = out.read_text().split("\n")[:-1]
   assert lines == summary["translations"] and len(lines) == 3
   assert set(summary["bleu"]) >= {"bleu", "bleu_signature", "chrf", "tokenized_bleu"}
@@ -89,7 +90,7 @@ def test_attention_weights_equal_a_float64_numpy_transformer(model, vocab):
   """Each layer's and head's weights of the output row by row (EOS appended) against the
   paper's formulas in float64 NumPy (`numpy_transformer`); weights lie in [0, 1], so
   float32 rounding stays far below 1e-5."""
-  from t2t_keras.decoding.attention import attention_weights
+  from t2t_keras.decoding.attention_maps import attention_weights
   w = attention_weights(model, [5, 6, 7, 1], [8, 9])
   assert w.shape == (2, 2, 3, 4)  # layers, heads, output + EOS, source
   _, reference = numpy_transformer.forward(model, [5, 6, 7, 1], [8, 9, 1])
@@ -101,9 +102,9 @@ def test_decode_split_of_generated_problem(model, vocab):
   """The split's first num_samples sources, translated as decode_lines translates them,
   with BLEU against those sources' own references (was: counts only)."""
   from t2t_keras.metrics import bleu
-  summary = files.decode_split(model, vocab, "translate_ende_numbers", split="test",
-                                 settings=_hp(num_samples=3), progress=False,
-                                 log=lambda msg: None)
+  summary = files.decode_split(model, vocab, files.Split("translate_ende_numbers", "test"),
+                               _hp(num_samples=3), files.Outputs(progress=False),
+                               log=lambda msg: None)
   sources, references = files.split_pairs("translate_ende_numbers", split="test")
   assert summary["translations"] == translate.decode_lines(model, vocab, sources[:3], _hp())
   assert summary["bleu"] == bleu.bleu_report(summary["translations"], references[:3])

@@ -15,7 +15,7 @@ from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import translate, scoring, search
-from t2t_keras.decoding.search_common import length_penalty
+from t2t_keras.decoding.search_common import SearchOptions, length_penalty
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
@@ -41,8 +41,9 @@ def test_a_model_with_itself_is_that_model(models):
   model = models[0]
   pair = Ensemble([model, model])
   for beam in (1, 3):
-    ids, scores = search.search(model, tf.constant(INPUTS), beam_size=beam, extra_length=4)
-    e_ids, e_scores = search.search(pair, tf.constant(INPUTS), beam_size=beam, extra_length=4)
+    options = SearchOptions(beam_size=beam, extra_length=4)
+    ids, scores = search.search(model, tf.constant(INPUTS), options)
+    e_ids, e_scores = search.search(pair, tf.constant(INPUTS), options)
     np.testing.assert_array_equal(e_ids.numpy(), ids.numpy())
     np.testing.assert_allclose(e_scores.numpy(), scores.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -76,9 +77,9 @@ def test_beam_search_finds_the_brute_force_best_of_the_mean(models):
     lengths = np.array([len(c) for c in candidates])
     log_probs = (picked * (targets != 0)).sum(axis=1)
     best = np.argmax(log_probs / ((5 + lengths) / 6) ** alpha)
-    ids, scores = search.search(pair, tf.constant(source), beam_size=30, alpha=alpha,
-                                extra_length=max_len, max_decode_length=max_len,
-                                stop_early=False)
+    ids, scores = search.search(pair, tf.constant(source), SearchOptions(
+        beam_size=30, alpha=alpha, extra_length=max_len, max_decode_length=max_len,
+        stop_early=False))
     out = ids.numpy()[0, 0]
     assert list(out[:lengths[best]]) == candidates[best]
     expected = log_probs[best] / float(length_penalty(lengths[best], alpha))
@@ -107,15 +108,16 @@ def test_decode_and_scoring_give_the_mean_of_the_probabilities(models):
 @pytest.mark.heavy
 def test_sampling_and_xla_run_an_ensemble(models):
   pair = Ensemble(models)
-  fn = tf.function(lambda x: search.search(pair, x, beam_size=2, extra_length=4),
-                   jit_compile=True)
+  beam2, greedy = SearchOptions(beam_size=2, extra_length=4), SearchOptions(beam_size=1,
+                                                                             extra_length=4)
+  fn = tf.function(lambda x: search.search(pair, x, beam2), jit_compile=True)
   ids, _ = fn(tf.constant(INPUTS))
-  eager, _ = search.search(pair, tf.constant(INPUTS), beam_size=2, extra_length=4)
+  eager, _ = search.search(pair, tf.constant(INPUTS), beam2)
   np.testing.assert_array_equal(ids.numpy(), eager.numpy())
-  greedy, _ = search.search(pair, tf.constant(INPUTS), beam_size=1, extra_length=4)
-  cold, _ = search.search(pair, tf.constant(INPUTS), beam_size=1, extra_length=4,
-                          sampling=search.Sampling(0.0, 0, 1.0, 1))
-  np.testing.assert_array_equal(cold.numpy(), greedy.numpy())
+  argmax, _ = search.search(pair, tf.constant(INPUTS), greedy)
+  cold, _ = search.search(pair, tf.constant(INPUTS),
+                          greedy.replace(sampling=search.Sampling(0.0, 0, 1.0, 1)))
+  np.testing.assert_array_equal(cold.numpy(), argmax.numpy())
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +125,8 @@ def two_runs(tmp_path_factory):
   base = tmp_path_factory.mktemp("ensemble_runs")
   for name in "ab":
     (base / name).mkdir()
-  return (make_tiny_run(base / "a", seed=3),
-          make_tiny_run(base / "b", seed=4, num_decoder_layers=1))
+  return (make_tiny_run(base / "a", seed=3, num_encoder_layers=1),
+          make_tiny_run(base / "b", seed=4, num_encoder_layers=1, num_decoder_layers=1))
 
 
 @pytest.mark.heavy

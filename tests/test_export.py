@@ -14,7 +14,6 @@ from absl import flags
 from conftest import TINY_SENTENCES, make_tiny_run
 
 import t2t_keras
-from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.serving import export
@@ -33,8 +32,10 @@ QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  """A tiny 'training run' with random weights (conftest.make_tiny_run)."""
-  return make_tiny_run(tmp_path_factory.mktemp("run"), MAX_LENGTH, STEP)
+  """A tiny 'training run' with random weights (conftest.make_tiny_run), 1+1 layers: every
+  export traces each signature's search over the decoder, one layer keeps that short."""
+  return make_tiny_run(tmp_path_factory.mktemp("run"), MAX_LENGTH, STEP, num_encoder_layers=1,
+                       num_decoder_layers=1)
 
 
 @pytest.fixture(scope="module")
@@ -134,9 +135,9 @@ def test_long_inputs_are_truncated(loaded, reference):
 
 
 def test_attention_signature_equals_teacher_forced_reference(loaded, reference):
-  """The SavedModel's attention equals decoding/attention.py's (heads averaged), padded with
+  """The SavedModel's attention equals decoding/attention_maps.py's (heads averaged), padded with
   "" and zeros; pieces are the vocabulary's."""
-  from t2t_keras.decoding.attention import attention_weights
+  from t2t_keras.decoding.attention_maps import attention_weights
   model, vocab = reference
   pairs = [("one hundred and five", "hundertfünf"), ("nine", "neun und neunzig"), ("", "")]
   out = loaded.signatures["attention"](inputs=tf.constant([p[0] for p in pairs]),
@@ -195,22 +196,6 @@ def test_existing_version_and_overwrite(run_dir, exported, loaded):
   one = tf.saved_model.load(again)  # the new export replaced it: one beam, not the earlier's
   texts, scores = _translate(one, ["nine"], "nbest")
   assert texts.shape == (1, 1) and _translate(loaded, ["nine"], "nbest")[0].shape == (1, 2)
-
-
-@pytest.mark.heavy
-def test_exporter_binary(run_dir, capsys):
-  flags.FLAGS.unparse_flags()
-  try:
-    flags.FLAGS(["t2t-exporter", f"--output_dir={run_dir}", "--export_version=5",
-                 f"--export_dir={run_dir}/bin_export", "--decode_hparams=beam_size=1,jit=false",
-                 "--max_input_length=6"])
-    exporter_bin.main(["t2t-exporter"])
-  finally:
-    flags.FLAGS.unparse_flags()
-  path = capsys.readouterr().out.strip().splitlines()[-1]
-  assert path == os.path.join(run_dir, "bin_export", "5")
-  with open(os.path.join(path, "assets", "export_info.json")) as f:
-    assert json.load(f)["max_input_length"] == 6
 
 
 def _isolated_python(code, *args):

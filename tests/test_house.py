@@ -357,3 +357,58 @@ def test_readme_table_cells_stay_short():
   """The README is the front door: a table cell says one thing (details go to docs/)."""
   assert _long_cells((ROOT.parent / "README.md").read_text(encoding="utf-8")) == []
   assert _long_cells("| a | " + "x" * 201 + " |") == [(1, 201)]
+
+
+MAX_BINARY_LINES = 100  # lines of functions in one bin/ module (flags and docstring aside)
+
+
+def _binary_logic(source):
+  """'what' for each way a bin/ module's source holds more than flag parsing, calling the
+  library and printing: a class, or functions of more than MAX_BINARY_LINES lines in all."""
+  tree = ast.parse(source)
+  found = [f"class {n.name}" for n in tree.body if isinstance(n, ast.ClassDef)]
+  lines = sum(n.end_lineno - n.lineno + 1 for n in tree.body
+              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+  if lines > MAX_BINARY_LINES:
+    found.append(f"{lines} lines of functions")
+  return found
+
+
+def test_binaries_are_thin():
+  """A binary parses its flags, calls the library and prints: warm-up, draining, engine
+  rules and the like live in their rooms (server/launch.py, serving/ct2_engine.py).
+  bin/__init__.py is every binary's shared start-up, not a binary."""
+  thick = {p.name: _binary_logic(p.read_text()) for p in (ROOT / "bin").glob("*.py")
+           if p.name != "__init__.py"}
+  assert {name: what for name, what in thick.items() if what} == {}
+  long_main = "def main():\n" + "  pass\n" * MAX_BINARY_LINES
+  assert _binary_logic("class Server:\n  pass\n" + long_main) == [
+      "class Server", f"{MAX_BINARY_LINES + 1} lines of functions"]
+
+
+MAX_DECODING_PARAMETERS = 8  # a search takes its settings group whole, not field by field
+
+
+def _parameter_counts(source, most):
+  """'name (n)' for each function of `source` taking more than `most` parameters (self and
+  cls aside)."""
+  found = []
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      a = node.args
+      names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x]
+      n = len([x for x in names if x not in ("self", "cls")])
+      if n > most:
+        found.append(f"{node.name} ({n})")
+  return found
+
+
+def test_decoding_functions_take_few_parameters():
+  """The searches take `SearchOptions` (search_common.py), the file functions their
+  `Lines`, `InputFiles`, `Split` and `Outputs` (files.py): one object per concern."""
+  wide = {p.name: _parameter_counts(p.read_text(), MAX_DECODING_PARAMETERS)
+          for p in (ROOT / "decoding").glob("*.py")}
+  assert {name: found for name, found in wide.items() if found} == {}
+  many = ", ".join(f"a{i}" for i in range(MAX_DECODING_PARAMETERS + 1))
+  assert _parameter_counts(f"def search(self, {many}):\n  pass\n",
+                           MAX_DECODING_PARAMETERS) == [f"search ({MAX_DECODING_PARAMETERS + 1})"]

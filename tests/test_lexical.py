@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from conftest import tiny_model
 from t2t_keras.decoding import lexical
+from t2t_keras.decoding.search_common import SearchOptions
 from t2t_keras.errors import InputError
 from t2t_keras.models.transformer import shift_right
 
@@ -68,8 +69,8 @@ def test_a_wide_beam_returns_the_best_output_holding_every_phrase(model, phrases
     scores = _log_probs(model, src, holding)
     best = max(range(len(holding)), key=lambda i: scores[i])
     ids, found, met = lexical.constrained_beam_search(
-        model, src, lexical.constraint_tensors([phrases]), beam_size=256, alpha=0.0,
-        max_decode_length=5, stop_early=True)
+        model, src, lexical.constraint_tensors([phrases]),
+        SearchOptions(beam_size=256, alpha=0.0, max_decode_length=5, stop_early=True))
     output = [int(x) for x in ids.numpy()[0, 0]]
     output = output[:output.index(1) + 1]
     assert bool(met.numpy()[0])
@@ -85,7 +86,8 @@ def test_every_output_holds_its_phrases_at_a_small_beam(model):
   from t2t_keras.decoding import beam_search
   phrases = [[[4, 2], [5]], [], [[3, 3, 3]]]
   ids, scores, met = lexical.constrained_beam_search(
-      model, SRC, lexical.constraint_tensors(phrases), beam_size=4, alpha=0.6, extra_length=8)
+      model, SRC, lexical.constraint_tensors(phrases),
+      SearchOptions(beam_size=4, alpha=0.6, extra_length=8))
   assert met.numpy().tolist() == [True, True, True]
   for b, sentence in enumerate(phrases):
     for k in range(4):
@@ -94,8 +96,8 @@ def test_every_output_holds_its_phrases_at_a_small_beam(model):
       output = [int(x) for x in ids.numpy()[b, k]]
       output = output[:output.index(1)] if 1 in output else output
       assert all(_contains(output, p) for p in sentence), (b, k, output)
-  free_ids, free_scores = beam_search.beam_search(model, SRC[1:2], beam_size=4, alpha=0.6,
-                                                  extra_length=8)
+  free_ids, free_scores = beam_search.beam_search(
+      model, SRC[1:2], SearchOptions(beam_size=4, alpha=0.6, extra_length=8))
   np.testing.assert_array_equal(ids.numpy()[1, 0], free_ids.numpy()[0, 0])
 
 
@@ -103,8 +105,8 @@ def test_phrases_that_cannot_fit_are_reported_per_sentence(model):
   """A phrase longer than the sentence's length limit: met False for that sentence only."""
   phrases = [[[2, 3, 4, 5, 2, 3]], [[4]], []]
   _, _, met = lexical.constrained_beam_search(
-      model, SRC, lexical.constraint_tensors(phrases), beam_size=3, extra_length=2,
-      max_decode_length=6)
+      model, SRC, lexical.constraint_tensors(phrases),
+      SearchOptions(beam_size=3, extra_length=2, max_decode_length=6))
   assert met.numpy().tolist() == [False, True, True]
 
 
@@ -112,7 +114,8 @@ def test_phrases_that_cannot_fit_are_reported_per_sentence(model):
 def test_xla_and_graph_give_the_same_outputs(model):
   c = lexical.constraint_tensors([[[4, 2], [5]], [], [[3, 3]]])
   run = lambda jit: tf.function(  # noqa: E731
-      lambda: lexical.constrained_beam_search(model, SRC, c, beam_size=3, extra_length=6),
+      lambda: lexical.constrained_beam_search(model, SRC, c,
+                                              SearchOptions(beam_size=3, extra_length=6)),
       jit_compile=jit, autograph=False)()
   (ids, scores, met), (xla_ids, xla_scores, xla_met) = run(False), run(True)
   np.testing.assert_array_equal(ids.numpy(), xla_ids.numpy())

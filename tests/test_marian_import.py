@@ -23,6 +23,7 @@ from t2t_keras import bin as t2t_bin, runs
 from t2t_keras.bin import t2t_import as import_bin
 from t2t_keras.data import marian_vocab, vocabulary
 from t2t_keras.decoding.greedy import greedy_decode
+from t2t_keras.decoding.search_common import SearchOptions
 from t2t_keras.decoding.translate import pad_ids
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
 
@@ -85,7 +86,8 @@ def test_logits_and_greedy_outputs_equal_marians_computation(releases, variant, 
   vocab = run.vocab
   outputs, ended = set(), ENDED
   sources = [vocab.encode(source) + [EOS_ID] for source in english[:8]]
-  ids, _ = greedy_decode(run.model, tf.constant(pad_ids(sources)), max_decode_length=20)
+  ids, _ = greedy_decode(run.model, tf.constant(pad_ids(sources)),
+                         SearchOptions(beam_size=1, max_decode_length=20))
   for src, row in zip(sources, ids.numpy()):
     memory = reference.encode(params, config, _to_marian(vocab, src))
     theirs = reference.greedy(params, config, _to_marian(vocab, src), 20,

@@ -10,7 +10,7 @@ import tensorflow as tf
 from conftest import tiny_model
 from t2t_keras.decoding import beam_search as bs
 from t2t_keras.decoding import search
-from t2t_keras.decoding.search import Sampling
+from t2t_keras.decoding.search import Sampling, SearchOptions
 from t2t_keras.models.transformer import shift_right
 
 SRC = tf.constant([[3, 4, 5, 1, 0, 0], [6, 7, 8, 9, 10, 1], [11, 1, 0, 0, 0, 0]])
@@ -46,7 +46,7 @@ def _log_prob(model, src, output):
 def _search(model, beam, prefixes=None, **kw):
   kw = dict(dict(alpha=0.0, extra_length=6), **kw)
   prefix = None if prefixes is None else _padded(prefixes)
-  ids, scores = search.search(model, SRC, beam_size=beam, prefix=prefix, **kw)
+  ids, scores = search.search(model, SRC, SearchOptions(beam_size=beam, **kw), prefix=prefix)
   return ids.numpy(), scores.numpy()
 
 
@@ -94,8 +94,9 @@ def test_beam_search_finds_the_best_completion_of_the_prefix(stop_early):
                 for p in itertools.product(tokens, repeat=n)]
   exhaustive = sorted(((_log_prob(m, src, c) / ((5 + len(c)) / 6) ** alpha, c)
                        for c in candidates), key=lambda x: -x[0])
-  ids, scores, _ = search.search_with_steps(m, src, len(tokens) ** 2, alpha, 2, None, 1,
-                                            stop_early, True, prefix=_padded([prefix]))
+  options = SearchOptions(beam_size=len(tokens) ** 2, alpha=alpha, extra_length=2, eos_id=1,
+                          stop_early=stop_early)
+  ids, scores, _ = search.search_with_steps(m, src, options, prefix=_padded([prefix]))
   found = [(float(s), _output(row)) for s, row in zip(scores[0].numpy(), ids[0].numpy())
            if s > -bs.INF / 2]
   assert found[0][1] == exhaustive[0][1]
@@ -109,7 +110,8 @@ def test_a_prefix_longer_than_the_default_output_limit_is_kept_whole(model):
   """The output limit (source length + extra_length) grows to the prefix's length + 1."""
   src, prefix = SRC[2:3], [5, 6, 7, 8, 9, 10]  # 2 source ids + extra_length 1: 3 at most
   for beam in (1, 3):
-    ids, _ = search.search(model, src, beam_size=beam, extra_length=1, max_decode_length=9,
+    ids, _ = search.search(model, src, SearchOptions(beam_size=beam, extra_length=1,
+                                                     max_decode_length=9),
                            prefix=_padded([prefix]))
     output = _output(ids.numpy()[0, 0])
     assert output[:len(prefix)] == prefix and len(output) <= len(prefix) + 1
@@ -117,7 +119,7 @@ def test_a_prefix_longer_than_the_default_output_limit_is_kept_whole(model):
 
 def test_a_prefix_longer_than_the_output_buffer_is_refused(model):
   with pytest.raises(ValueError, match="prefix of 6 ids.*output buffer of 4"):
-    search.search(model, SRC[2:3], beam_size=2, max_decode_length=4,
+    search.search(model, SRC[2:3], SearchOptions(beam_size=2, max_decode_length=4),
                   prefix=_padded([[5, 6, 7, 8, 9, 10]]))
 
 
@@ -125,7 +127,8 @@ def test_a_prefix_longer_than_the_output_buffer_is_refused(model):
 def test_xla_and_graph_give_the_same_outputs(model, beam):
   prefix = _padded(PREFIXES)
   run = lambda jit: tf.function(
-      lambda: search.search(model, SRC, beam_size=beam, extra_length=6, prefix=prefix),
+      lambda: search.search(model, SRC, SearchOptions(beam_size=beam, extra_length=6),
+                            prefix=prefix),
       jit_compile=jit, autograph=False)()
   (ids, scores), (xla_ids, xla_scores) = run(False), run(True)
   np.testing.assert_array_equal(ids.numpy(), xla_ids.numpy())

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from conftest import tiny_model
 from t2t_keras.decoding import translate, sampling, search
-from t2t_keras.decoding.search_common import prepare, step_log_probs
+from t2t_keras.decoding.search_common import SearchOptions, prepare, step_log_probs
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.hparams_lib import HParamsError
 
@@ -115,8 +115,8 @@ def test_nucleus_by_bisection_equals_sorting_by_the_definition(jit):
 
 def _search(model, sampling_settings, beam_size=1, inputs=INPUTS, **kwargs):
   kwargs.setdefault("extra_length", 6)
-  ids, scores = search.search(model, tf.constant(inputs), beam_size=beam_size,
-                              sampling=sampling_settings, **kwargs)
+  ids, scores = search.search(model, tf.constant(inputs), SearchOptions(
+      beam_size=beam_size, sampling=sampling_settings, **kwargs))
   return ids.numpy(), scores.numpy()
 
 
@@ -147,8 +147,8 @@ def test_a_seed_repeats_and_a_sentence_samples_alike_in_any_batch(model):
 @pytest.mark.heavy
 def test_xla_gives_the_same_samples(model):
   settings = search.Sampling(0.9, 5, 0.95, 3)
-  fn = tf.function(lambda x: search.search(model, x, beam_size=2, extra_length=6,
-                                           sampling=settings), jit_compile=True)
+  options = SearchOptions(beam_size=2, extra_length=6, sampling=settings)
+  fn = tf.function(lambda x: search.search(model, x, options), jit_compile=True)
   ids, scores = fn(tf.constant(INPUTS))
   eager_ids, eager_scores = _search(model, settings, beam_size=2)
   np.testing.assert_array_equal(ids.numpy(), eager_ids)
@@ -161,7 +161,7 @@ def test_first_token_frequencies_match_the_softmax(model, temperature, top_k, to
   """4,000 samples of one sentence's first token against softmax(log p / T), filtered."""
   n = 4000
   source = INPUTS[:1]
-  p = prepare(model, tf.constant(source), 1, 1)
+  p = prepare(model, tf.constant(source), SearchOptions(beam_size=1, extra_length=1))
   logits, _ = p.fn(tf.zeros([1, 2], tf.int32), tf.constant(0), p.state)
   log_probs = tf.nn.log_softmax(step_log_probs(logits) / temperature)
   if top_k:
@@ -183,8 +183,8 @@ def test_first_token_frequencies_match_the_softmax(model, temperature, top_k, to
 def test_decode_hparams_validate_the_sampling_keys():
   settings = parse_decode_hparams("sampling_method=random,sampling_temp=0.5,"
                                   "sampling_keep_top_k=3")
-  assert search.sampling_from_settings(settings.search) == search.Sampling(0.5, 3, 1.0, 1)
-  assert search.sampling_from_settings(parse_decode_hparams("").search) is None
+  assert SearchOptions.from_settings(settings.search).sampling == search.Sampling(0.5, 3, 1.0, 1)
+  assert SearchOptions.from_settings(parse_decode_hparams("").search).sampling is None
   with pytest.raises(HParamsError, match="sampling_method='multinomial': must be one of "
                                          "argmax, random"):
     parse_decode_hparams("sampling_method=multinomial")

@@ -21,6 +21,7 @@ from conftest import SHARED_DATA
 from t2t_keras import bin as t2t_bin, runs
 from t2t_keras.bin import t2t_import as import_bin
 from t2t_keras.decoding.greedy import greedy_decode
+from t2t_keras.decoding.search_common import SearchOptions
 from t2t_keras.importing import t2t_checkpoint
 
 T2T_CKPT = os.path.join(SHARED_DATA, "t2t", "transformer_test_ckpt")
@@ -87,7 +88,8 @@ def test_shared_checkpoint_matches_the_reference(shared_run):
   assert worst < TOL, worst
   for inputs, _ in pairs[:3]:
     theirs = reference.greedy(variables, hparams, inputs, 8, version="1.4")
-    ids, _ = greedy_decode(run.model, tf.constant([inputs]), extra_length=50)
+    ids, _ = greedy_decode(run.model, tf.constant([inputs]),
+                           SearchOptions(beam_size=1, extra_length=50))
     ours = [int(i) for i in ids[0].numpy()]
     assert ours[:len(theirs)] == theirs and not any(ours[len(theirs):])
 

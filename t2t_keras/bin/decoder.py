@@ -35,7 +35,6 @@ hypotheses (`serving/ct2_translate.py`); not for --score_file, attention plots
 or problems with an output constraint.
 """
 
-import os
 
 import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
@@ -101,6 +100,7 @@ def main(argv):
     print(f"decoding with {info['problem']}'s defaults {decoding.defaults}, then "
           f"--decode_hparams={FLAGS.decode_hparams!r}")
   constraint = None if FLAGS.score_file else decoding.constraint(vocab)
+  outputs = files.Outputs(FLAGS.decode_to_file or None, FLAGS.attention_plot_dir or None)
   search_fn = _search_fn(model, settings, constraint, info["problem"])
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
@@ -110,18 +110,14 @@ def main(argv):
     scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
                        batch_size=settings.batching.batch_size)
   elif FLAGS.decode_from_file:
-    files.decode_file(model, vocab, FLAGS.decode_from_file, FLAGS.decode_to_file, settings,
-                        reference_path=FLAGS.decode_reference,
-                        attention_plot_dir=FLAGS.attention_plot_dir,
-                        postprocess=decoding.hooks.postprocess,
-                        search_fn=search_fn, prefix_path=FLAGS.decode_prefix_file,
-                        constraints_path=FLAGS.decode_constraints_file,
-                        target_language=FLAGS.target_language)
+    inputs = files.InputFiles(FLAGS.decode_from_file, FLAGS.decode_reference,
+                              FLAGS.decode_prefix_file, FLAGS.decode_constraints_file,
+                              FLAGS.target_language)
+    files.decode_file(model, vocab, inputs, settings, outputs, search_fn,
+                      decoding.hooks.postprocess)
   else:
-    files.decode_split(model, vocab, info["problem"], FLAGS.data_dir,
-                         FLAGS.decode_split, settings, tmp_dir=FLAGS.tmp_dir,
-                         output_path=FLAGS.decode_to_file,
-                         attention_plot_dir=FLAGS.attention_plot_dir, search_fn=search_fn)
+    split = files.Split(info["problem"], FLAGS.decode_split, FLAGS.data_dir, FLAGS.tmp_dir)
+    files.decode_split(model, vocab, split, settings, outputs, search_fn)
 
 
 def _check_flags():
@@ -151,62 +147,35 @@ def _check_flags():
       raise InputError(f"{flag}={path}: no such file")
   if FLAGS.score_file and not FLAGS.decode_to_file:
     raise InputError("--score_file needs --decode_to_file for the scores")
+  if FLAGS.engine == "ctranslate2" and FLAGS.decode_constraints_file:
+    raise InputError("--engine=ctranslate2 has no terminology constraints (CTranslate2 "
+                     "offers target prefixes only); use --engine=tensorflow")
+  if FLAGS.engine == "ctranslate2" and (FLAGS.score_file or FLAGS.attention_plot_dir):
+    raise InputError("--engine=ctranslate2 translates; --score_file and "
+                     "--attention_plot_dir need --engine=tensorflow")
 
 
 def _search_fn(model, settings, constraint, problem):
   """The search function the flags ask for, or None for translate's default."""
   if FLAGS.engine == "ctranslate2":
-    if FLAGS.decode_constraints_file:
-      raise InputError("--engine=ctranslate2 has no terminology constraints (CTranslate2 "
-                       "offers target prefixes only); use --engine=tensorflow")
-    return _ct2_search_fn(settings.search, constraint)
+    from t2t_keras.serving import ct2_engine  # pylint: disable=import-outside-toplevel
+    translator = ct2_engine.load(FLAGS.output_dir, settings.search, constraint,
+                                 FLAGS.ct2_model_dir)
+    print(f"decoding with CTranslate2 ({translator.model_dir}, {translator.compute_type})")
+    return translator.search_ids
   if FLAGS.decode_constraints_file:
     if constraint is not None:
       raise InputError(f"terminology constraints cannot be combined with "
                        f"{problem}'s output constraint yet; pass "
                        f"--decode_hparams=constrain=false to decode without it")
-    # translate_ids builds the search once the file's largest phrase list is known.
-    return None
-  if FLAGS.decode_prefix_file:
-    return translate.make_search_fn(model, settings.search, constraint, with_prefix=True)
+    return None  # translate_ids builds it once the file's largest phrase list is known
   if constraint is not None:
     print(f"decoding with {problem}'s output constraint {type(constraint).__name__} "
           "(constrain=false turns it off)")
-    return translate.make_search_fn(model, settings.search, constraint)
+  if FLAGS.decode_prefix_file or constraint is not None:
+    return translate.make_search_fn(model, settings.search, constraint,
+                                    with_prefix=bool(FLAGS.decode_prefix_file))
   return None
-
-
-def _ct2_search_fn(search_settings, constraint):
-  """`Ct2Translator.search_ids` over --ct2_model_dir with a `DecodeSettings.search`."""
-  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
-  if runs.is_ensemble(FLAGS.output_dir):
-    raise InputError("--engine=ctranslate2 decodes one converted model; decode an ensemble "
-                     "with --engine=tensorflow")
-  if FLAGS.score_file or FLAGS.attention_plot_dir:
-    raise InputError("--engine=ctranslate2 translates; --score_file and "
-                     "--attention_plot_dir need --engine=tensorflow")
-  if constraint is not None:
-    raise InputError(f"--engine=ctranslate2 cannot apply the problem's output constraint "
-                     f"({type(constraint).__name__}); decode with --engine=tensorflow, or "
-                     "with --decode_hparams=constrain=false")
-  if search_settings.sampling_method != "argmax":
-    raise InputError("--engine=ctranslate2 runs beam and greedy search only; sample with "
-                     "--engine=tensorflow")
-  if not search_settings.stop_early:
-    raise InputError("--engine=ctranslate2 cannot run stop_early=false (CTranslate2 stops "
-                     "once its hypotheses ended); use --engine=tensorflow")
-  from t2t_keras.serving import ct2_convert, ct2_translate  # pylint: disable=import-outside-toplevel
-  ct2_convert.import_ctranslate2()
-  model_dir = FLAGS.ct2_model_dir or os.path.join(FLAGS.output_dir, "ctranslate2")
-  if not os.path.isfile(os.path.join(model_dir, "model.bin")):
-    raise InputError(f"no CTranslate2 model in {model_dir}: convert the run first "
-                     f"(t2t-exporter --output_dir={FLAGS.output_dir} --format=ctranslate2)")
-  translator = ct2_translate.Ct2Translator(
-      model_dir, beam_size=search_settings.beam_size, alpha=search_settings.alpha,
-      extra_length=search_settings.extra_length,
-      max_decode_length=search_settings.max_decode_length)
-  print(f"decoding with CTranslate2 ({model_dir}, {translator.compute_type})")
-  return translator.search_ids
 
 
 def run():

@@ -25,13 +25,10 @@ second SIGTERM or Ctrl-C exits at once (status 1). If the batch worker dies,
 
 import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
-import asyncio
-import os
-import resource
+import dataclasses
 import signal
 import sys
 
-import uvicorn
 from absl import app, flags
 
 NAME = "t2t-serve"
@@ -72,52 +69,36 @@ _define("float", "drain_seconds", 30.0,
         "After SIGTERM, the longest wait for accepted requests; then they get 503.")
 
 
-def _model_name(model):
-  return FLAGS.model_name or model.export_info.get("problem") or "model"
-
-
-def _warm_up(model, max_rows):
-  """Calls each signature before the first user does: serving_default at every batch size
-  the export compiles (powers of two up to its batch_size and max_rows), the others once."""
-  rows = 1
-  limit = min(max_rows, model.export_info.get("decode_hparams", {}).get("batch_size", 1))
-  while True:
-    model.run("serving_default", {"inputs": [b"warm up"] * rows})
-    if rows >= limit:
-      break
-    rows *= 2
-  signatures = model.signature_defs
-  if "nbest" in signatures:
-    outputs = model.run("nbest", {"inputs": [b"warm up"]})["outputs"]
-    if "attention" in signatures:
-      model.run("attention", {"inputs": [b"warm up"], "outputs": [outputs[0][0]]})
-  if "prefix" in signatures:
-    model.run("prefix", {"inputs": [b"warm up"], "prefix": [b""]})
-  if "constrained" in signatures:
-    model.run("constrained", {"inputs": [b"warm up"], "constraints": [[b"warm"]]})
-  if "target_language" in signatures and model.target_languages:
-    model.run("target_language", {"inputs": [b"warm up"],
-                                  "target_language": [model.target_languages[0].encode()]})
-
-
 def main(argv):
   del argv
   if not FLAGS.export_dir:
     raise app.UsageError("--export_dir is required")
-  from t2t_keras.server import access, rest  # pylint: disable=import-outside-toplevel
-  from t2t_keras.server.lifecycle import Lifecycle  # pylint: disable=import-outside-toplevel
-  from t2t_keras.server.model import ServedModel  # pylint: disable=import-outside-toplevel
   _check_flags()
+  # pylint: disable-next=import-outside-toplevel
+  from t2t_keras.server import access, launch, lifecycle, rest
+  # pylint: disable-next=import-outside-toplevel
+  from t2t_keras.server.model import ServedModel, version_base
+  settings = launch.ServerSettings(**{f.name: getattr(FLAGS, f.name)
+                                      for f in dataclasses.fields(launch.ServerSettings)})
+  need, hard = launch.allow_open_files(settings.max_connections)
+  if hard < need:
+    raise app.UsageError(f"--max_connections={FLAGS.max_connections} needs {need} open "
+                         f"files; this process may open at most {hard} (ulimit -Hn)")
   access.log_access_to(sys.stderr)
   model = ServedModel.load(FLAGS.export_dir)
-  _warm_up(model, FLAGS.max_batch_size)
-  name = _model_name(model)
-  life = Lifecycle()
+  base = version_base(FLAGS.export_dir)
+  if FLAGS.poll_seconds > 0 and base is None:
+    raise app.UsageError(f"--poll_seconds needs --export_dir to be a directory of numbered "
+                         f"versions (or a run directory); {FLAGS.export_dir} is a version")
+  launch.warm_up(model, settings.max_batch_size)
+  name = FLAGS.model_name or model.export_info.get("problem") or "model"
+  life = lifecycle.Lifecycle()
   limits = rest.Limits(FLAGS.max_instances, FLAGS.max_sentence_chars,
                        FLAGS.max_attention_instances, FLAGS.max_attention_chars,
                        FLAGS.max_request_bytes, FLAGS.request_timeout_ms)
-  server = _Server(_config(model, name, life, limits), f"serving {name} version "
-                   f"{model.version}", life)
+  config = launch.uvicorn_config(model, name, life, limits, settings, base)
+  server = launch.DrainingServer(config, f"serving {name} version {model.version}", life,
+                                 settings.drain_seconds)
   # uvicorn re-raises the signal that stopped it once it has shut down; these
   # handlers make that a clean exit instead of death by SIGTERM.
   for sig in (signal.SIGTERM, signal.SIGINT):
@@ -129,8 +110,7 @@ def main(argv):
 
 
 def _check_flags():
-  """UsageError naming the flags that cannot work together; raises the open-files limit
-  to what --max_connections needs."""
+  """UsageError naming the flags that cannot work together."""
   if not 1 <= FLAGS.max_batch_size <= FLAGS.max_queued_sentences:
     raise app.UsageError(f"need 1 <= --max_batch_size ({FLAGS.max_batch_size}) <= "
                          f"--max_queued_sentences ({FLAGS.max_queued_sentences})")
@@ -148,45 +128,6 @@ def _check_flags():
   if FLAGS.request_timeout_ms < 0:
     raise app.UsageError(f"--request_timeout_ms must be >= 0 (0: no limit), got "
                          f"{FLAGS.request_timeout_ms}")
-  need = FLAGS.max_connections + 128  # the model's files, logs, sockets of its own
-  soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-  if soft != resource.RLIM_INFINITY and soft < need:
-    if hard != resource.RLIM_INFINITY and hard < need:
-      raise app.UsageError(f"--max_connections={FLAGS.max_connections} needs {need} open "
-                           f"files; this process may open at most {hard} (ulimit -Hn)")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-
-
-def _config(model, name, life, limits):
-  """The uvicorn.Config of the server: the app, its versions and their batchers, protocol
-  and time limits."""
-  from t2t_keras.server import app as server_app  # pylint: disable=import-outside-toplevel
-  # pylint: disable-next=import-outside-toplevel
-  from t2t_keras.server import batching, metrics, model as served, protocol, versions
-  counted = metrics.Metrics(name)
-
-  def make_batcher(version):
-    return batching.Batcher(counted.timed(version.run), FLAGS.max_batch_size,
-                            FLAGS.batch_timeout_ms, FLAGS.max_queued_sentences,
-                            mergeable=version.mergeable, on_dead=life.die)
-
-  base = served.version_base(FLAGS.export_dir) if FLAGS.poll_seconds > 0 else None
-  if FLAGS.poll_seconds > 0 and base is None:
-    raise app.UsageError(f"--poll_seconds needs --export_dir to be a directory of numbered "
-                         f"versions (or a run directory); {FLAGS.export_dir} is a version")
-  table = versions.Versions(
-      model, make_batcher, keep=FLAGS.keep_versions, base=base, load=served.ServedModel.load,
-      warm_up=lambda m: _warm_up(m, FLAGS.max_batch_size), poll_seconds=FLAGS.poll_seconds,
-      on_change=counted.versions_changed)
-  counted.watch_queue(table)
-  asgi = server_app.create_app(table, name, limits, life, counted)
-  return uvicorn.Config(
-      asgi, host=FLAGS.host, port=FLAGS.port, access_log=False, log_level="warning",
-      lifespan="on", http=protocol.limited_protocol(FLAGS.header_timeout_s,
-                                                    FLAGS.max_connections),
-      timeout_keep_alive=FLAGS.keep_alive_s,
-      # A backstop only: at --drain_seconds the app itself answers what is left (503).
-      timeout_graceful_shutdown=int(FLAGS.drain_seconds) + 5)
 
 
 def _exit_status(life):
@@ -199,45 +140,6 @@ def _exit_status(life):
     return 1
   print(f"{NAME}: stopped", flush=True)
   return 0
-
-
-class _Server(uvicorn.Server):
-  """uvicorn.Server that prints the ready line once its socket listens, drains on the
-  first SIGTERM or SIGINT and exits at once on the second, and stops when `life` dies."""
-
-  def __init__(self, config, what, life):
-    super().__init__(config)
-    self.what = what
-    self.life = life
-
-  async def startup(self, sockets=None):
-    from t2t_keras.server import protocol  # pylint: disable=import-outside-toplevel
-    protocol.quiet_accept_errors(asyncio.get_running_loop())
-    await super().startup(sockets)
-    if self.started:
-      host, port = self.servers[0].sockets[0].getsockname()[:2]
-      print(f"{NAME}: {self.what} at http://{host}:{port}/", flush=True)
-
-  def handle_exit(self, sig, frame):
-    if self.life.draining:
-      os.write(2, f"{NAME}: second signal: exiting now\n".encode())
-      os._exit(1)  # pylint: disable=protected-access
-    self.life.drain()
-    super().handle_exit(sig, frame)
-
-  async def on_tick(self, counter):
-    if not self.life.live:
-      self.should_exit = True
-    return await super().on_tick(counter)
-
-  async def shutdown(self, sockets=None):
-    loop = asyncio.get_running_loop()
-    self.life.drain()
-    deadline = loop.call_later(FLAGS.drain_seconds, self.life.expire)
-    try:
-      await super().shutdown(sockets)
-    finally:
-      deadline.cancel()
 
 
 def run():

@@ -18,8 +18,10 @@ import re
 
 from t2t_keras.errors import InputError
 
-_TAG = re.compile(r"^<2([a-z]{2,3}(?:_[A-Za-z]{2,4})?)>$")
-_LEADING_TAG = re.compile(r"^\s*<2([a-z]{2,3}(?:_[A-Za-z]{2,4})?)>(?:\s+|$)")
+# A language code in a tag: ISO 639 ("de", "fra"), optionally a script or region ("zh_Hant").
+CODE = r"[a-z]{2,3}(?:_[A-Za-z]{2,4})?"
+_TAG = re.compile(rf"^<2({CODE})>$")
+_LEADING_TAG = re.compile(rf"^\s*<2({CODE})>(?:\s+|$)")
 
 
 def tag(language):

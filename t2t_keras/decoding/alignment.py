@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.errors import InputError
-from t2t_keras.decoding.attention import teacher_forced_attention
+from t2t_keras.decoding.attention_maps import teacher_forced_attention
 from t2t_keras.decoding.translate import pad_ids
 from t2t_keras.ids import EOS_ID
 

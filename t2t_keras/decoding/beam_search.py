@@ -16,7 +16,7 @@ buffer of the maximum length, the cache is preallocated), so the loop compiles
 with XLA, and each sentence's state is frozen once it is done, so a sentence's
 result does not depend on the other sentences of its batch.
 
-    ids, scores = beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50)
+    ids, scores = beam_search(model, inputs, SearchOptions(beam_size=4, alpha=0.6))
     # ids int32 [batch, beam, max_len] (best first, 0 after EOS); scores float32 [batch, beam]
 
 Beam size 1 is greedy search, as in t2t: `decoding.search` chooses between the
@@ -34,9 +34,8 @@ import collections
 
 import tensorflow as tf
 
-from t2t_keras.decoding.search_common import (NEG_INF, length_penalty, prepare, step_log_probs,
-                                              write_at)
-from t2t_keras.ids import EOS_ID
+from t2t_keras.decoding.search_common import (NEG_INF, SearchOptions, length_penalty, prepare,
+                                              step_log_probs, write_at)
 
 INF = -NEG_INF  # t2t's "infinity": large but finite, so INF * 0 stays 0.
 
@@ -179,34 +178,29 @@ def is_done(s, decode_lengths, max_penalty, stop_early):
   return tf.logical_or(done, worst_finished > best_possible_alive)
 
 
-def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_length,
-                     decode_lengths, alpha=0.6, eos_id=EOS_ID, stop_early=True,
-                     reordered_keys=None, force=None):
+def beam_search_loop(p, options):
   """The beam search loop over any next-token function.
 
   Args:
-    symbols_to_logits_fn: (ids int32 [B * K, L], i, state) -> (logits float
-      [B * K, V], state). ids[:, 0] is the start symbol 0 and ids[:, i] the
-      latest token; the logits are for token i + 1 (`reorder_cache` for the state).
-    state: nested tensors, B * K leading (each sentence's rows tiled).
-    batch_size, beam_size: B (an int or a scalar tensor) and K (an int, >= 2).
-    max_length: length of the output buffer (int or scalar tensor), L - 1.
-    decode_lengths: int32 [B], each sentence's maximum output length (EOS
-      included), at most max_length; alpha: the length penalty's exponent.
-    eos_id: the end symbol (an id never emitted, e.g. -1, forces max length).
-    stop_early: stop a sentence once no alive beam can beat its worst finished one.
-    reordered_keys: if given, only these top-level keys of a dict state follow
-      the beams when they swap histories (the model's beam-folded cache needs
-      only its "ancestry" reordered); by default every leaf the function changed.
-    force: optional (log_probs, i) -> log_probs after each softmax (`prefix_forcing`).
+    p: a `search_common.Prepared` (its fields documented there): fn (ids int32
+      [B * K, L], i, state) -> (logits [B * K, V], state), ids[:, 0] the start symbol 0
+      and ids[:, i] the latest token, the logits for token i + 1; state (B * K leading;
+      `reorder_cache`); batch_size B; length, the buffer's (L - 1); decode_lengths [B];
+      reordered_keys; force (after each softmax, `prefix_forcing`).
+    options: `SearchOptions`: beam_size K (an int, >= 2), alpha (the length penalty's
+      exponent), eos_id (an id never emitted, e.g. -1, forces max length) and
+      stop_early (stop a sentence once no alive beam can beat its worst finished one).
   Returns:
     (ids int32 [B, K, max_length] best first, 0 after EOS; scores float32 [B, K]
      log prob / length penalty (-INF for empty slots); steps int32, decoder steps run).
     A sentence with no finished hypothesis returns its alive beams, scored with
     the penalty of its maximum length.
   """
-  decode_lengths, alpha = tf.cast(decode_lengths, tf.int32), tf.cast(alpha, tf.float32)
-  force = force or (lambda log_probs, i: log_probs)
+  symbols_to_logits_fn, batch_size, max_length = p.fn, p.batch_size, p.length
+  beam_size, eos_id = options.beam_size, options.eos_id
+  decode_lengths = tf.cast(p.decode_lengths, tf.int32)
+  alpha = tf.cast(options.alpha, tf.float32)
+  force = p.force or (lambda log_probs, i: log_probs)
   max_penalty = length_penalty(decode_lengths, alpha)                            # [B]
 
   def cond(s):
@@ -221,7 +215,7 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
                alpha, eos_id)
     alive_seq, alive_log_probs, source_beams = grow_alive(c, beam_size)
     cache = reorder_cache(cache, s.cache, source_beams, batch_size, beam_size,
-                          reordered_keys)
+                          p.reordered_keys)
     finished_seq, finished_scores, finished_flags = grow_finished(s, c, beam_size)
     keep = lambda new, old: tf.where(  # sentences already done keep their state
         tf.reshape(tf.logical_not(s.done), [-1] + [1] * (new.shape.rank - 1)), new, old)
@@ -229,10 +223,10 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
                   keep(alive_log_probs, s.alive_log_probs), keep(finished_seq, s.finished_seq),
                   keep(finished_scores, s.finished_scores),
                   keep(finished_flags, s.finished_flags), s.done, cache)
-    return (s._replace(done=is_done(s, decode_lengths, max_penalty, stop_early)),)
+    return (s._replace(done=is_done(s, decode_lengths, max_penalty, options.stop_early)),)
 
   s, = tf.while_loop(cond, body,
-                     (initial_state(batch_size, beam_size, max_length, state),))
+                     (initial_state(batch_size, beam_size, max_length, p.state),))
   any_finished = tf.reduce_any(s.finished_flags, axis=1)                         # [B]
   alive_scores = tf.where(s.alive_log_probs > -INF / 2,
                           s.alive_log_probs / max_penalty[:, None], -INF)        # [B, K]
@@ -241,22 +235,17 @@ def beam_search_loop(symbols_to_logits_fn, state, batch_size, beam_size, max_len
   return ids, scores, s.i
 
 
-def beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
-                max_decode_length=None, eos_id=EOS_ID, stop_early=True, cached=True,
-                constraint=None, prefix=None):
-  """Beam search translation of a batch of source ids (beam_size >= 2).
+def beam_search(model, inputs, options=SearchOptions(), constraint=None, prefix=None):
+  """Beam search translation of a batch of source ids (options.beam_size >= 2).
 
   Args:
     model: a Transformer (encode / init_cache / decode).
     inputs: int32 [B, src_len] source ids (EOS-terminated, 0-padded).
-    beam_size, alpha: the paper's 4 and 0.6. For 1 (greedy search, as in t2t)
-      use `decoding.search.search`.
-    extra_length: maximum output length = non-pad input length + extra_length.
-    max_decode_length: optional cap (and buffer length) on output lengths.
-    eos_id: end symbol (an id never emitted forces maximum length).
-    stop_early: t2t's early termination (off: run to maximum length).
-    cached: decode one step at a time with the k/v cache (fast); False re-runs
-      the full decoder over the output buffer at every step (reference/benchmark).
+    options: `SearchOptions`: beam_size and alpha (the paper's 4 and 0.6; for 1, greedy
+      search as in t2t, use `decoding.search.search`), extra_length and
+      max_decode_length (maximum output length = non-pad input length + extra_length,
+      capped), eos_id, stop_early (t2t's early termination), cached (False re-runs the
+      full decoder over the output buffer at every step: the reference).
     constraint: optional; its `wrap(fn, inputs)` forbids tokens at each step
       (`decoding/constraints.py`, e.g. parse trees whose leaves copy the input).
     prefix: optional int32 [B, P] target prefixes, 0-padded: each output starts with
@@ -265,21 +254,13 @@ def beam_search(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
     (ids int32 [B, K, max_len], best first, 0 after EOS;
      scores float32 [B, K] = log prob / ((5 + len) / 6) ** alpha).
   """
-  ids, scores, _ = beam_search_with_steps(
-      model, inputs, beam_size, alpha, extra_length, max_decode_length, eos_id,
-      stop_early, cached, constraint=constraint, prefix=prefix)
+  ids, scores, _ = beam_search_with_steps(model, inputs, options, constraint, prefix)
   return ids, scores
 
 
-def beam_search_with_steps(model, inputs, beam_size, alpha, extra_length, max_decode_length,
-                           eos_id, stop_early, cached, prefix_only=False, constraint=None,
-                           prefix=None):
+def beam_search_with_steps(model, inputs, options, constraint=None, prefix=None):
   """`beam_search` that also returns the number of decoder steps run (int32)."""
-  if beam_size < 2:
-    raise ValueError(f"beam_search needs beam_size >= 2, got {beam_size}; "
+  if options.beam_size < 2:
+    raise ValueError(f"beam_search needs beam_size >= 2, got {options.beam_size}; "
                      "decoding.search.search runs greedy search for beam_size 1")
-  p = prepare(model, inputs, beam_size, extra_length, max_decode_length, cached,
-              prefix_only=prefix_only, constraint=constraint, prefix=prefix)
-  return beam_search_loop(p.fn, p.state, p.batch_size, beam_size, p.length, p.decode_lengths,
-                          alpha=alpha, eos_id=eos_id, stop_early=stop_early,
-                          reordered_keys=p.reordered_keys, force=p.force)
+  return beam_search_loop(prepare(model, inputs, options, constraint, prefix), options)

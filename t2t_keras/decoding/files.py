@@ -1,17 +1,24 @@
-"""Translating files, problem splits and stdin, with BLEU: the text around `decoder`.
+"""Translating files, problem splits and stdin, with BLEU: the text around `translate`.
 
     settings = parse_decode_hparams("beam_size=4,alpha=0.6")   # decoding/settings.py
-    files.decode_file(model, vocab, "newstest.en", "newstest.de.decoded", settings,
-                      reference_path="newstest.de")
-    files.decode_split(model, vocab, "translate_ende_numbers", "data", "test", settings)
+    files.decode_file(model, vocab, files.InputFiles("newstest.en", "newstest.de"),
+                      settings, files.Outputs("newstest.de.decoded"))
+    files.decode_split(model, vocab, files.Split("translate_ende_numbers", "test", "data"),
+                       settings)
+    files.translate_and_score(model, vocab, files.Lines(sources, references), settings)
     files.decode_interactive(model, vocab, settings)
+
+What is read (`InputFiles`, `Split`, `Lines`) and what is written (`Outputs`) travel as
+one object each; the settings (a `DecodeSettings`) as the third.
 
 Outputs are written under a temporary name and renamed when complete.
 """
 
+import dataclasses
 import json
 import sys
 import time
+from typing import Optional, Sequence
 
 from t2t_keras import fileio
 from t2t_keras.data import languages as languages_lib
@@ -19,6 +26,71 @@ from t2t_keras.data import vocabulary
 from t2t_keras.decoding.translate import encode_sources, make_search_fn, translate_lines
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
+
+
+@dataclasses.dataclass(frozen=True)
+class Lines:
+  """A decoding's text, line-aligned: the sources, and optionally their references (for
+  BLEU), target prefixes ("" for none: each output starts with its line's) and
+  terminology constraints (a list of target phrases per line, each output must hold)."""
+  sources: Sequence[str]
+  references: Optional[Sequence[str]] = None
+  prefixes: Optional[Sequence[str]] = None
+  constraints: Optional[Sequence[Sequence[str]]] = None
+
+  def head(self, n):
+    """The first n lines of each."""
+    return Lines(*(None if x is None else x[:n] for x in dataclasses.astuple(self)))
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFiles:
+  """The files `decode_file` reads, line-aligned with `source`: reference (BLEU),
+  prefix (target prefixes, an empty line: none) and constraints (JSON lines of target
+  phrases, `[]` or an empty line: none); target_language: a multilingual model's output
+  language for every line (`tag_sources`), else each line starts with its tag."""
+  source: str
+  reference: Optional[str] = None
+  prefix: Optional[str] = None
+  constraints: Optional[str] = None
+  target_language: Optional[str] = None
+
+  def read(self, vocab):
+    """Their `Lines` (sources tagged for a multilingual `vocab`); InputError naming both
+    files where a file's line count differs from the source's."""
+    sources = tag_sources(languages_lib.languages_of(vocab), read_lines(self.source),
+                          self.target_language, self.source)
+    aligned = []
+    for path, reader, what in ((self.reference, read_lines, ""),
+                               (self.prefix, read_lines, "the prefix file "),
+                               (self.constraints, read_constraints, "the constraints file ")):
+      lines = reader(path) if path else None
+      if lines is not None and len(lines) != len(sources):
+        raise InputError(f"{self.source} has {len(sources)} lines but {what}{path} has "
+                         f"{len(lines)}")
+      aligned.append(lines)
+    return Lines(sources, *aligned)
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+  """A problem's split (a registry name or a Problem): its raw text from the problem's
+  generator where it can produce it (tmp_dir for downloaded ones), else data_dir's
+  TFRecords (`split_pairs`)."""
+  problem: object
+  name: str = "test"
+  data_dir: Optional[str] = None
+  tmp_dir: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+  """Where a decoding goes beside its summary: path (the translations; none: not
+  written), attention_plot_dir (heatmaps, settings.output.max_attention_plots of
+  them), progress (a progress bar on stderr)."""
+  path: Optional[str] = None
+  attention_plot_dir: Optional[str] = None
+  progress: bool = True
 
 
 def _format(hyps, return_beams):
@@ -42,18 +114,15 @@ def read_lines(path):
   return read_lines(path)
 
 
-def translate_and_score(model, vocab, sources, settings, references=None, output_path=None,
-                        attention_plot_dir=None, progress=True, log=print, postprocess=None,
-                        search_fn=None, prefixes=None, constraints=None):
-  """Translates text lines with `settings` (a `DecodeSettings`); writes/scores/plots as
-  its output and evaluation groups ask. Returns a summary dict.
+def translate_and_score(model, vocab, lines, settings, outputs=Outputs(), search_fn=None,
+                        postprocess=None, log=print):
+  """Translates `Lines` with `settings` (a `DecodeSettings`); writes, scores and plots as
+  `outputs` and the settings' output and evaluation groups ask. Returns a summary dict.
 
-  `prefixes`: optional target text per line ("" for none) with which each output starts
-  (`translate.translate_lines`; `search_fn` must then take them); `constraints`: optional
-  lists of target phrases per line that each output must contain (lines whose outputs
-  cannot hold them all are logged by number, and listed in the summary's "unmet"). Lines
-  longer than settings.batching.max_input_size are cut (`translate.cut_sources`), logged
-  by number and listed in "truncated".
+  With prefixes, `search_fn` must take them (`translate.translate_lines`); lines whose
+  outputs cannot hold all their constraints are logged by number and listed in the
+  summary's "unmet". Lines longer than settings.batching.max_input_size are cut
+  (`translate.cut_sources`), logged by number and listed in "truncated".
 
   The dict holds "translations" (best per line), "nbest", "seconds",
   "sentences_per_second", "output_path" and, with references, "bleu" (a
@@ -64,12 +133,12 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
   """
   output = settings.output
   if output.num_samples >= 0:  # the first num_samples lines, and what goes with them
-    sources, references, prefixes, constraints = (
-        None if x is None else x[:output.num_samples]
-        for x in (sources, references, prefixes, constraints))
+    lines = lines.head(output.num_samples)
+  sources, references, output_path = lines.sources, lines.references, outputs.path
   start = time.time()
-  nbest = translate_lines(model, vocab, sources, settings, search_fn, progress=progress,
-                          prefixes=prefixes, constraints=constraints)
+  nbest = translate_lines(model, vocab, sources, settings, search_fn,
+                          progress=outputs.progress, prefixes=lines.prefixes,
+                          constraints=lines.constraints)
   seconds = time.time() - start
   unmet, truncated = _report_cut_and_unmet(nbest, len(sources), settings, log)
   if postprocess is not None:
@@ -94,13 +163,13 @@ def translate_and_score(model, vocab, sources, settings, references=None, output
     summary["bleu"] = bleu.bleu_report(translations, references,
                                        lang=settings.evaluation.bleu_lang)
     log(bleu.format_report(summary["bleu"]))
-  if attention_plot_dir:
-    from t2t_keras.decoding import attention  # pylint: disable=import-outside-toplevel
+  if outputs.attention_plot_dir:
+    from t2t_keras.decoding import attention_maps  # pylint: disable=import-outside-toplevel
     limit = output.max_attention_plots or len(sources)
-    paths = attention.plot_translations(
+    paths = attention_maps.plot_translations(
         model, vocab, encode_sources(vocab, sources[:limit]),
-        [h[0].ids for h in nbest[:limit]], attention_plot_dir)
-    log(f"wrote {len(paths)} attention plots to {attention_plot_dir}")
+        [h[0].ids for h in nbest[:limit]], outputs.attention_plot_dir)
+    log(f"wrote {len(paths)} attention plots to {outputs.attention_plot_dir}")
   return summary
 
 
@@ -138,40 +207,17 @@ def _write_alignments(model, vocab, sources, nbest, output, output_path, log):
   return alignments
 
 
-def decode_file(model, vocab, input_path, output_path=None, settings=None, reference_path=None,
-                attention_plot_dir=None, progress=True, log=print, postprocess=None,
-                search_fn=None, prefix_path=None, constraints_path=None,
-                target_language=None):
-  """Translates a text file line by line (see `translate_and_score`).
-
-  settings: a `DecodeSettings` (default `parse_decode_hparams()`'s); output_path defaults
-  to "<input_path>.beam<k>.alpha<a>.decodes"; prefix_path: a file of target prefixes,
-  line-aligned with the input (an empty line: none); constraints_path: a JSON-lines file
-  of terminology constraints, line-aligned with the input, each line a JSON list of
-  target phrases (`[]` or an empty line: none); target_language: a multilingual model's
-  output language for every line (`tag_sources`), else each line starts with its tag.
-  """
+def decode_file(model, vocab, inputs, settings=None, outputs=None, search_fn=None,
+                postprocess=None, log=print):
+  """Translates the `InputFiles` line by line (see `translate_and_score`). settings: a
+  `DecodeSettings` (default `parse_decode_hparams()`'s); outputs: `Outputs` (default:
+  written to "<source>.beam<k>.alpha<a>.decodes")."""
   settings = settings or parse_decode_hparams()
-  if output_path is None:
-    output_path = (f"{input_path}.beam{settings.search.beam_size}.alpha{settings.search.alpha}"
-                   ".decodes")
-  references = read_lines(reference_path) if reference_path else None
-  sources = tag_sources(languages_lib.languages_of(vocab), read_lines(input_path),
-                        target_language, input_path)
-  if references is not None and len(references) != len(sources):
-    raise InputError(f"{input_path} has {len(sources)} lines but {reference_path} has "
-                     f"{len(references)}")
-  prefixes = read_lines(prefix_path) if prefix_path else None
-  if prefixes is not None and len(prefixes) != len(sources):
-    raise InputError(f"{input_path} has {len(sources)} lines but the prefix file "
-                     f"{prefix_path} has {len(prefixes)}")
-  constraints = read_constraints(constraints_path) if constraints_path else None
-  if constraints is not None and len(constraints) != len(sources):
-    raise InputError(f"{input_path} has {len(sources)} lines but the constraints file "
-                     f"{constraints_path} has {len(constraints)}")
-  return translate_and_score(model, vocab, sources, settings, references, output_path,
-                             attention_plot_dir, progress, log, postprocess, search_fn,
-                             prefixes, constraints)
+  if outputs is None or outputs.path is None:
+    path = f"{inputs.source}.beam{settings.search.beam_size}.alpha{settings.search.alpha}.decodes"
+    outputs = dataclasses.replace(outputs or Outputs(), path=path)
+  return translate_and_score(model, vocab, inputs.read(vocab), settings, outputs, search_fn,
+                             postprocess, log)
 
 
 def tag_sources(known, sources, target_language=None, name="input"):
@@ -237,15 +283,15 @@ def record_pairs(problem, data_dir, split, vocab):
   return sources, references
 
 
-def decode_split(model, vocab, problem, data_dir=None, split="test", settings=None,
-                 tmp_dir=None, output_path=None, attention_plot_dir=None, progress=True,
-                 log=print, search_fn=None):
-  """Translates a problem's split and prints BLEU against its references (a summary dict;
+def decode_split(model, vocab, split, settings=None, outputs=Outputs(), search_fn=None,
+                 log=print):
+  """Translates a problem's `Split` and prints BLEU against its references (a summary dict;
   settings as `decode_file`'s)."""
   settings = settings or parse_decode_hparams()
-  sources, references = split_pairs(problem, data_dir, split, tmp_dir, vocab)
-  return translate_and_score(model, vocab, sources, settings, references, output_path,
-                             attention_plot_dir, progress, log, search_fn=search_fn)
+  sources, references = split_pairs(split.problem, split.data_dir, split.name, split.tmp_dir,
+                                    vocab)
+  return translate_and_score(model, vocab, Lines(sources, references), settings, outputs,
+                             search_fn, log=log)
 
 
 def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn=None,

@@ -1,6 +1,6 @@
 """Greedy decoding over the cached decoder, in static shapes (XLA-compilable).
 
-    ids, scores = greedy_decode(model, inputs, extra_length=50)
+    ids, scores = greedy_decode(model, inputs, SearchOptions(beam_size=1, extra_length=50))
     # ids int32 [batch, max_len] (0 after EOS); scores float32 [batch] = sum of log probs
 
 The encoder runs once; each step feeds the last token through the decoder with
@@ -10,22 +10,23 @@ the model's k/v cache. A sentence stops at EOS or at its maximum length
 
 import tensorflow as tf
 
-from t2t_keras.decoding.search_common import prepare, step_log_probs, write_at
+from t2t_keras.decoding.search_common import SearchOptions, prepare, step_log_probs, write_at
 from t2t_keras.ids import EOS_ID
 
 
-def greedy_loop(symbols_to_logits_fn, state, batch_size, max_length, decode_lengths,
-                eos_id=EOS_ID, pick=None, force=None):
-  """Argmax decoding over any next-token function (see `beam_search_loop`).
+def greedy_loop(p, eos_id=EOS_ID, pick=None):
+  """Argmax decoding over any next-token function: `p` a `search_common.Prepared` of
+  one row per output (see `beam_search_loop`).
 
   `pick(log_probs [batch, vocab], step) -> int32 [batch]` chooses each token
   instead of argmax (`sampling.sampler`); scores stay the model's own log probs.
-  `force(log_probs, step) -> log_probs` runs first (`search_common.prefix_forcing`).
+  p.force, `(log_probs, step) -> log_probs`, runs first (`search_common.prefix_forcing`).
 
   Returns (ids int32 [batch, max_length], scores float32 [batch] (sum of the
   chosen tokens' log probs, EOS included), steps int32).
   """
-  decode_lengths = tf.cast(decode_lengths, tf.int32)
+  symbols_to_logits_fn, batch_size, max_length, force = p.fn, p.batch_size, p.length, p.force
+  decode_lengths = tf.cast(p.decode_lengths, tf.int32)
   ids = tf.zeros([batch_size, max_length + 1], tf.int32)
   scores = tf.zeros([batch_size], tf.float32)
   done = tf.zeros([batch_size], tf.bool)
@@ -49,30 +50,28 @@ def greedy_loop(symbols_to_logits_fn, state, batch_size, max_length, decode_leng
     return i + 1, ids, scores, done, state
 
   steps, ids, scores, _, _ = tf.while_loop(
-      cond, body, (tf.constant(0), ids, scores, done, state))
+      cond, body, (tf.constant(0), ids, scores, done, p.state))
   return ids[:, 1:], scores, steps
 
 
-def greedy_decode(model, inputs, extra_length=50, max_decode_length=None, eos_id=EOS_ID,
-                  cached=True):
+def greedy_decode(model, inputs, options=SearchOptions(beam_size=1)):
   """Greedy translation of a batch of source ids.
 
   Args:
     model: a Transformer (encode / init_cache / decode).
     inputs: int32 [batch, src_len] (EOS-terminated, 0-padded).
-    extra_length: maximum output length = non-pad input length + extra_length.
-    max_decode_length: optional cap (and buffer length) on output lengths.
-    eos_id: end symbol.
-    cached: False re-runs the full decoder at every step (reference).
+    options: `SearchOptions` of beam_size 1: extra_length and max_decode_length
+      (maximum output length = non-pad input length + extra_length, capped), eos_id,
+      cached (False re-runs the full decoder at every step: the reference).
   Returns:
     (ids int32 [batch, max_len], 0 after EOS; scores float32 [batch], sum of log probs).
   """
-  ids, scores, _ = greedy_with_steps(model, inputs, extra_length, max_decode_length,
-                                     eos_id, cached)
+  ids, scores, _ = greedy_with_steps(model, inputs, options)
   return ids, scores
 
 
-def greedy_with_steps(model, inputs, extra_length, max_decode_length, eos_id, cached):
+def greedy_with_steps(model, inputs, options):
   """`greedy_loop` over the model: (ids [batch, max_len], scores [batch], steps)."""
-  p = prepare(model, inputs, 1, extra_length, max_decode_length, cached)
-  return greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths, eos_id)
+  if options.beam_size != 1:
+    raise ValueError(f"greedy search keeps one hypothesis, got beam_size {options.beam_size}")
+  return greedy_loop(prepare(model, inputs, options), options.eos_id)

@@ -4,7 +4,7 @@ form of Hu et al. (2019), in static shapes (XLA, the beam-folded cache).
 
     phrases = [[[17, 4]], [], [[9], [31, 32, 33]]]     # per sentence: target phrases (ids)
     c = constraint_tensors(phrases)
-    ids, scores, met = constrained_beam_search(model, inputs, c, beam_size=4)
+    ids, scores, met = constrained_beam_search(model, inputs, c, SearchOptions(beam_size=4))
     # ids [B, K, L], scores [B, K] as beam_search's; met bool [B]: False where no output
     # holding every phrase was found within the sentence's length limit
 
@@ -25,7 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import beam_search as bs
-from t2t_keras.decoding.search_common import length_penalty, prepare, step_log_probs, write_at
+from t2t_keras.decoding.search_common import (SearchOptions, length_penalty, prepare,
+                                              step_log_probs, write_at)
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
 
@@ -204,11 +205,9 @@ def candidate_states(s, ids, flat, vocab):
   return beams, tokens, tf.reshape(met, shape), tf.reshape(progress, shape)
 
 
-def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch_size,
-                                 beam_size, max_length, decode_lengths, alpha=0.6,
-                                 eos_id=EOS_ID, stop_early=True, reordered_keys=None):
-  """`beam_search.beam_search_loop` where every finished output holds its sentence's
-  phrases (`constraints`, batch-major [B, C, T], C and T static).
+def constrained_beam_search_loop(p, constraints, options):
+  """`beam_search.beam_search_loop` (p.force unused: no prefixes here) where every
+  finished output holds its sentence's phrases (`constraints`, [B, C, T], C, T static).
 
   Returns (ids int32 [B, K, max_length], scores float32 [B, K], met bool [B], steps): a
   sentence with no finished hypothesis returns its alive beams (those holding every
@@ -216,9 +215,10 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
   returned hypothesis holds every phrase (they did not fit the length limit, or the beam
   never completed them).
   """
-  decode_lengths, alpha = tf.cast(decode_lengths, tf.int32), tf.cast(alpha, tf.float32)
+  symbols_to_logits_fn, batch_size, max_length = p.fn, p.batch_size, p.length
+  decode_lengths, alpha = tf.cast(p.decode_lengths, tf.int32), tf.cast(options.alpha, tf.float32)
   max_penalty = length_penalty(decode_lengths, alpha)                            # [B]
-  k, num_phrases = beam_size, constraints.lengths.shape[1]
+  k, num_phrases = options.beam_size, constraints.lengths.shape[1]
   num_banks, n = num_phrases * constraints.tokens.shape[2] + 1, 4 * k + k * num_phrases
   per_candidate = Constraints(*(tf.repeat(x[:, None], n, axis=1) for x in constraints))
   flat = Constraints(*(tf.repeat(x, n, axis=0) for x in constraints))            # [B * N, ...]
@@ -232,23 +232,23 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
     log_probs = step_log_probs(logits)                                           # [B*K, V]
     vocab = log_probs.shape[-1] or tf.shape(log_probs)[-1]
     log_probs = tf.reshape(log_probs, [batch_size, k, vocab])
-    is_eos = tf.equal(tf.range(vocab), eos_id)
+    is_eos = tf.equal(tf.range(vocab), options.eos_id)
     barred = tf.logical_and(is_eos, tf.logical_not(
         holds_all(constraints.lengths[:, None], s.met))[:, :, None])
     log_probs = tf.where(barred, -INF, log_probs)  # EOS only once every phrase is held
     cand = s.alive_log_probs[:, :, None] + log_probs                             # [B, K, V]
-    ids = candidate_ids(s, cand, constraints, eos_id)                            # [B, N]
+    ids = candidate_ids(s, cand, constraints, options.eos_id)                            # [B, N]
     beams, tokens, met, progress = candidate_states(s, ids, flat, vocab)
     lp = tf.where(ids >= 0, tf.gather(tf.reshape(cand, [batch_size, -1]), tf.maximum(ids, 0),
                                       axis=1, batch_dims=1), -INF)               # [B, N]
     seq = write_at(tf.gather(s.alive_seq, beams, axis=1, batch_dims=1), s.i + 1, tokens)
-    ended = tf.logical_and(tf.equal(tokens, eos_id), lp > -INF / 2)
+    ended = tf.logical_and(tf.equal(tokens, options.eos_id), lp > -INF / 2)
     candidates = bs.Candidates(seq, lp, lp / length_penalty(s.i + 1, alpha), beams, ended)
     # Alive: the bank allocation over the candidates that did not end.
     alive_lp = tf.where(ended, -INF, lp)
     index = _allocate(alive_lp, _bank(per_candidate, met, progress), num_banks, k)
     pick = lambda x: tf.gather(x, index, axis=1, batch_dims=1)  # noqa: E731
-    cache = bs.reorder_cache(cache, s.cache, pick(beams), batch_size, k, reordered_keys)
+    cache = bs.reorder_cache(cache, s.cache, pick(beams), batch_size, k, p.reordered_keys)
     finished_seq, finished_scores, finished_flags = bs.grow_finished(s, candidates, k)
     keep = lambda new, old: tf.where(  # noqa: E731  sentences already done keep their state
         tf.reshape(tf.logical_not(s.done), [-1] + [1] * (new.shape.rank - 1)), new, old)
@@ -257,9 +257,10 @@ def constrained_beam_search_loop(symbols_to_logits_fn, state, constraints, batch
               keep(finished_flags, s.finished_flags), s.done, cache,
               keep(pick(met), s.met), keep(pick(progress), s.progress))
     best_alive = s._replace(alive_log_probs=tf.reduce_max(s.alive_log_probs, 1, keepdims=True))
-    return (s._replace(done=bs.is_done(best_alive, decode_lengths, max_penalty, stop_early)),)
+    return (s._replace(done=bs.is_done(best_alive, decode_lengths, max_penalty,
+                                       options.stop_early)),)
 
-  start = bs.initial_state(batch_size, k, max_length, state)
+  start = bs.initial_state(batch_size, k, max_length, p.state)
   start = State(*start, met=tf.zeros([batch_size, k, num_phrases], tf.bool),
                 progress=tf.zeros([batch_size, k, num_phrases], tf.int32))
   s, = tf.while_loop(cond, body, (start,))
@@ -283,25 +284,17 @@ def _result(s, constraints, max_penalty):
   return ids, scores, met
 
 
-def constrained_beam_search(model, inputs, constraints, beam_size=4, alpha=0.6,
-                            extra_length=50, max_decode_length=None, eos_id=EOS_ID,
-                            stop_early=True, cached=True):
-  """Beam search whose outputs contain each sentence's phrases (`constraint_tensors`).
+def constrained_beam_search(model, inputs, constraints, options=SearchOptions()):
+  """Beam search (`SearchOptions`; sampling and prefixes aside) whose outputs contain each
+  sentence's phrases (`constraint_tensors`).
 
   Returns (ids int32 [B, K, max_len], scores float32 [B, K], met bool [B]), as
   `beam_search.beam_search` plus met: False where no output holding every phrase was found.
   """
-  ids, scores, met, _ = constrained_beam_search_with_steps(
-      model, inputs, constraints, beam_size, alpha, extra_length, max_decode_length,
-      eos_id, stop_early, cached)
+  ids, scores, met, _ = constrained_beam_search_with_steps(model, inputs, constraints, options)
   return ids, scores, met
 
 
-def constrained_beam_search_with_steps(model, inputs, constraints, beam_size, alpha,
-                                       extra_length, max_decode_length, eos_id, stop_early,
-                                       cached):
+def constrained_beam_search_with_steps(model, inputs, constraints, options):
   """`constrained_beam_search` that also returns the number of decoder steps run."""
-  p = prepare(model, inputs, beam_size, extra_length, max_decode_length, cached)
-  return constrained_beam_search_loop(p.fn, p.state, constraints, p.batch_size, beam_size,
-                                      p.length, p.decode_lengths, alpha=alpha, eos_id=eos_id,
-                                      stop_early=stop_early, reordered_keys=p.reordered_keys)
+  return constrained_beam_search_loop(prepare(model, inputs, options), constraints, options)

@@ -1,15 +1,21 @@
-"""The search decode settings ask for: beam search, greedy search for beam size 1,
-or sampling (sampling_method=random: beam_size independent samples per sentence).
+"""The searches as strategy objects: beam search, greedy search for beam size 1, sampling
+(sampling_method=random: beam_size independent samples per sentence), and lexically
+constrained beam search; each owns its `SearchOptions` and its output limit.
 
-    search_fn = search.from_settings(model, parse_decode_hparams("beam_size=4").search)
-    ids, scores = search_fn(inputs)   # int32 [batch, src_len] ->
+    strategy = search.from_settings(model, parse_decode_hparams("beam_size=4").search)
+    ids, scores = strategy(inputs)   # int32 [batch, src_len] ->
     # ids int32 [batch, beam, max_len] (best first, 0 after EOS), scores float32 [batch, beam]
+    ids, scores = strategy(inputs, prefix=prefix)       # outputs start with their prefixes
+    strategy.output_limit(width)     # the most output ids for sources `width` ids wide
+
+    ids, scores = search.search(model, inputs, SearchOptions(beam_size=4))  # one call
 
 Beam size 1 runs greedy search, as t2t does, in beam search's output format and
 scored as beam search scores (log prob / length penalty): the 2k-candidate
 search with k = 1 would keep the better of the two best extensions when it ends
 in EOS, which argmax decoding never picks. `decoding.translate` (files, text) and
-`serving.export` (the SavedModel) both build their search here.
+`serving.export` (the SavedModel) both build their search here (`from_settings`,
+`constrained_from_settings`), as OpenNMT-tf's `DecodingStrategy.from_params` picks one.
 
 Sampling runs greedy search's loop with `sampling.sampler` choosing each
 token; with beam_size k it draws k samples of each sentence (the rows repeated,
@@ -17,65 +23,93 @@ each copy with its own noise), returned best score first, scored as greedy
 outputs are (the model's log prob / length penalty, whatever the temperature).
 """
 
-import collections
-import functools
-
 import tensorflow as tf
 
 from t2t_keras.decoding import sampling as sampling_lib
 from t2t_keras.decoding.beam_search import beam_search_with_steps
 from t2t_keras.decoding.greedy import greedy_loop
-from t2t_keras.decoding.search_common import length_penalty, prepare
+from t2t_keras.decoding.search_common import (  # noqa: F401  (Sampling: search.Sampling)
+    Sampling, SearchOptions, length_penalty, output_limit, position_cap, prepare)
 from t2t_keras.ids import EOS_ID
 
-Sampling = collections.namedtuple("Sampling", ["temperature", "top_k", "top_p", "seed"])
-Sampling.__doc__ = """sampling_method=random's settings: temperature (0: argmax), top_k
-(0: all tokens), top_p (1.0: off), seed."""
+class Strategy:
+  """A search over `model` with `options`; `constraint` (optional) forbids tokens at each
+  step (`decoding/constraints.py`). Called on int32 source ids [batch, src_len] (and
+  optionally target prefixes [batch, P], 0-padded): (ids [batch, beam, max_len], scores
+  [batch, beam]); `with_steps` also returns the decoder steps run."""
+
+  def __init__(self, model, options, constraint=None):
+    self.model = model
+    self.options = options
+    self.constraint = constraint
+
+  def __call__(self, inputs, prefix=None):
+    ids, scores, _ = self.with_steps(inputs, prefix)
+    return ids, scores
+
+  def with_steps(self, inputs, prefix=None):
+    raise NotImplementedError
+
+  def output_limit(self, width):
+    """The most output ids, EOS included, for sources `width` ids wide
+    (`search_common.output_limit` with this model's position cap)."""
+    return output_limit(width, self.options.extra_length, self.options.max_decode_length,
+                        position_cap(getattr(self.model, "hparams", None)))
 
 
-def search_with_steps(model, inputs, beam_size=4, alpha=0.6, extra_length=50,
-                      max_decode_length=None, eos_id=EOS_ID, stop_early=True, cached=True,
-                      prefix_only=False, constraint=None, sampling=None, prefix=None):
-  """(ids [batch, beam, max_len], scores [batch, beam], steps int32): `beam_search`'s
-  arguments and outputs (a target `prefix` included), for every beam size; with
-  `sampling` (a `Sampling`), beam_size samples per sentence."""
-  if sampling is not None:
-    return sample_with_steps(model, inputs, beam_size, alpha, extra_length, max_decode_length,
-                             eos_id, cached, prefix_only, constraint, sampling, prefix)
-  if beam_size > 1:
-    return beam_search_with_steps(model, inputs, beam_size, alpha, extra_length,
-                                  max_decode_length, eos_id, stop_early, cached,
-                                  prefix_only=prefix_only, constraint=constraint,
-                                  prefix=prefix)
-  p = prepare(model, inputs, 1, extra_length, max_decode_length, cached,
-              prefix_only=prefix_only, constraint=constraint, prefix=prefix)
-  ids, log_probs, steps = greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths,
-                                      eos_id, force=p.force)
-  lengths = output_lengths(ids, p.decode_lengths, eos_id)
-  return ids[:, None], (log_probs / length_penalty(lengths, alpha))[:, None], steps
+class BeamSearch(Strategy):
+  """t2t's beam search (`beam_search.py`), options.beam_size >= 2."""
+
+  def with_steps(self, inputs, prefix=None):
+    return beam_search_with_steps(self.model, inputs, self.options, self.constraint, prefix)
 
 
-def sample_with_steps(model, inputs, num_samples, alpha, extra_length, max_decode_length,
-                      eos_id, cached, prefix_only, constraint, sampling, prefix=None):
-  """`num_samples` sampled outputs per sentence: (ids [batch, num_samples, max_len],
-  scores [batch, num_samples] best first, steps)."""
-  inputs = tf.convert_to_tensor(inputs, tf.int32)
-  batch = tf.shape(inputs)[0]
-  rows = tf.repeat(inputs, num_samples, axis=0)  # sentence-major: s0 s0 s1 s1 ...
-  if prefix is not None:
-    prefix = tf.repeat(tf.convert_to_tensor(prefix, tf.int32), num_samples, axis=0)
-  p = prepare(model, rows, 1, extra_length, max_decode_length, cached,
-              prefix_only=prefix_only, constraint=constraint, prefix=prefix)
-  pick = sampling_lib.sampler(sampling.temperature, sampling.top_k, sampling.top_p,
-                              sampling.seed, rows, model.vocab_size, copies=num_samples)
-  ids, log_probs, steps = greedy_loop(p.fn, p.state, p.batch_size, p.length, p.decode_lengths,
-                                      eos_id, pick=pick, force=p.force)
-  scores = log_probs / length_penalty(output_lengths(ids, p.decode_lengths, eos_id), alpha)
-  scores = tf.reshape(scores, [batch, num_samples])
-  ids = tf.reshape(ids, [batch, num_samples, -1])
-  order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
-  return (tf.gather(ids, order, axis=1, batch_dims=1),
-          tf.gather(scores, order, axis=1, batch_dims=1), steps)
+class GreedySearch(Strategy):
+  """Argmax decoding (`greedy.py`) in beam search's format: beam 1, scored log prob /
+  length penalty."""
+
+  def with_steps(self, inputs, prefix=None):
+    o = self.options
+    p = prepare(self.model, inputs, o.replace(beam_size=1), self.constraint, prefix)
+    ids, log_probs, steps = greedy_loop(p, o.eos_id)
+    lengths = output_lengths(ids, p.decode_lengths, o.eos_id)
+    return ids[:, None], (log_probs / length_penalty(lengths, o.alpha))[:, None], steps
+
+
+class SamplingSearch(Strategy):
+  """options.beam_size samples per sentence (options.sampling), best score first."""
+
+  def with_steps(self, inputs, prefix=None):
+    o, num_samples = self.options, self.options.beam_size
+    inputs = tf.convert_to_tensor(inputs, tf.int32)
+    batch = tf.shape(inputs)[0]
+    rows = tf.repeat(inputs, num_samples, axis=0)  # sentence-major: s0 s0 s1 s1 ...
+    if prefix is not None:
+      prefix = tf.repeat(tf.convert_to_tensor(prefix, tf.int32), num_samples, axis=0)
+    p = prepare(self.model, rows, o.replace(beam_size=1), self.constraint, prefix)
+    s = o.sampling
+    pick = sampling_lib.sampler(s.temperature, s.top_k, s.top_p, s.seed, rows,
+                                self.model.vocab_size, copies=num_samples)
+    ids, log_probs, steps = greedy_loop(p, o.eos_id, pick=pick)
+    scores = log_probs / length_penalty(output_lengths(ids, p.decode_lengths, o.eos_id),
+                                        o.alpha)
+    scores = tf.reshape(scores, [batch, num_samples])
+    ids = tf.reshape(ids, [batch, num_samples, -1])
+    order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
+    return (tf.gather(ids, order, axis=1, batch_dims=1),
+            tf.gather(scores, order, axis=1, batch_dims=1), steps)
+
+
+class ConstrainedBeamSearch(Strategy):
+  """Beam search whose outputs hold each sentence's phrases (`lexical.py`); called as
+  (inputs [B, S], tokens [B, C, T], lengths [B, C], fail [B, C, T]) -> (ids [B, K, L],
+  scores [B, K], met bool [B])."""
+
+  def __call__(self, inputs, tokens, lengths, fail):  # pylint: disable=arguments-differ
+    from t2t_keras.decoding import lexical  # pylint: disable=import-outside-toplevel
+    return lexical.constrained_beam_search(self.model, inputs,
+                                           lexical.Constraints(tokens, lengths, fail),
+                                           self.options)
 
 
 def output_lengths(ids, max_lengths, eos_id=EOS_ID):
@@ -87,49 +121,37 @@ def output_lengths(ids, max_lengths, eos_id=EOS_ID):
                   max_lengths)
 
 
-def search(model, inputs, **kwargs):
-  """(ids, scores) of `search_with_steps`."""
-  ids, scores, _ = search_with_steps(model, inputs, **kwargs)
-  return ids, scores
-
-
-def sampling_from_settings(search_settings):
-  """A `Sampling` of a `DecodeSettings.search` with sampling_method=random, None for
-  argmax (beam or greedy search)."""
-  if search_settings.sampling_method != "random":
-    return None
-  return Sampling(float(search_settings.sampling_temp),
-                  int(max(search_settings.sampling_keep_top_k, 0)),
-                  float(search_settings.sampling_keep_top_p), int(search_settings.sampling_seed))
-
-
-def constrained_from_settings(model, search_settings):
-  """Lexically constrained beam search (`lexical.py`) with a `DecodeSettings.search`, as a
-  function (inputs [B, S], tokens [B, C, T], lengths [B, C], fail [B, C, T]) -> (ids
-  [B, K, L], scores [B, K], met bool [B]); InputError for sampling, which has no such
-  search."""
-  from t2t_keras.decoding import lexical  # pylint: disable=import-outside-toplevel
-  from t2t_keras.errors import InputError  # pylint: disable=import-outside-toplevel
-  s = search_settings
-  if s.sampling_method != "argmax":
-    raise InputError("terminology constraints run with beam search; sampling "
-                     "(sampling_method=random) cannot take them")
-
-  def fn(inputs, tokens, lengths, fail):
-    return lexical.constrained_beam_search(
-        model, inputs, lexical.Constraints(tokens, lengths, fail), beam_size=s.beam_size,
-        alpha=s.alpha, extra_length=s.extra_length,
-        max_decode_length=s.max_decode_length or None, stop_early=s.stop_early)
-
-  return fn
+def strategy_for(model, options, constraint=None):
+  """The `Strategy` `options` ask for: sampling, greedy (beam_size 1) or beam search."""
+  if options.sampling is not None:
+    return SamplingSearch(model, options, constraint)
+  if options.beam_size > 1:
+    return BeamSearch(model, options, constraint)
+  return GreedySearch(model, options, constraint)
 
 
 def from_settings(model, search_settings, constraint=None):
-  """The search a `DecodeSettings.search` asks for (beam_size, alpha, extra_length,
-  max_decode_length, stop_early, sampling_*), as a function of int32 [batch, src_len] ids."""
-  s = search_settings
-  return functools.partial(search, model, beam_size=s.beam_size, alpha=s.alpha,
-                           extra_length=s.extra_length,
-                           max_decode_length=s.max_decode_length or None,
-                           stop_early=s.stop_early, constraint=constraint,
-                           sampling=sampling_from_settings(s))
+  """The `Strategy` a `DecodeSettings.search` asks for (beam_size, alpha, extra_length,
+  max_decode_length, stop_early, sampling_*)."""
+  return strategy_for(model, SearchOptions.from_settings(search_settings), constraint)
+
+
+def constrained_from_settings(model, search_settings):
+  """The `ConstrainedBeamSearch` of a `DecodeSettings.search`; InputError for sampling,
+  which has no such search."""
+  from t2t_keras.errors import InputError  # pylint: disable=import-outside-toplevel
+  if search_settings.sampling_method != "argmax":
+    raise InputError("terminology constraints run with beam search; sampling "
+                     "(sampling_method=random) cannot take them")
+  return ConstrainedBeamSearch(model, SearchOptions.from_settings(search_settings))
+
+
+def search_with_steps(model, inputs, options=SearchOptions(), constraint=None, prefix=None):
+  """(ids [batch, beam, max_len], scores [batch, beam], steps int32) of the search
+  `options` ask for (`strategy_for`), for every beam size."""
+  return strategy_for(model, options, constraint).with_steps(inputs, prefix)
+
+
+def search(model, inputs, options=SearchOptions(), constraint=None, prefix=None):
+  """(ids, scores) of `search_with_steps`."""
+  return strategy_for(model, options, constraint)(inputs, prefix)

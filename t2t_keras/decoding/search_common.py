@@ -1,5 +1,6 @@
 """What both searches (beam_search.py, greedy.py) need around the model.
 
+`SearchOptions` is what every search takes beside the model and its inputs.
 `prepare` encodes a batch once and returns what a search loop runs on: a
 next-token function over the model (cached: one decoder step with the k/v
 cache; uncached: the whole decoder again, the reference), its state, each
@@ -9,12 +10,64 @@ shapes, so XLA compiles one program).
 """
 
 import collections
+import dataclasses
+from typing import Optional
 
 import tensorflow as tf
 
-from t2t_keras.ids import PAD_ID
+from t2t_keras.ids import EOS_ID, PAD_ID
 
 NEG_INF = -1e7  # t2t's "infinity" for log probs: large but finite, so NEG_INF * 0 stays 0
+# A beam slot that holds no hypothesis scores NEG_INF; a score below this is such a slot.
+NO_HYPOTHESIS = NEG_INF / 10
+
+
+Sampling = collections.namedtuple("Sampling", ["temperature", "top_k", "top_p", "seed"])
+Sampling.__doc__ = """sampling_method=random's settings: temperature (0: argmax), top_k
+(0: all tokens), top_p (1.0: off), seed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+  """What a search takes beside the model and its inputs.
+
+  beam_size: hypotheses kept per sentence (1: greedy search), or with `sampling` the
+    samples drawn per sentence. alpha: the length penalty's exponent (GNMT's).
+  extra_length, max_decode_length: an output's most ids (`output_limit`; None: no cap).
+  stop_early: t2t's early termination of beam search (off: run to the longest output).
+  sampling: a `Sampling` (sampling_method=random), or None: argmax.
+  eos_id: the end symbol (an id never emitted forces the longest outputs).
+  cached: one decoder step per token with the k/v cache; False re-runs the whole
+    decoder at every step (the reference), over the output so far only with
+    `prefix_only` (dynamic shapes: not for XLA).
+  `from_settings` makes them from a `DecodeSettings.search`; eos_id, cached and
+  prefix_only are the tests' and benchmarks' knobs.
+  """
+  beam_size: int = 4
+  alpha: float = 0.6
+  extra_length: int = 50
+  max_decode_length: Optional[int] = None
+  stop_early: bool = True
+  sampling: Optional[Sampling] = None
+  eos_id: int = EOS_ID
+  cached: bool = True
+  prefix_only: bool = False
+
+  @classmethod
+  def from_settings(cls, search_settings):
+    """The options of a `DecodeSettings.search` (its sampling_* fields as a `Sampling`
+    where sampling_method=random)."""
+    s = search_settings
+    sampling = None
+    if s.sampling_method == "random":
+      sampling = Sampling(float(s.sampling_temp), int(max(s.sampling_keep_top_k, 0)),
+                          float(s.sampling_keep_top_p), int(s.sampling_seed))
+    return cls(beam_size=s.beam_size, alpha=s.alpha, extra_length=s.extra_length,
+               max_decode_length=s.max_decode_length or None, stop_early=s.stop_early,
+               sampling=sampling)
+
+  def replace(self, **changes):
+    return dataclasses.replace(self, **changes)
 
 
 def length_penalty(length, alpha):
@@ -47,18 +100,45 @@ def decode_lengths_for(inputs, extra_length, max_length):
   return tf.minimum(lengths + extra_length, max_length)
 
 
-def buffer_length(model, inputs, extra_length, max_decode_length=None):
-  """Static-when-possible output buffer length: padded input length + extra, or the cap."""
-  if max_decode_length:
-    length = max_decode_length
-  else:
-    width = inputs.shape[1]
-    length = (width if width is not None else tf.shape(inputs)[1]) + extra_length
-  hp = getattr(model, "hparams", None)
-  if hp is not None and hp.get("pos") == "emb":  # learned positions end at max_positions
-    length = tf.minimum(length, hp.max_positions) if tf.is_tensor(length) else min(
-        length, hp.max_positions)
+def position_cap(hparams):
+  """The most target positions a model of `hparams` embeds: max_positions with learned
+  positions (pos=emb), else None (sinusoidal positions have no end)."""
+  if hparams is None or hparams.get("pos") != "emb":
+    return None
+  return hparams.max_positions
+
+
+def output_limit(width, extra_length, max_decode_length=None, max_positions=None):
+  """The most output ids, EOS included, for sources `width` ids wide (int, or int32 scalar
+  tensor): width + extra_length, or max_decode_length where given, capped at
+  max_positions (`position_cap`). The searches' buffer, the decoder's and the
+  SavedModel's checks of prefixes and phrases all take it from here."""
+  length = max_decode_length or width + extra_length
+  if max_positions:
+    length = (tf.minimum(length, max_positions) if tf.is_tensor(length)
+              else min(length, max_positions))
   return length
+
+
+def prefix_width(width, longest_prefix, extra_length, max_decode_length=None):
+  """The width to pad sources `width` ids wide to (ints, or int32 scalar tensors) so that
+  their output buffer holds a target prefix of `longest_prefix` ids and EOS: `width`
+  where max_decode_length fixes the buffer, else at least longest_prefix + 1 -
+  extra_length. The decoder's batches and the SavedModel's `prefix` both use it."""
+  if max_decode_length:
+    return width
+  need = longest_prefix + 1 - extra_length
+  if tf.is_tensor(width) or tf.is_tensor(need):
+    return tf.maximum(width, need)
+  return max(width, need)
+
+
+def buffer_length(model, inputs, extra_length, max_decode_length=None):
+  """Static-when-possible output buffer length (`output_limit` of the padded inputs)."""
+  width = inputs.shape[1]
+  width = width if width is not None else tf.shape(inputs)[1]
+  return output_limit(width, extra_length, max_decode_length,
+                      position_cap(getattr(model, "hparams", None)))
 
 
 def prefix_forcing(prefix, copies):
@@ -117,7 +197,7 @@ def uncached_logits_fn(model, memory, memory_mask, prefix_only=False):
 
 Prepared = collections.namedtuple(
     "Prepared", ["fn", "state", "batch_size", "length", "decode_lengths", "reordered_keys",
-                 "force"])
+                 "force"], defaults=(None, None))
 Prepared.__doc__ = """What a search loop runs on (`prepare`'s result).
 
   fn: symbols_to_logits_fn, (ids int32 [batch * beam, length + 1], i, state) ->
@@ -126,24 +206,21 @@ Prepared.__doc__ = """What a search loop runs on (`prepare`'s result).
   batch_size: int32 scalar; length: the output buffer's length (int or scalar);
   decode_lengths: int32 [batch], each sentence's maximum output length.
   reordered_keys: the state keys that follow the beams when they swap histories
-    (None: every leaf the function changes).
-  force: None, or (log_probs [batch * beam, vocab], i) -> log_probs, applied by the loop
-    after each step's softmax (`prefix_forcing`).
+    (None, the default: every leaf the function changes).
+  force: None (the default), or (log_probs [batch * beam, vocab], i) -> log_probs,
+    applied by the loop after each step's softmax (`prefix_forcing`).
 """
 
 
-def prepare(model, inputs, beam_size, extra_length, max_decode_length=None, cached=True,
-            prefix_only=False, constraint=None, prefix=None):
+def prepare(model, inputs, options, constraint=None, prefix=None):
   """Encodes `inputs` once and builds the next-token function of a search over it.
 
   Args:
     model: a Transformer (encode / init_cache / decode).
     inputs: int32 [batch, src_len] source ids (EOS-terminated, 0-padded).
-    beam_size: hypotheses per sentence (1: greedy).
-    extra_length, max_decode_length: maximum output length = non-pad input
-      length + extra_length, capped at max_decode_length (also the buffer length).
-    cached: one decoder step per token with the k/v cache; False re-runs the
-      whole decoder at every step (`prefix_only`: over the prefix only, dynamic shapes).
+    options: `SearchOptions`: beam_size hypotheses per sentence (1: greedy); maximum
+      output length = non-pad input length + extra_length, capped at max_decode_length
+      (also the buffer length); cached and prefix_only.
     constraint: optional; its `wrap(fn, inputs)` forbids tokens at each step.
     prefix: optional int32 [batch, P], each output's first tokens (0-padded; a row of
       zeros: no prefix). A sentence's maximum output length grows to its prefix's
@@ -151,9 +228,10 @@ def prepare(model, inputs, beam_size, extra_length, max_decode_length=None, cach
   Returns:
     a `Prepared`.
   """
+  beam_size, cached = options.beam_size, options.cached
   inputs = tf.convert_to_tensor(inputs, tf.int32)
-  length = buffer_length(model, inputs, extra_length, max_decode_length)
-  decode_lengths = decode_lengths_for(inputs, extra_length, length)
+  length = buffer_length(model, inputs, options.extra_length, options.max_decode_length)
+  decode_lengths = decode_lengths_for(inputs, options.extra_length, length)
   force = None
   prefix = None if prefix is None else tf.convert_to_tensor(prefix, tf.int32)
   if prefix is not None and prefix.shape[1] != 0:  # [batch, 0]: no prefixes
@@ -179,7 +257,7 @@ def prepare(model, inputs, beam_size, extra_length, max_decode_length=None, cach
       fn = cached_logits_fn(model, mask)
     else:
       state = {}
-      fn = uncached_logits_fn(model, memory, mask, prefix_only=prefix_only)
+      fn = uncached_logits_fn(model, memory, mask, prefix_only=options.prefix_only)
   if constraint is not None:
     fn = constraint.wrap(fn, tf.repeat(inputs, beam_size, axis=0))
   return Prepared(fn, state, tf.shape(inputs)[0], length, decode_lengths, reordered_keys,

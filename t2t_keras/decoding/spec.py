@@ -17,6 +17,7 @@ import dataclasses
 
 from t2t_keras.data import problem as problem_lib
 from t2t_keras.decoding import translate
+from t2t_keras.decoding.search_common import position_cap
 from t2t_keras.decoding.settings import DecodeSettings, parse_decode_hparams
 from t2t_keras.errors import InputError
 
@@ -27,8 +28,9 @@ def input_limit(train_hparams, max_input_length=None):
   InputError below 2."""
   if max_input_length is None:
     max_input_length = train_hparams.get("max_length", 0) or 256
-    if train_hparams.get("pos") == "emb":
-      max_input_length = min(max_input_length, train_hparams.max_positions)
+    cap = position_cap(train_hparams)
+    if cap:
+      max_input_length = min(max_input_length, cap)
   if max_input_length < 2:
     raise InputError(f"max_input_length must be >= 2 (a token and EOS), got {max_input_length}")
   return max_input_length

@@ -22,6 +22,8 @@ import tensorflow as tf
 
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import lexical, search
+from t2t_keras.decoding.search_common import (NO_HYPOTHESIS, output_limit, position_cap,
+                                              prefix_width)
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
@@ -162,7 +164,7 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
     unmet += [i for row, i in enumerate(index) if not met[row]]
     for row, i in enumerate(index):
       results[i] = [(_strip(ids[row, k]), float(scores[row, k]))
-                    for k in range(ids.shape[1]) if scores[row, k] > -1e6]
+                    for k in range(ids.shape[1]) if scores[row, k] > NO_HYPOTHESIS]
     if bar is not None:
       bar.update(len(index))
   if bar is not None:
@@ -194,8 +196,8 @@ def _search_batch(model, search_fn, settings, sources, prefixes, phrases, shape)
 
 def _check_phrases_fit(rows, width, search_settings, max_positions=None):
   """InputError for a phrase longer than the output limit of sources `width` ids wide."""
-  limit = search_settings.max_decode_length or width + search_settings.extra_length
-  limit = min(limit, max_positions or limit) - 1  # room for EOS
+  limit = output_limit(width, search_settings.extra_length, search_settings.max_decode_length,
+                       max_positions) - 1  # room for EOS
   longest = max([0] + [len(p) for phrases in rows for p in phrases])
   if longest > limit:
     raise InputError(f"a terminology constraint of {longest} ids is longer than the output "
@@ -212,15 +214,13 @@ def source_width(width, longest_prefix, search_settings, max_positions=None):
     if limit and longest_prefix > limit:
       raise InputError(f"a target prefix of {longest_prefix} ids is longer than the output "
                        f"limit of {limit} ids ({name})")
-  if search_settings.max_decode_length:
-    return width
-  return max(width, longest_prefix + 1 - search_settings.extra_length)
+  return prefix_width(width, longest_prefix, search_settings.extra_length,
+                      search_settings.max_decode_length)
 
 
 def _max_positions(model):
   """The most target positions of a model with learned positions, else None."""
-  hp = getattr(model, "hparams", None)
-  return hp.max_positions if hp is not None and hp.get("pos") == "emb" else None
+  return position_cap(getattr(model, "hparams", None))
 
 
 def encode_sources(vocab, lines):

@@ -1,7 +1,7 @@
 """Several trained models decoding as one: the mean of their probabilities at each step.
 
     ensemble = Ensemble([run_a.model, run_b.model])      # same vocabulary
-    ids, scores = search.search(ensemble, inputs, beam_size=4)   # any search, unchanged
+    ids, scores = search.search(ensemble, inputs, SearchOptions(beam_size=4))  # any search
 
 An `Ensemble` has the three methods a search calls on a Transformer (`encode`,
 `init_cache`, `decode`), so greedy search, beam search, sampling, scoring, the

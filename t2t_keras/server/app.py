@@ -9,7 +9,7 @@
                                                  "inputs", `rest.parse_predict`)
     GET  /healthz                                liveness: 200 while the batch worker lives
     GET  /readyz                                 readiness: 200 until SIGTERM starts the drain
-    GET  /monitoring/prometheus/metrics          Prometheus metrics (metrics.py)
+    GET  /monitoring/prometheus/metrics          Prometheus metrics (prometheus.py)
     GET  /                                       the web page (page.html)
 
 Errors are TF Serving's body, {"error": "..."}, with a plain message (the details of a
@@ -34,13 +34,13 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from t2t_keras.server import access, lifecycle, paths, rest
-from t2t_keras.server import metrics as server_metrics
+from t2t_keras.server import prometheus
 from t2t_keras.server.batching import QueueFull, ShuttingDown, WorkerDead
 from t2t_keras.server.model import NotFound
 from t2t_keras.server.versions import UnknownVersion
 
 LOG = logging.getLogger("t2t_serve")
-PROBES = ("/healthz", "/readyz", "/", server_metrics.PATH)
+PROBES = ("/healthz", "/readyz", "/", prometheus.PATH)
 
 
 class HttpError(Exception):
@@ -106,7 +106,7 @@ def create_app(versions, model_name, limits, life, metrics):
       Route("/healthz", healthz, methods=["GET"]),
       Route("/readyz", readyz, methods=["GET"]),
       Route("/", index, methods=["GET"]),
-      Route(server_metrics.PATH, exposition, methods=["GET"]),
+      Route(prometheus.PATH, exposition, methods=["GET"]),
       Route("/{path:path}", other, methods=list(paths.METHODS)),
   ], lifespan=lifespan,
       exception_handlers={HTTPException: lambda request, _: _unrouted(request)})

@@ -78,6 +78,7 @@ class Ct2Translator:
                patience=DEFAULT_PATIENCE, batch_size=32):
     import ctranslate2  # pylint: disable=import-outside-toplevel
     import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+    self.model_dir = model_dir
     with open(os.path.join(model_dir, DECODING_FILE)) as f:
       self.settings = json.load(f)
     for key, value in (("beam_size", beam_size), ("alpha", alpha),

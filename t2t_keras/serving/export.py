@@ -57,18 +57,18 @@ from t2t_keras import __version__, fileio, runs
 from t2t_keras.data import languages, vocabulary
 from t2t_keras.decoding import lexical
 from t2t_keras.decoding import search as search_lib
-from t2t_keras.decoding.attention import teacher_forced_attention
+from t2t_keras.decoding.attention_maps import teacher_forced_attention
+from t2t_keras.decoding.search_common import NEG_INF, output_limit, position_cap, prefix_width
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.decoding.sharding import shard_search_fn
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
 
-NO_HYPOTHESIS = -1e6  # beam slots that never finished score -1e7 (beam_search's -INF)
 MAX_PHRASES, MAX_PHRASE_PIECES = 8, 16  # the constrained signature's static limits
 # data/languages.py's leading tag in RE2: its `\s` is Python's str.isspace(), listed here.
 _SPACE = (r"[\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}"
           r"\x{202f}\x{205f}\x{3000}]")
-_LEADING_TAG = rf"^{_SPACE}*(?:<2[a-z]{{2,3}}(?:_[A-Za-z]{{2,4}})?>(?:{_SPACE}+|$))?"
+_LEADING_TAG = rf"^{_SPACE}*(?:<2{languages.CODE}>(?:{_SPACE}+|$))?"
 
 
 def _next_power_of_two(n):
@@ -80,13 +80,12 @@ def _next_power_of_two(n):
 def _sampling_search(model, search_settings, constraint, signature):
   """The `sample` signature's search: one over the whole batch (the seed is a second
   input, which sharding lacks), with the decode hparams' sampling_* settings."""
-  sampling = search_lib.sampling_from_settings(search_settings.replace(sampling_method="random"))
+  options = search_lib.SearchOptions.from_settings(
+      search_settings.replace(sampling_method="random", beam_size=1))
 
   def sample(ids, seed):
-    return search_lib.search(model, ids, beam_size=1, alpha=search_settings.alpha,
-                             extra_length=search_settings.extra_length,
-                             max_decode_length=search_settings.max_decode_length or None,
-                             constraint=constraint, sampling=sampling._replace(seed=seed))
+    seeded = options.replace(sampling=options.sampling._replace(seed=seed))
+    return search_lib.search(model, ids, seeded, constraint)
 
   return tf.function(sample, jit_compile=bool(search_settings.jit), autograph=False,
                      input_signature=signature + [tf.TensorSpec([], tf.int32)])
@@ -300,11 +299,8 @@ class Translator(tf.Module):
   def _check_prefix_fits(self, longest, width):
     """The source width (int32 scalar) whose output buffer holds `longest` prefix ids, as
     `translate.source_width`; InvalidArgumentError where a fixed limit cannot."""
-    if not self.max_decode_length:
-      width = tf.maximum(width, longest + 1 - self.extra_length)
-    limit = self.max_decode_length or width + self.extra_length
-    if self.max_positions:
-      limit = tf.minimum(limit, self.max_positions)
+    width = prefix_width(width, longest, self.extra_length, self.max_decode_length)
+    limit = output_limit(width, self.extra_length, self.max_decode_length, self.max_positions)
     check = tf.debugging.assert_less_equal(
         longest, limit, message="a target prefix is longer than the output limit "
                                 "(max_decode_length, or the model's max_positions)")
@@ -345,10 +341,10 @@ class Translator(tf.Module):
               tf.zeros([0], tf.bool))
 
     texts, scores, met = tf.cond(n > 0, translate, nothing)
-    # Back to the input rows; empty inputs get "" (score 0, NO_HYPOTHESIS for beams > 1),
+    # Back to the input rows; empty inputs get "" (score 0, NEG_INF for beams > 1),
     # met where they had no phrases.
     slot = tf.where(nonempty, tf.cumsum(tf.cast(nonempty, tf.int32)) - 1, n)
-    empty_scores = tf.concat([tf.zeros([1, 1]), tf.fill([1, beam - 1], -1e7)], axis=1)
+    empty_scores = tf.concat([tf.zeros([1, 1]), tf.fill([1, beam - 1], NEG_INF)], axis=1)
     texts = tf.gather(tf.concat([texts, tf.fill([1, beam], "")], 0), slot)
     scores = tf.gather(tf.concat([scores, empty_scores], 0), slot)
     met = tf.where(nonempty, tf.gather(tf.concat([met, [True]], 0), slot), no_phrases)
@@ -540,8 +536,7 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
     translator = Translator(model, info["vocab_path"], settings,
                             postprocess=decoding.hooks.serving_postprocess(),
                             constraint=decoding.constraint(vocab),
-                            max_positions=(hparams.max_positions
-                                           if hparams.get("pos") == "emb" else None))
+                            max_positions=position_cap(hparams))
     export_info = _export_info(translator, ckpt, version, info, settings, hparams)
     _save(translator, export_info, tmp)
     _move_into_place(tmp, final, export_dir, version)
