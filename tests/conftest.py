@@ -63,14 +63,16 @@ def pytest_configure(config):
 # The longest test files (by `--durations`), longest first: `--dist loadfile` hands files
 # to the workers in collection order, so these start early and the short files fill
 # the end, instead of a long file starting last while the other worker idles.
-LONGEST_FIRST = ("test_trainer.py", "test_trainer_processes.py", "test_main_job.py",
-                 "test_t2t_walkthrough.py", "test_installed.py", "test_export.py",
-                 "test_t2t_import_downstream.py",
-                 "test_ctranslate2.py", "test_parsing_serving.py", "test_ensemble.py",
-                 "test_transformer.py", "test_server.py", "test_server_operations.py",
-                 "test_lexical.py", "test_cli.py",
-                 "test_prefix.py", "test_sweep.py",
-                 "test_remote_paths.py", "test_data_service.py")
+# Measured on an Intel Xeon family 6 model 207, 2026-11-28 (docs/notebook.md).
+LONGEST_FIRST = ("test_trainer.py", "test_server_operations.py", "test_trainer_processes.py",
+                 "test_installed.py", "test_export.py", "test_main_job.py",
+                 "test_t2t_walkthrough.py", "test_t2t_import_downstream.py",
+                 "test_parsing_serving.py", "test_ensemble.py", "test_ctranslate2.py",
+                 "test_marian_downstream.py", "test_gpu_check.py", "test_out_of_space.py",
+                 "test_transformer.py", "test_damaged_files.py",
+                 "test_target_language_serving.py", "test_cli.py", "test_server.py",
+                 "test_multilingual.py", "test_kills.py", "test_remote_paths.py",
+                 "test_model_gradient.py", "test_beam_search.py", "test_prefix.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -147,10 +149,11 @@ def make_tiny_run(out, max_length=12, step=7, seed=3, user_defined_symbols=(), *
   return str(out)
 
 
-def make_two_checkpoint_run(out):
-  """`make_tiny_run` in `out` with checkpoints 7 and 9 (random weights); returns str(out)."""
+def make_two_checkpoint_run(out, **hparams):
+  """`make_tiny_run` in `out` (its `hparams`) with checkpoints 7 and 9 (random weights);
+  returns str(out)."""
   from t2t_keras import runs
-  out = make_tiny_run(out, step=7)
+  out = make_tiny_run(out, step=7, **hparams)
   model = runs.load_model(out)[0]
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), out, 2).save(checkpoint_number=9)
   return out

@@ -1,5 +1,6 @@
 """A t2t-serve process on 127.0.0.1 for the tests, and plain HTTP calls to it."""
 
+import fcntl
 import json
 import os
 import select
@@ -56,11 +57,34 @@ class Server:
 
 
 def exported_tiny_run(tmp_path_factory, **run_kwargs):
-  """conftest's tiny run (MAX_LENGTH, then `run_kwargs`) exported with DECODE as version 7;
-  returns its directory."""
+  """conftest's tiny run (MAX_LENGTH, 1+1 layers, then `run_kwargs`) exported with DECODE as
+  version 7;
+  returns its directory. The plain run (no `run_kwargs`) is made once per test session and
+  shared by the pytest-xdist workers (a file lock in the session's directory; the first
+  worker builds it in a temporary directory and renames it into place); tests only read it
+  (one that changes it copies it first)."""
+  if run_kwargs:
+    return _export_tiny_run(tmp_path_factory.mktemp("run"), run_kwargs)
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent  # the session's directory, above each worker's own
+  shared = root / "shared_exported_tiny_run"
+  with open(root / "shared_exported_tiny_run.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not shared.exists():
+      staging = tmp_path_factory.mktemp("run")
+      _export_tiny_run(staging, {})
+      os.rename(staging, shared)
+  return str(shared)
+
+
+def _export_tiny_run(directory, run_kwargs):
+  """The run, 1+1 layers (every server start loads and warms up its signatures: one layer
+  each side keeps that short), exported with DECODE as version 7."""
   from conftest import make_tiny_run  # pylint: disable=import-outside-toplevel
   from t2t_keras.serving import export  # pylint: disable=import-outside-toplevel
-  run = make_tiny_run(tmp_path_factory.mktemp("run"), MAX_LENGTH, **run_kwargs)
+  run = make_tiny_run(directory, MAX_LENGTH, num_encoder_layers=1, num_decoder_layers=1,
+                      **run_kwargs)
   export.export_model(run, decode_hparams=DECODE, log=None)
   return run
 

@@ -6,6 +6,7 @@ them as processes.
 """
 
 import gzip
+import json
 import os
 
 import pytest
@@ -286,9 +287,13 @@ def test_decoder_and_exporter_accept_agreeing_t2t_flags(capsys, places, tmp_path
   assert code == 0, err
   assert len(open(out).read().splitlines()) == 2
   code, stdout, err = run_binary(capsys, "exporter", *common, f"--export_dir={tmp_path}/exp",
-                                 "--decode_hparams=beam_size=1,jit=false")
+                                 "--decode_hparams=beam_size=1,jit=false", "--export_version=5",
+                                 "--max_input_length=6")
   assert code == 0, err
-  assert stdout.strip().splitlines()[-1] == os.path.join(str(tmp_path), "exp", "4")
+  path = stdout.strip().splitlines()[-1]
+  assert path == os.path.join(str(tmp_path), "exp", "5")
+  with open(os.path.join(path, "assets", "export_info.json")) as f:
+    assert json.load(f)["max_input_length"] == 6
 
 
 def test_score_file_equals_beam_score_of_the_same_output(capsys, places, tmp_path):

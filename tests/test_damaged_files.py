@@ -26,6 +26,7 @@ import tensorflow as tf
 from binaries import run_binary
 from conftest import make_two_checkpoint_run
 
+from t2t_keras import bin as t2t_bin
 from t2t_keras import registry
 from t2t_keras.bin import avg_all as avg_all_bin
 from t2t_keras.bin import decoder as decoder_bin
@@ -136,23 +137,40 @@ def _weights(run, step):
           if dtype not in (tf.variant, tf.string)}  # the iterator's state, the object graph
 
 
+def _generate(data):
+  datagen.generate(PROBLEM, data, log=None, num_train=300, num_dev=20, num_test=20,
+                   max_length=6, num_symbols=5)
+
+
+def _train_flags(data):
+  return [f"--problem={PROBLEM}", f"--data_dir={data}", f"--hparams={TINY}", "--seed=3",
+          "--save_every=2", "--eval_every=2", "--eval_bleu_sentences=0"]
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+  """(data dir, a 4-step run on it that never met a fault), made once for the cases."""
+  base = tmp_path_factory.mktemp("clean")
+  data, clean = str(base / "data"), str(base / "clean")
+  _generate(data)
+  code = t2t_bin.run_in_process(trainer_bin, ["t2t-trainer", f"--output_dir={clean}",
+                                              *_train_flags(data), "--train_steps=4"])
+  assert code == 0
+  return data, clean
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("split,damage", [("train", "cut"), ("dev", "flip")])
-def test_a_damaged_shard_is_named_and_the_run_recovers(capsys, tmp_path, split, damage):
+def test_a_damaged_shard_is_named_and_the_run_recovers(capsys, tmp_path, clean_run, split,
+                                                       damage):
   """A shard cut short (train) or with one byte flipped (dev, read by the evaluation): one
   line naming the shard and the record, the checkpoints kept; removing the shard and the
   split's stats file and running datagen again, as the line says, lets the run resume
-  and end with the weights of a run that never met the fault."""
-  data = str(tmp_path / "data")
-  generate = lambda: datagen.generate(PROBLEM, data, log=None, num_train=300,  # noqa: E731
-                                      num_dev=20, num_test=20, max_length=6, num_symbols=5)
-  generate()
-  train = [f"--problem={PROBLEM}", f"--data_dir={data}", f"--hparams={TINY}", "--seed=3",
-           "--save_every=2", "--eval_every=2", "--eval_bleu_sentences=0"]
-  clean, run = str(tmp_path / "clean"), str(tmp_path / "run")
-  code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={clean}", *train,
-                            "--train_steps=4")
-  assert code == 0, err
+  and end with the weights of the run that never met the fault (datagen writes the same
+  files again: the clean run's data is a copy of these)."""
+  data, clean = str(tmp_path / "data"), clean_run[1]
+  shutil.copytree(clean_run[0], data)
+  train, run = _train_flags(data), str(tmp_path / "run")
   code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
                             "--train_steps=2")
   assert code == 0, err
@@ -181,7 +199,7 @@ def test_a_damaged_shard_is_named_and_the_run_recovers(capsys, tmp_path, split, 
 
   os.remove(shard)
   os.remove(stats)
-  generate()
+  _generate(data)
   code, out, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
                               "--train_steps=4")
   assert code == 0, err

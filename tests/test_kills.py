@@ -33,8 +33,10 @@ QUIET = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-  """A run with checkpoints 7 and 9 (random weights)."""
-  return make_two_checkpoint_run(tmp_path_factory.mktemp("run"))
+  """A 1+1-layer run with checkpoints 7 and 9 (random weights; one layer each side keeps
+  its exports short)."""
+  return make_two_checkpoint_run(tmp_path_factory.mktemp("run"), num_encoder_layers=1,
+                                 num_decoder_layers=1)
 
 
 def killed(module, args, after_s):

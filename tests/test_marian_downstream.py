@@ -4,7 +4,8 @@ Two random releases of OPUS-MT's own architecture (post-norm "dan", swish, tied-
 `marian_fixture.py`, sharpness 1: float32 within 3e-6 of float64) sharing one vocabulary
 are imported with t2t-import; then t2t-decoder (beams with their scores, an ensemble of
 the two), t2t-datagen + t2t-trainer --warm_start_from on a slice of Multi30k with the
-imported vocabulary pair, t2t-avg-all, t2t-exporter and t2t-serve. Scores and the
+imported vocabulary pair, t2t-avg-all and t2t-exporter (its SavedModel and CTranslate2
+model). Scores and the
 ensemble's outputs are checked against the float64 reference written from Marian's source
 (`marian_reference.py`), not against the package's own numbers.
 """
@@ -13,9 +14,6 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
-import sys
-import urllib.request
 
 import numpy as np
 import pytest
@@ -225,30 +223,20 @@ def averaged(tuned, tmp_path_factory):
   return avg, sources, (base / "out").read_text(encoding="utf-8").splitlines()
 
 
-def test_averaged_run_exports_and_serves_as_the_decoder(averaged, tmp_path, capsys):
-  """t2t-exporter, then t2t-serve (tensorflow and tensorflow-text only, both
-  sentencepiece models in the graph) answers as t2t-decoder decodes."""
+def test_averaged_run_exports_and_translates_as_the_decoder(averaged, tmp_path, capsys):
+  """t2t-exporter, then the SavedModel's serving_default (both sentencepiece models in the
+  graph) translates as t2t-decoder decodes. (t2t-serve answers as an export's signatures:
+  test_server.py's test_tf_serving_client_gets_tf_serving_results.)"""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   avg, sources, expected = averaged
   export_dir = tmp_path / "export"
   code, _, err = run_binary(capsys, exporter_bin, f"--output_dir={avg}",
                             f"--export_dir={export_dir}", f"--decode_hparams={DECODE}",
                             "--export_version=5")
   assert code == 0, err
-  server = subprocess.Popen(
-      [sys.executable, "-m", "t2t_keras.bin.serve", f"--export_dir={export_dir}", "--port=0"],
-      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-  try:
-    ready = server.stdout.readline().strip()
-    assert ready.startswith("t2t-serve: serving translate_parallel_text version 5 at "), ready
-    url = ready.rsplit(" ", 1)[1].rstrip("/")
-    request = urllib.request.Request(f"{url}/v1/models/translate_parallel_text:predict",
-                                     data=json.dumps({"instances": sources}).encode())
-    with urllib.request.urlopen(request, timeout=120) as response:
-      rows = json.load(response)["predictions"]
-    assert [r["outputs"] for r in rows] == expected
-  finally:
-    server.terminate()
-    server.communicate(timeout=120)
+  served = tf.saved_model.load(str(export_dir / "5")).signatures["serving_default"](
+      inputs=tf.constant(sources))["outputs"].numpy()
+  assert [t.decode() for t in served] == expected
 
 
 def test_averaged_run_exports_to_ctranslate2_and_translates_as_ours(averaged, tmp_path,

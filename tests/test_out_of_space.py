@@ -54,8 +54,10 @@ def _one_line(code, err, name):
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-  """A run with checkpoints 7 and 9 (random weights)."""
-  return make_two_checkpoint_run(tmp_path_factory.mktemp("run"))
+  """A 1+1-layer run with checkpoints 7 and 9 (random weights; one layer each side keeps
+  its exports short)."""
+  return make_two_checkpoint_run(tmp_path_factory.mktemp("run"), num_encoder_layers=1,
+                                 num_decoder_layers=1)
 
 
 def test_the_message_of_each_kind_of_full_write():

@@ -73,13 +73,16 @@ TREES = {"parsing_english_ptb8k": "(S (NP XX XX )NP (VP XX (NP XX XX )NP )VP XX 
 
 @pytest.fixture(scope="module", params=sorted(TREES))
 def parsing_run(tmp_path_factory, request):
-  """A random-weight 'run' of a parsing problem (vocabulary over words and tree tokens)."""
+  """A random-weight 'run' of a parsing problem (vocabulary over words and tree tokens),
+  1+1 layers (its exports trace the constrained search over the decoder: one layer each
+  side keeps them short)."""
   out = tmp_path_factory.mktemp("parse_run")
   corpus = (SENTENCES + [TREES[request.param]]) * 30
   vocab = vocabulary.train_sentencepiece(corpus, str(out / "spm.model"), 50, num_threads=1)
   tf.keras.utils.set_random_seed(5)
   hp = registry.hparams("transformer_tiny").replace(hidden_size=16, filter_size=32,
-                                                    num_heads=2, max_length=32)
+                                                    num_heads=2, max_length=32,
+                                                    num_encoder_layers=1, num_decoder_layers=1)
   model = Transformer(vocab.vocab_size, hp)
   model.build_for_ids()
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(out), 2).save(

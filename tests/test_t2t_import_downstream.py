@@ -56,20 +56,22 @@ def lines(split, lang, n):
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
-  """(run dir, its t2t variables, t2t's hparams) of the shared checkpoint, imported twice
-  (the second for the ensemble)."""
+  """(run dir, its t2t variables, t2t's hparams) of the shared checkpoint, imported."""
   for path in (T2T_CKPT, VOCAB_8K):
     if not os.path.exists(path):
       pytest.skip(f"{path} is absent (../shared/data)")
   base = tmp_path_factory.mktemp("imported")
-  for name in ("run", "run2"):
-    assert t2t_bin.run_in_process(import_bin, [
-        "t2t-import", f"--t2t_dir={T2T_CKPT}", f"--vocab={VOCAB_8K}",
-        f"--output_dir={base / name}"]) == 0
+  _import_shared(base / "run")
   reader = tf.train.load_checkpoint(os.path.join(T2T_CKPT, "model.ckpt-1"))
   variables = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
   with open(os.path.join(T2T_CKPT, "hparams.json")) as f:
-    return str(base / "run"), str(base / "run2"), variables, json.load(f)
+    return str(base / "run"), variables, json.load(f)
+
+
+def _import_shared(output_dir):
+  assert t2t_bin.run_in_process(import_bin, [
+      "t2t-import", f"--t2t_dir={T2T_CKPT}", f"--vocab={VOCAB_8K}",
+      f"--output_dir={output_dir}"]) == 0
 
 
 def reference_log_prob(variables, hparams, src_ids, tgt_ids):
@@ -82,7 +84,7 @@ def reference_log_prob(variables, hparams, src_ids, tgt_ids):
 
 @pytest.mark.heavy
 def test_beams_and_score_file_match_the_reference(imported, tmp_path, capsys):
-  run_dir, _, variables, t2t_hp = imported
+  run_dir, variables, t2t_hp = imported
   sources, targets = lines("val", "en", 5), lines("val", "de", 5)
   (tmp_path / "src.en").write_text("\n".join(sources) + "\n", encoding="utf-8")
   code, _, err = run_binary(capsys, "decoder", f"--output_dir={run_dir}",
@@ -122,7 +124,9 @@ def test_an_ensemble_of_two_copies_decodes_as_one(imported, tmp_path, capsys):
   """The ensemble's mean of two equal distributions is that distribution. Slow: covered by
   test_ensemble (a model with itself is that model; t2t-decoder over several runs) and by
   the imported run's own decoding tests here."""
-  run_dir, run2, _, _ = imported
+  run_dir, _, _ = imported
+  run2 = str(tmp_path / "run2")
+  _import_shared(run2)
   (tmp_path / "src.en").write_text("\n".join(lines("val", "en", 4)) + "\n", encoding="utf-8")
   outputs = []
   for output_dir in (run_dir, f"{run_dir},{run2}"):
@@ -139,8 +143,8 @@ def test_an_ensemble_of_two_copies_decodes_as_one(imported, tmp_path, capsys):
 def test_savedmodel_translates_as_the_decoder(imported, tmp_path, capsys):
   """t2t-exporter's SavedModel of the imported run translates as t2t-decoder. (That it
   loads with TensorFlow and TF Text only, t2t's subword tokenizer in its graph:
-  test_t2t_subwords.py; t2t-serve on an imported run: test_marian_downstream.py.)"""
-  run_dir, _, _, _ = imported
+  test_t2t_subwords.py; t2t-serve answers as an export's signatures: test_server.py.)"""
+  run_dir, _, _ = imported
   sources = lines("val", "en", 4)
   (tmp_path / "src.en").write_text("\n".join(sources) + "\n", encoding="utf-8")
   code, _, err = run_binary(capsys, "decoder", f"--output_dir={run_dir}",
@@ -209,7 +213,7 @@ def write_t2t_data_dir(path, vocab, n_train, n_dev):
 def test_finetune_on_a_t2t_data_dir(imported, tmp_path, capsys):
   """t2t-trainer --warm_start_from=<imported run> --problem=translate_ende_wmt8k on a data_dir
   in t2t's layout: it starts from the imported weights, trains and evaluates."""
-  run_dir, _, _, _ = imported
+  run_dir, _, _ = imported
   run = runs.load(run_dir)
   data_dir = str(tmp_path / "t2t_data")
   write_t2t_data_dir(data_dir, run.vocab, 64, 16)
