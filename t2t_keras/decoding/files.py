@@ -40,7 +40,8 @@ class Lines:
 
   def head(self, n):
     """The first n lines of each."""
-    return Lines(*(None if x is None else x[:n] for x in dataclasses.astuple(self)))
+    return Lines(*(None if x is None else x[:n]
+                   for x in (getattr(self, f.name) for f in dataclasses.fields(self))))
 
 
 @dataclasses.dataclass(frozen=True)

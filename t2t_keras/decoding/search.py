@@ -1,12 +1,11 @@
 """The searches as strategy objects: beam search, greedy search for beam size 1, sampling
 (sampling_method=random: beam_size independent samples per sentence), and lexically
-constrained beam search; each owns its `SearchOptions` and its output limit.
+constrained beam search; each owns its `SearchOptions`.
 
     strategy = search.from_settings(model, parse_decode_hparams("beam_size=4").search)
     ids, scores = strategy(inputs)   # int32 [batch, src_len] ->
     # ids int32 [batch, beam, max_len] (best first, 0 after EOS), scores float32 [batch, beam]
     ids, scores = strategy(inputs, prefix=prefix)       # outputs start with their prefixes
-    strategy.output_limit(width)     # the most output ids for sources `width` ids wide
 
     ids, scores = search.search(model, inputs, SearchOptions(beam_size=4))  # one call
 
@@ -29,7 +28,7 @@ from t2t_keras.decoding import sampling as sampling_lib
 from t2t_keras.decoding.beam_search import beam_search_with_steps
 from t2t_keras.decoding.greedy import greedy_loop
 from t2t_keras.decoding.search_common import (  # noqa: F401  (Sampling: search.Sampling)
-    Sampling, SearchOptions, length_penalty, output_limit, position_cap, prepare)
+    Sampling, SearchOptions, length_penalty, prepare)
 from t2t_keras.ids import EOS_ID
 
 class Strategy:
@@ -49,12 +48,6 @@ class Strategy:
 
   def with_steps(self, inputs, prefix=None):
     raise NotImplementedError
-
-  def output_limit(self, width):
-    """The most output ids, EOS included, for sources `width` ids wide
-    (`search_common.output_limit` with this model's position cap)."""
-    return output_limit(width, self.options.extra_length, self.options.max_decode_length,
-                        position_cap(getattr(self.model, "hparams", None)))
 
 
 class BeamSearch(Strategy):
