@@ -106,6 +106,8 @@ setuptools.setup(
         "uvicorn>=0.30",  # t2t-serve's HTTP server
         "prometheus-client>=0.20",  # t2t-serve's /monitoring/prometheus/metrics
         "pyyaml>=6",  # Marian's model.yml, vocab.yml and decoder.yml (t2t-import --from=marian)
+        "safetensors>=0.4",  # Hugging Face's model.safetensors, NumPy API (t2t-import --from=hf)
+        "h5py>=3.10",  # Hugging Face's tf_model.h5 (t2t-import --from=hf)
     ],
     # selenium drives Debian's chromium in the web page's browser test; setuptools and
     # build make the wheel and sdist that tests/test_packaging.py reads and installs

@@ -16,4 +16,11 @@ fi
 [ -d .venv/t2t_reference/tensor2tensor ] || .venv/bin/pip install -q --no-deps \
     --target .venv/t2t_reference tensor2tensor==1.15.7 \
   || echo "setup_venv.sh: warning: tensor2tensor's reference not installed; its comparisons skip" >&2
+# transformers 4.57 (the last release with TensorFlow models) and tf-keras, the second
+# reference of tests/test_hf_marian_import.py (TFMarianMTModel, MarianTokenizer): the same
+# --no-deps --target keeps them out of the venv's packages.
+[ -d .venv/hf_reference/transformers ] || .venv/bin/pip install -q --no-deps \
+    --target .venv/hf_reference transformers==4.57.1 tf-keras==2.21.0 tokenizers==0.22.1 \
+    huggingface_hub==0.36.2 filelock==4.3.1 safetensors==0.8.0 \
+  || echo "setup_venv.sh: warning: transformers' reference not installed; its comparisons skip" >&2
 source .venv/bin/activate

@@ -22,7 +22,10 @@ space-separated pieces through vocab.yml):
     other piece in Marian's id order (`marian_ids` gives each one's Marian id, -1 for
     the added PAD). Where vocab.yml has a `<pad>` of its own, it is our PAD and nothing
     is added;
-  * output pieces go back to text through target.spm (`spm_decode`'s DecodePieces).
+  * a line starting with a language label (`>>fra<<`, OPUS-MT's multilingual models) has
+    it as one piece, the rest through sentencepiece (`split_label`);
+  * output pieces go back to text through target.spm (`spm_decode`'s DecodePieces; a
+    piece it does not know keeps no "▁": `join_pieces`).
 
 OPUS-MT's preprocess.sh also normalizes punctuation (Moses' normalize-punctuation.perl)
 before source.spm; that step is not done here (docs/migrating.md).
@@ -40,6 +43,7 @@ from t2t_keras.ids import PAD_ID, UNK_ID, content_ids
 
 MEMBERS = ("source.spm", "target.spm", "vocab.yml")
 PAD_PIECE, EOS_PIECE, UNK_PIECE = "<pad>", "</s>", "<unk>"
+SPACE = "\u2581"  # sentencepiece's word boundary
 
 
 def read_vocab_yml(text, name="vocab.yml"):
@@ -67,6 +71,23 @@ def read_vocab_yml(text, name="vocab.yml"):
       raise InputError(f"{name}: no {needed!r} entry (Marian requires {EOS_PIECE!r} and "
                        f"{UNK_PIECE!r})")
   return pieces
+
+
+def split_label(text):
+  """(["<label>"] or [], the rest): a line that starts with `>>` keeps all up to the first
+  `<<` as one piece, the target-language label of OPUS-MT's multilingual models (added
+  after sentencepiece by OPUS-MT's preprocess.sh; transformers' MarianTokenizer
+  `remove_language_code` splits it off the same way)."""
+  end = text.find("<<") if text.startswith(">>") else -1
+  return ([text[:end + 2]], text[end + 2:]) if end >= 0 else ([], text)
+
+
+def join_pieces(sp, pieces):
+  """Pieces -> text: sentencepiece's DecodePieces, then any "▁" left (a piece this
+  model does not know, e.g. a source-side piece of the joint vocabulary, is kept
+  verbatim) a space, the ends stripped, as transformers' MarianTokenizer
+  (`convert_tokens_to_string`) and TF Text's detokenizer give it."""
+  return sp.decode_pieces(pieces).replace(SPACE, " ").strip()
 
 
 def our_order(marian_pieces):
@@ -112,16 +133,20 @@ class _Side:
     return len(self._pieces)
 
   def encode(self, text):
-    """Text -> ids (a piece not in vocab.yml: UNK), without EOS."""
-    return [self._ids.get(p, UNK_ID) for p in self._sp.encode(text, out_type=str)]
+    """Text -> ids (a piece not in vocab.yml: UNK), without EOS; a leading language
+    label (`>>fra<<`) is one piece (`split_label`)."""
+    label, text = split_label(text)
+    return [self._ids.get(p, UNK_ID) for p in label + self._sp.encode(text, out_type=str)]
 
   def encode_batch(self, texts, num_threads=-1):
-    return [[self._ids.get(p, UNK_ID) for p in pieces]
-            for pieces in self._sp.encode(list(texts), out_type=str, num_threads=num_threads)]
+    labels, texts = zip(*map(split_label, texts)) if texts else ((), ())
+    return [[self._ids.get(p, UNK_ID) for p in label + pieces] for label, pieces in
+            zip(labels, self._sp.encode(list(texts), out_type=str, num_threads=num_threads))]
 
   def decode(self, ids):
-    """Ids -> text through this side's model; stops at the first EOS, drops PAD."""
-    return self._sp.decode_pieces([self._pieces[i] for i in content_ids(ids)])
+    """Ids -> text through this side's model (`join_pieces`); stops at the first EOS,
+    drops PAD."""
+    return join_pieces(self._sp, [self._pieces[i] for i in content_ids(ids)])
 
   def id_to_piece(self, i):
     return self._pieces[int(i)]

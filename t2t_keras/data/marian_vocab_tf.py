@@ -6,6 +6,9 @@ import tensorflow_text as tf_text
 
 from t2t_keras.ids import UNK_ID
 
+# A line's leading language label (group 1, possibly empty) and the rest (group 2).
+LABEL = r"(?s)^(>>.*?<<)?(.*)$"
+
 
 class MarianTokenizer(tf.Module):
   """Text -> ids through one sentencepiece model and the joint pieces; ids -> text
@@ -29,8 +32,12 @@ class MarianTokenizer(tf.Module):
 
   def tokenize(self, texts):
     """string [n] -> ragged int32 [n, (ids)], without EOS (a piece not in the
-    vocabulary: UNK)."""
-    pieces = self._split.tokenize(texts)
+    vocabulary: UNK); a leading language label (`>>fra<<`) is one piece, as
+    `marian_vocab.split_label` splits it."""
+    label = tf.strings.regex_replace(texts, LABEL, r"\1")
+    rest = tf.strings.regex_replace(texts, LABEL, r"\2")
+    pieces = tf.concat([tf.ragged.boolean_mask(label[:, None], label[:, None] != ""),
+                        self._split.tokenize(rest)], axis=1)
     return pieces.with_flat_values(self._ids.lookup(pieces.flat_values))
 
   def id_to_string(self, ids):
@@ -43,5 +50,6 @@ class MarianTokenizer(tf.Module):
 
   def detokenize(self, ids):
     """ragged int [n, (len)] (no EOS, no PAD) -> string [n], the pieces decoded by the
-    detokenizing model (as `sentencepiece`'s DecodePieces)."""
-    return self._join.detokenize(self.id_to_string(ids))
+    detokenizing model, "▁" left a space, the ends stripped (`marian_vocab.join_pieces`)."""
+    text = self._join.detokenize(self.id_to_string(ids))
+    return tf.strings.strip(tf.strings.regex_replace(text, "\u2581", " "))

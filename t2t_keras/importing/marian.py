@@ -205,7 +205,7 @@ def _assign(variable, value, name):
   variable.assign(value.reshape(variable.shape).astype(np.float32))
 
 
-def _rows(table, marian_ids):
+def reorder_rows(table, marian_ids):
   """Marian's rows [V, ...] in our id order; zeros for an added PAD (id -1)."""
   out = np.zeros((len(marian_ids),) + table.shape[1:], np.float32)
   known = np.asarray(marian_ids) >= 0
@@ -233,10 +233,10 @@ def load_weights(model, params, marian_ids):
     if table.shape[0] != vocab_rows:
       raise InputError(f"the model's {name} has {table.shape[0]} rows; the vocabulary "
                        f"(vocab.yml) has {vocab_rows} entries")
-    _assign(getattr(model, attribute).embeddings, _rows(table, marian_ids), name)
+    _assign(getattr(model, attribute).embeddings, reorder_rows(table, marian_ids), name)
   if model.hparams.logit_bias:
     _assign(model.softmax_embedding.bias,
-            _rows(take("decoder_ff_logit_out_b").reshape(-1), marian_ids),
+            reorder_rows(take("decoder_ff_logit_out_b").reshape(-1), marian_ids),
             "decoder_ff_logit_out_b")
   for name, variable in variable_map(model):
     _assign(variable, take(name), name)

@@ -98,6 +98,7 @@ class Ct2Translator:
              else (SOURCE_SPM_FILE, TARGET_SPM_FILE))
     self.source_sp, self.target_sp = (
         spm.SentencePieceProcessor(model_file=os.path.join(model_dir, name)) for name in files)
+    self.marian_pair = files[0] == SOURCE_SPM_FILE
     with open(os.path.join(model_dir, VOCABULARY_FILE), encoding="utf-8") as f:
       self.pieces = json.load(f)
     self.piece_ids = {p: i for i, p in enumerate(self.pieces)}
@@ -223,13 +224,34 @@ class Ct2Translator:
         scores[i, k] = score
     return ids, scores
 
+  def source_pieces(self, sentences):
+    """[[piece]] of each source sentence; in a Marian pair a leading language label
+    (`>>fra<<`, OPUS-MT's multilingual models) is one piece, as in t2t_keras's
+    `marian_vocab.split_label` (not imported: this file stands alone)."""
+    sentences = list(sentences)
+    if not self.marian_pair:
+      return self.source_sp.encode(sentences, out_type=str)
+    labels, rest = [], []
+    for text in sentences:
+      end = text.find("<<") if text.startswith(">>") else -1
+      labels.append([text[:end + 2]] if end >= 0 else [])
+      rest.append(text[end + 2:] if end >= 0 else text)
+    return [label + pieces for label, pieces in
+            zip(labels, self.source_sp.encode(rest, out_type=str))]
+
+  def target_text(self, pieces):
+    """Output pieces -> text; in a Marian pair a piece target.spm does not know keeps no
+    "▁" and the ends are stripped, as t2t_keras's `marian_vocab.join_pieces`."""
+    text = self.target_sp.decode(pieces)
+    return text.replace("\u2581", " ").strip() if self.marian_pair else text
+
   def translate(self, sentences, nbest=False, prefixes=None):
     """[(translation, score)] per sentence, or with nbest [[(translation, score), ...]];
     `prefixes`: target text each translation starts with ("": none)."""
-    pieces = self.source_sp.encode(list(sentences), out_type=str)
+    pieces = self.source_pieces(sentences)
     prefix_pieces = None if prefixes is None else [
         self.target_sp.encode(p, out_type=str) if p else [] for p in prefixes]
-    results = [[(self.target_sp.decode(p), s) for p, s in hyps]
+    results = [[(self.target_text(p), s) for p, s in hyps]
                for hyps in self.translate_pieces(pieces, prefix_pieces)]
     return results if nbest else [hyps[0] for hyps in results]
 

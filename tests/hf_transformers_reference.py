@@ -1,0 +1,64 @@
+"""transformers' own Marian code, run as a reference for tests/test_hf_marian_import.py.
+
+Runs with transformers 4.57 and tf-keras on the path (setup_venv.sh installs them,
+test-only, in .venv/hf_reference; never imported by the package) and prints one JSON
+line.
+
+  hf_transformers_reference.py logits FIXTURE_DIR WRITTEN_DIR PAIRS_JSON
+      TFMarianMTModel.from_pretrained(FIXTURE_DIR) (its loading info, and its logits for
+      each [source ids, target ids] pair, the decoder fed decoder_start_token_id then the
+      target shifted right); then a random TFMarianMTModel of the same config (init_std
+      0.5, <pad>'s embedding row zeroed as the converter leaves it) saved with
+      save_pretrained to WRITTEN_DIR, and its logits for the same pairs.
+  hf_transformers_reference.py tokenize DIR LINES_JSON
+      MarianTokenizer.from_pretrained(DIR): the ids of LINES_JSON["source"] and of
+      LINES_JSON["target"] (text_target), </s> appended as it does; the text of each id
+      list in LINES_JSON["decode"] (batch_decode, skip_special_tokens).
+"""
+
+import json
+import sys
+
+import numpy as np
+
+
+def _logits(model, config, pairs):
+  out = []
+  for src, tgt in pairs:
+    decoder = [config.decoder_start_token_id] + list(tgt[:-1])
+    logits = model(input_ids=np.array([src]), decoder_input_ids=np.array([decoder])).logits
+    out.append(np.asarray(logits[0], np.float64).tolist())
+  return out
+
+
+def logits(fixture_dir, written_dir, pairs_json):
+  from transformers import MarianConfig, TFMarianMTModel  # pylint: disable=import-outside-toplevel
+  pairs = json.loads(pairs_json)
+  model, info = TFMarianMTModel.from_pretrained(fixture_dir, output_loading_info=True)
+  answer = {"missing": sorted(info["missing_keys"]),
+            "unexpected": sorted(info["unexpected_keys"]),
+            "fixture_logits": _logits(model, model.config, pairs)}
+  config = MarianConfig.from_pretrained(fixture_dir, init_std=0.5)
+  written = TFMarianMTModel(config)
+  written(input_ids=np.array([pairs[0][0]]), decoder_input_ids=np.array([[0]]))  # builds
+  table = written.get_input_embeddings()
+  weights = table.get_weights()
+  weights[0][config.pad_token_id] = 0.0
+  table.set_weights(weights)
+  written.save_pretrained(written_dir)
+  answer["written_logits"] = _logits(written, config, pairs)
+  return answer
+
+
+def tokenize(directory, lines_json):
+  from transformers import MarianTokenizer  # pylint: disable=import-outside-toplevel
+  lines = json.loads(lines_json)
+  tokenizer = MarianTokenizer.from_pretrained(directory)
+  return {"source": tokenizer(lines["source"])["input_ids"],
+          "target": tokenizer(text_target=lines["target"])["input_ids"],
+          "decoded": tokenizer.batch_decode(lines["decode"], skip_special_tokens=True)}
+
+
+if __name__ == "__main__":
+  command, *args = sys.argv[1:]
+  print(json.dumps({"logits": logits, "tokenize": tokenize}[command](*args)))
