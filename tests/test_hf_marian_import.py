@@ -97,8 +97,9 @@ def check_greedy(model, run, lines=8, limit=20):
 
 
 @pytest.mark.parametrize("weights, activation, tied", [
-    ("safetensors", "swish", True), ("fp16", "swish", True), ("h5", "swish", True),
-    ("safetensors", "relu", False)])
+    ("safetensors", "swish", True),
+    *(pytest.param(*case, marks=pytest.mark.heavy) for case in (  # the full suite only
+        ("fp16", "swish", True), ("h5", "swish", True), ("safetensors", "relu", False)))])
 def test_logits_and_greedy_outputs_equal_transformers_computation(weights, activation, tied,
                                                                   tmp_path):
   model, run = imported(tmp_path / "sharp1", weights=weights, activation=activation,
