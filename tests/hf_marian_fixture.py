@@ -139,15 +139,17 @@ def write_h5(path, sd, config):
 
 
 def write_hf_dir(directory, seed=1, weights="safetensors", activation="swish", sharpness=3,
-                 tie_word_embeddings=True, eos_bias=5.0):
+                 tie_word_embeddings=True, eos_bias=5.0, sorted_layout=False):
   """Writes an OPUS-MT repository of a random model; returns {"config", "sd" (float64,
-  the values as stored), "vocab" (piece -> id), "dir"}."""
+  the values as stored), "vocab" (piece -> id), "dir"}. `sorted_layout`: the joint
+  vocabulary sorted, as newer (tc-big) OPUS-MT models have it (</s> and <unk> not 0
+  and 1)."""
   os.makedirs(directory, exist_ok=True)
   english, german = marian_fixture.corpus()
   source = marian_fixture.train_spm(english, 60)
   target = marian_fixture.train_spm(german, 80)
   labels = [">>fra<<", ">>deu<<"]  # multilingual OPUS-MT's target-language labels
-  pieces = marian_fixture.vocab_pieces(source, target, sorted_layout=False) + labels + ["<pad>"]
+  pieces = marian_fixture.vocab_pieces(source, target, sorted_layout) + labels + ["<pad>"]
   vocab = {p: i for i, p in enumerate(pieces)}
   config = model_config(vocab, activation, tie_word_embeddings)
   sd = random_state_dict(config, seed, sharpness, eos_bias)

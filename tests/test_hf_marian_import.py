@@ -102,15 +102,18 @@ def check_greedy(model, run, lines=8, limit=20):
         ("fp16", "swish", True), ("h5", "swish", True), ("safetensors", "relu", False)))])
 def test_logits_and_greedy_outputs_equal_transformers_computation(weights, activation, tied,
                                                                   tmp_path):
+  """float16 weights come with the sorted vocabulary, as in the tc-big repositories."""
   model, run = imported(tmp_path / "sharp1", weights=weights, activation=activation,
-                        tie_word_embeddings=tied, sharpness=1)
+                        tie_word_embeddings=tied, sharpness=1, sorted_layout=weights == "fp16")
+  if weights == "fp16":
+    assert model["vocab"]["</s>"] > 1 and model["vocab"]["<unk>"] > 1
   hp = run.hparams
   assert (hp.pos, hp.norm_epsilon, hp.norm_type, hp.ffn_activation) == (
       "timing_hf", 1e-5, "post", activation)
   assert run.vocab.vocab_size == len(model["vocab"]) and not run.vocab.pad_added
   assert check_logits(model, run) < TOL
   model, run = imported(tmp_path / "sharp3", weights=weights, activation=activation,
-                        tie_word_embeddings=tied, sharpness=3)
+                        tie_word_embeddings=tied, sharpness=3, sorted_layout=weights == "fp16")
   outputs = check_greedy(model, run)
   assert len(outputs) > 1 and any(o[-1] == model["config"]["eos_token_id"] for o in outputs)
 
