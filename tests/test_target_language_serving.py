@@ -9,11 +9,14 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
+from binaries import run_binary
 from conftest import TINY_SENTENCES
 from serve_process import DECODE, MODEL, Server, call, exported_tiny_run, headless_chromium, predict
 from test_server import tf_serving_rows
 
 from t2t_keras import runs
+from t2t_keras.bin import decoder as decoder_bin
+from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data.languages import with_tag
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
@@ -296,3 +299,33 @@ def test_web_page_translates_into_the_chosen_language(server, loaded):
       assert [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows] == want["outputs"]
   finally:
     driver.quit()
+
+
+@pytest.mark.heavy
+def test_the_decoder_binary_takes_the_target_language_as_the_signature(run_dir, loaded,
+                                                                      tmp_path, capsys):
+  """t2t-decoder --target_language=L writes the `target_language` signature's outputs for
+  L (the same-answer test's multilingual part; test_server.py has the rest); with
+  --engine=ctranslate2 the tag reaches CTranslate2 too: its outputs change with L."""
+  source = tmp_path / "in.txt"
+  source.write_text("".join(f"{line}\n" for line in LINES), encoding="utf-8")
+  code, _, err = run_binary(capsys, exporter_bin, f"--output_dir={run_dir}",
+                            "--format=ctranslate2", f"--export_dir={tmp_path / 'ct2'}",
+                            f"--decode_hparams={DECODE}")
+  assert code == 0, err
+  ct2 = {}
+  for language in LANGUAGES:
+    outputs = {}
+    for engine in ("tensorflow", "ctranslate2"):
+      out = tmp_path / f"{engine}.{language}"
+      code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={run_dir}",
+                                f"--decode_from_file={source}", f"--decode_to_file={out}",
+                                f"--decode_hparams={DECODE}", f"--target_language={language}",
+                                f"--engine={engine}", f"--ct2_model_dir={tmp_path / 'ct2'}")
+      assert code == 0, err
+      outputs[engine] = out.read_text(encoding="utf-8").splitlines()
+    want = _rows(loaded, "target_language", inputs=LINES, target_language=[language] * 5)
+    assert outputs["tensorflow"] == [row["outputs"] for row in want]
+    ct2[language] = outputs["ctranslate2"]
+    assert len(ct2[language]) == len(LINES)
+  assert ct2["de"] != ct2["fr"]
