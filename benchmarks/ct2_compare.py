@@ -10,8 +10,10 @@ paper's beam 4, alpha 0.6, input + 50): the run is converted (float32 and int8) 
 pass that compiles it), CTranslate2 float32 and CTranslate2 int8 translate every input.
 Printed per engine: sentences/s (median over repeats), cased sacreBLEU against
 --reference, the share of inputs whose best output equals ours, and where equal the
-largest score difference (also exact match, the main job's measure). Without --source the problem's dev split is used (its raw
-text for generated problems such as the main job's numbers). Both engines get every
+largest score difference (also exact match, the main job's measure); with --peak_rss,
+each engine's peak resident memory translating --source in a process of its own.
+Without --source the problem's dev split is used (its raw text for generated problems
+such as the main job's numbers). Both engines get every
 core of this CPU (--threads); nothing else should run meanwhile.
 """
 
@@ -52,6 +54,22 @@ def timed(fn, repeats):
   return result, statistics.median(seconds)
 
 
+def peak_rss_mib(command, stdin_path):
+  """Peak resident memory (MiB) of `command` run alone, its stdin the (decompressed)
+  lines of stdin_path: the child's own rusage (os.wait4), not this process's."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  lines = "".join(f"{line}\n" for line in files.read_lines(stdin_path)).encode("utf-8")
+  with tempfile.TemporaryFile() as stdin:
+    stdin.write(lines)
+    stdin.seek(0)
+    child = subprocess.Popen(command, stdin=stdin, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+  if status:
+    raise RuntimeError(f"{command[0]}... exited with status {status}")
+  return usage.ru_maxrss / 1024  # Linux: KiB
+
+
 def compare(ours, theirs):
   """(share of inputs with equal best outputs, max |score difference| where equal)."""
   equal = [abs(o[1] - t[1]) for o, t in zip(ours, theirs) if o[0] == t[0]]
@@ -69,6 +87,9 @@ def main():
   parser.add_argument("--threads", type=int, default=0, help="CTranslate2's (0: every core)")
   parser.add_argument("--work_dir", help="where the conversions go (default: a temp dir)")
   parser.add_argument("--json")
+  parser.add_argument("--peak_rss", action="store_true",
+                      help="also each engine's peak RSS, translating --source alone in a "
+                           "process of its own (t2t-decoder; ct2_translate.py)")
   args = parser.parse_args()
 
   run = runs.load(args.run, args.checkpoint_path)
@@ -123,6 +144,19 @@ def main():
   for q, translator in translators.items():
     print(f"ct2 {q}: {translator.researched} searches again alone (hypotheses past a "
           f"sentence's own length limit) over {args.repeats} passes")
+  if args.peak_rss and args.source:
+    decode = f"{args.decode_hparams},batch_size={settings.batching.batch_size}"
+    commands = {"ours (TF, XLA)": ["t2t-decoder", f"--output_dir={args.run}",
+                                   f"--decode_from_file={args.source}",
+                                   f"--decode_to_file={os.path.join(work, 'rss.out')}",
+                                   f"--decode_hparams={decode}"]}
+    for q, path in dirs.items():  # the engine names of the table above
+      commands[f"ct2 {q} ({translators[q].compute_type})"] = [
+          sys.executable, ct2_translate.__file__, f"--compute_type={q}",
+          f"--beam_size={hp.beam_size}", f"--alpha={hp.alpha}", path]
+    for name, command in commands.items():
+      results[name]["peak_rss_mib"] = peak_rss_mib(command, args.source)
+      print(f"peak RSS, {name} alone: {results[name]['peak_rss_mib']:,.0f} MiB", flush=True)
   if args.json:
     with open(args.json, "w") as f:
       json.dump({"run": args.run, "cpu": cpu_name(), "inputs": len(sources),
