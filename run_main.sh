@@ -28,7 +28,7 @@ t2t-decoder --output_dir="$RUN" --data_dir=$DATA --decode_split=test \
 python recipes/numbers_ranges.py "$RUN" --test_translations="$RUN/decode_test.de"
 t2t-exporter --output_dir="$RUN" --overwrite
 # The export translates in a separate process that imports only TensorFlow and TF Text.
-python t2t_keras/serving/translate_saved_model.py "$RUN/export" \
+python t2t_keras/exporting/translate_saved_model.py "$RUN/export" \
     "four hundred and twenty-one" "seventy-seven thousand and eight"
 echo "Serve it (TF Serving's REST API and a web page at http://127.0.0.1:8501/):"
 echo "  source .venv/bin/activate && t2t-serve --export_dir=$RUN"

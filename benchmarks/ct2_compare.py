@@ -32,7 +32,7 @@ from t2t_keras import runs  # noqa: E402
 from t2t_keras.decoding import translate, files  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.metrics import bleu  # noqa: E402
-from t2t_keras.serving import ct2_convert, ct2_translate  # noqa: E402
+from t2t_keras.exporting import ct2_convert, ct2_translate  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_compare import cpu_model  # noqa: E402  (imports no TensorFlow)

@@ -70,7 +70,7 @@ def make_export(args, workdir):
   from t2t_keras import registry  # pylint: disable=import-outside-toplevel
   from t2t_keras.data import vocabulary  # pylint: disable=import-outside-toplevel
   from t2t_keras.models.transformer import Transformer  # pylint: disable=import-outside-toplevel
-  from t2t_keras.serving import export  # pylint: disable=import-outside-toplevel
+  from t2t_keras.exporting import export  # pylint: disable=import-outside-toplevel
   from t2t_keras import runs  # pylint: disable=import-outside-toplevel
 
   if args.corpus:

@@ -137,7 +137,7 @@ class ParsingEnglishPtb8k(Text2TextProblem):
   @staticmethod
   def serving_postprocess():
     """`postprocess` as a TensorFlow module: (outputs [n], sources [n]) -> trees [n]."""
-    from t2t_keras.serving.tree_ops import TreeBuilder  # pylint: disable=import-outside-toplevel
+    from t2t_keras.exporting.tree_ops import TreeBuilder  # pylint: disable=import-outside-toplevel
     return TreeBuilder()
 
   def generate_forward_samples(self, split, tmp_dir=None):

@@ -68,7 +68,7 @@ echo "recipe wall clock: $(( $(date +%s) - START )) s (budget $((MINUTES * 60)) 
 # that imports only TensorFlow and TF Text (the same BLEU as t2t-decoder above, or close).
 t2t-exporter --output_dir=$RUN/selected --decode_hparams="$DECODE" --overwrite
 gzip -dc "$RAW/test_2016_flickr.en.gz" \
-    | python t2t_keras/serving/translate_saved_model.py $RUN/selected/export \
+    | python t2t_keras/exporting/translate_saved_model.py $RUN/selected/export \
     | cut -f2- > $RUN/test2016.served.de
 t2t-bleu --translation=$RUN/test2016.served.de --reference="$RAW/test_2016_flickr.de.gz" \
     --tokenized_reference="$RAW/tok/test_2016_flickr.lc.norm.tok.de.gz"

@@ -61,5 +61,5 @@ echo "recipe wall clock: $(( $(date +%s) - START )) s (budget $((MINUTES * 60)) 
 
 # What users serve: raw sentences in, trees out, with only TensorFlow and TF Text.
 t2t-exporter --output_dir=$RUN/selected --decode_hparams="$DECODE" --overwrite
-python t2t_keras/serving/translate_saved_model.py $RUN/selected/export \
+python t2t_keras/exporting/translate_saved_model.py $RUN/selected/export \
     "The dog saw a man in the park ." "Stocks fell sharply on Friday ."

@@ -1,7 +1,7 @@
 """CTranslate2's beam search, replayed in Python over any next-token log-prob function.
 
 Written from CTranslate2's source (`src/decoding.cc`, `BeamSearch::search`, 4.x), for the
-call `t2t_keras/serving/ct2_translate.py` makes (no length penalty, no minimum length, no
+call `t2t_keras/exporting/ct2_translate.py` makes (no length penalty, no minimum length, no
 prefix, the end token returned): tests use it to show that where CTranslate2's output
 differs from ours, CTranslate2's own rule applied to *our* model's probabilities gives
 CTranslate2's output, i.e. the two engines compute the same model and differ only in the

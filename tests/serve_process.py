@@ -82,7 +82,7 @@ def _export_tiny_run(directory, run_kwargs):
   """The run, 1+1 layers (every server start loads and warms up its signatures: one layer
   each side keeps that short), exported with DECODE as version 7."""
   from conftest import make_tiny_run  # pylint: disable=import-outside-toplevel
-  from t2t_keras.serving import export  # pylint: disable=import-outside-toplevel
+  from t2t_keras.exporting import export  # pylint: disable=import-outside-toplevel
   run = make_tiny_run(directory, MAX_LENGTH, num_encoder_layers=1, num_decoder_layers=1,
                       **run_kwargs)
   export.export_model(run, decode_hparams=DECODE, log=None)

@@ -42,7 +42,7 @@ from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.errors import InputError  # noqa: E402
 from t2t_keras.ids import EOS_ID, PAD_ID  # noqa: E402
 from t2t_keras.models.transformer import Transformer  # noqa: E402
-from t2t_keras.serving import ct2_convert, ct2_translate  # noqa: E402
+from t2t_keras.exporting import ct2_convert, ct2_translate  # noqa: E402
 
 # The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
 pytestmark = pytest.mark.heavy

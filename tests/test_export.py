@@ -16,7 +16,7 @@ from conftest import TINY_SENTENCES, make_tiny_run
 import t2t_keras
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
-from t2t_keras.serving import export
+from t2t_keras.exporting import export
 from t2t_keras import runs
 
 # The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
@@ -379,3 +379,17 @@ def test_the_decoder_binary_cuts_long_inputs_as_the_saved_model(run_dir, loaded,
   assert _decoder_binary(run_dir, tmp_path, lines,
                          f"--decode_constraints_file={tmp_path / 'phrases.jsonl'}") == _texts(
                              out["outputs"].numpy())
+
+
+def test_the_old_package_name_imports_the_same_modules_with_a_deprecation_warning():
+  """t2t_keras.serving (users' code) is t2t_keras.exporting under its old name."""
+  import importlib
+  import sys
+  for name in [m for m in sys.modules if m.startswith("t2t_keras.serving")]:
+    sys.modules.pop(name)
+  with pytest.warns(DeprecationWarning, match="t2t_keras.exporting"):
+    old = importlib.import_module("t2t_keras.serving.export")
+  assert old is export
+  from t2t_keras.serving import ct2_convert, tree_ops  # pylint: disable=import-outside-toplevel
+  assert ct2_convert is importlib.import_module("t2t_keras.exporting.ct2_convert")
+  assert tree_ops.TreeBuilder is importlib.import_module("t2t_keras.exporting.tree_ops").TreeBuilder

@@ -150,7 +150,7 @@ def test_exports_translate_as_the_decoder(imported, tmp_path, capsys):
       inputs=tf.constant(lines))["outputs"].numpy()
   assert [t.decode() for t in served] == [h.text for h in expected]
   pytest.importorskip("ctranslate2")
-  from t2t_keras.serving import ct2_translate  # pylint: disable=import-outside-toplevel
+  from t2t_keras.exporting import ct2_translate  # pylint: disable=import-outside-toplevel
   ct2_dir = tmp_path / "ct2"
   code, _, err = run_binary(capsys, exporter_bin, f"--output_dir={run_dir}",
                             "--format=ctranslate2", f"--export_dir={ct2_dir}",

@@ -73,17 +73,18 @@ def test_the_crossing_finder_sees_an_import_across_a_wall():
 @pytest.mark.parametrize("sources, forbidden", [
     # No flags below bin/: only binaries import binaries.
     ([p for p in ("layers/", "models/", "data/", "training/", "decoding/", "metrics/",
-                  "serving/", "tuning/", "importing/", "runs.py", "registry.py", "hparams_lib.py", "errors.py",
+                  "exporting/", "tuning/", "importing/", "runs.py", "registry.py", "hparams_lib.py",
+                  "errors.py",
                   "tf_startup.py", "xla_cache.py", "usr_dir.py", "ids.py")],
      ["t2t_keras.bin"]),
-    # Serving ships without the training code.
-    (["serving/"], ["t2t_keras.training", "t2t_keras.tuning"]),
+    # Exports ship without the training code.
+    (["exporting/"], ["t2t_keras.training", "t2t_keras.tuning"]),
     # Training is the loop only: choosing among runs sits above it.
     (["training/", "decoding/", "data/", "models/", "layers/"], ["t2t_keras.tuning"]),
     # An importer writes a run; nothing below it reads another system's checkpoints.
-    ([p for p in ("layers/", "models/", "data/", "training/", "decoding/", "serving/",
+    ([p for p in ("layers/", "models/", "data/", "training/", "decoding/", "exporting/",
                   "tuning/", "runs.py")], ["t2t_keras.importing"]),
-    (["importing/"], ["t2t_keras.training", "t2t_keras.tuning", "t2t_keras.serving"]),
+    (["importing/"], ["t2t_keras.training", "t2t_keras.tuning", "t2t_keras.exporting"]),
     # Problems know their data, not the loop, the sweeps or the binaries; hparams sets are
     # values (docs/data.md).
     (["problems/"], ["t2t_keras.training", "t2t_keras.tuning", "t2t_keras.bin",
@@ -128,8 +129,8 @@ def test_training_holds_the_loop_only():
 # serve: a directory put in place whole, a checkpoint's file set, or a cache file that
 # several processes may write at once (a per-process temporary name).
 _RENAMES_ALLOWED = {
-    "serving/export.py": "a SavedModel directory",
-    "serving/ct2_convert.py": "a CTranslate2 model directory",
+    "exporting/export.py": "a SavedModel directory",
+    "exporting/ct2_convert.py": "a CTranslate2 model directory",
     "tuning/averaging.py": "a checkpoint's data and index files",
     "tuning/selection.py": "a checkpoint's data and index files",
     "data/shards.py": "a TFRecord shard (TensorFlow's writer takes a path, not a file)",
@@ -154,7 +155,7 @@ def test_files_are_written_atomically_one_way():
       continue
     bad += [f"{rel}:{line}" for line in _renames(path)]
   assert bad == [], "write through fileio.atomic_open or fileio.write_atomic"
-  assert _renames(ROOT / "serving" / "export.py")  # the finder sees a rename
+  assert _renames(ROOT / "exporting" / "export.py")  # the finder sees a rename
 
 
 _HOOKS = ("decode_defaults", "postprocess", "decode_constraint", "serving_postprocess",
@@ -271,7 +272,7 @@ _ENVIRONMENT_ALLOWED = {
     "training/precision.py": "sets TF_CPP_MIN_LOG_LEVEL before its child process imports "
                              "TensorFlow",
     "data/shards.py": "sets TF_CPP_MIN_LOG_LEVEL in a spawned shard writer before TensorFlow",
-    "serving/translate_saved_model.py": "a stand-alone client script: sets "
+    "exporting/translate_saved_model.py": "a stand-alone client script: sets "
                                         "TF_CPP_MIN_LOG_LEVEL before TensorFlow",
 }
 _ENVIRONMENT_NAMES = ("environ", "environb", "getenv", "getenvb", "putenv", "unsetenv")
@@ -376,7 +377,7 @@ def _binary_logic(source):
 
 def test_binaries_are_thin():
   """A binary parses its flags, calls the library and prints: warm-up, draining, engine
-  rules and the like live in their rooms (server/launch.py, serving/ct2_engine.py).
+  rules and the like live in their rooms (server/launch.py, exporting/ct2_engine.py).
   bin/__init__.py is every binary's shared start-up, not a binary."""
   thick = {p.name: _binary_logic(p.read_text()) for p in (ROOT / "bin").glob("*.py")
            if p.name != "__init__.py"}

@@ -24,7 +24,7 @@ from t2t_keras.decoding import translate
 from t2t_keras.decoding.scoring import score_ids
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.ids import EOS_ID
-from t2t_keras.serving import ct2_convert
+from t2t_keras.exporting import ct2_convert
 
 # The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
 pytestmark = pytest.mark.heavy

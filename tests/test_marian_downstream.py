@@ -245,7 +245,7 @@ def test_averaged_run_exports_to_ctranslate2_and_translates_as_ours(averaged, tm
   only: source.spm in, target.spm out): the decoder's outputs and scores, or, where the
   searches differ, one that scores lower than ours (docs/ctranslate2.md)."""
   pytest.importorskip("ctranslate2")
-  from t2t_keras.serving.ct2_translate import Ct2Translator  # pylint: disable=import-outside-toplevel
+  from t2t_keras.exporting.ct2_translate import Ct2Translator  # pylint: disable=import-outside-toplevel
   avg, sources, _ = averaged
   ct2_dir = tmp_path / "ct2"
   code, _, err = run_binary(capsys, exporter_bin, f"--output_dir={avg}", "--format=ctranslate2",

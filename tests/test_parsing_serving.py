@@ -19,8 +19,8 @@ from t2t_keras.decoding import translate as search
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.models.transformer import Transformer
-from t2t_keras.serving import export
-from t2t_keras.serving.tree_ops import TreeBuilder
+from t2t_keras.exporting import export
+from t2t_keras.exporting.tree_ops import TreeBuilder
 from t2t_keras import runs
 
 PTB = os.path.join(SHARED_DATA, "ptb_sample")

@@ -20,7 +20,7 @@ from t2t_keras.bin import exporter as exporter_bin
 from t2t_keras.data.languages import with_tag
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
-from t2t_keras.serving import export
+from t2t_keras.exporting import export
 from t2t_keras.server import rest
 
 LANGUAGES = ("de", "fr")

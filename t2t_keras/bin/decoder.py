@@ -31,7 +31,7 @@ with the run. Without --checkpoint_path the newest readable checkpoint is used
 --engine=ctranslate2 translates with the CTranslate2 model in --ct2_model_dir
 (default output_dir/ctranslate2) instead of TensorFlow: the same decode hparams,
 files, BLEU and output format, t2t's beam search ranked over CTranslate2's
-hypotheses (`serving/ct2_translate.py`); not for --score_file, attention plots
+hypotheses (`exporting/ct2_translate.py`); not for --score_file, attention plots
 or problems with an output constraint.
 """
 
@@ -158,7 +158,7 @@ def _check_flags():
 def _search_fn(model, settings, constraint, problem):
   """The search function the flags ask for, or None for translate's default."""
   if FLAGS.engine == "ctranslate2":
-    from t2t_keras.serving import ct2_engine  # pylint: disable=import-outside-toplevel
+    from t2t_keras.exporting import ct2_engine  # pylint: disable=import-outside-toplevel
     translator = ct2_engine.load(FLAGS.output_dir, settings.search, constraint,
                                  FLAGS.ct2_model_dir)
     print(f"decoding with CTranslate2 ({translator.model_dir}, {translator.compute_type})")

@@ -4,7 +4,7 @@
     t2t-exporter --output_dir=runs/base \\
         --checkpoint_path=runs/base/averaged/ckpt-100000 \\
         --decode_hparams="beam_size=4,alpha=0.6,extra_length=50"
-    python t2t_keras/serving/translate_saved_model.py runs/tiny/export "one hundred"
+    python t2t_keras/exporting/translate_saved_model.py runs/tiny/export "one hundred"
 
 The export is a TF Serving versioned directory (export_dir/<checkpoint step>),
 written to a temporary directory and renamed into place. Its signatures:
@@ -21,12 +21,12 @@ Serve it over HTTP with t2t-serve --export_dir=OUTPUT_DIR (TF Serving's REST API
 Loading it needs tensorflow and tensorflow-text (import tensorflow_text first), not t2t_keras.
 
     t2t-exporter --output_dir=runs/tiny --format=ctranslate2 [--quantization=int8]
-    python t2t_keras/serving/ct2_translate.py runs/tiny/ctranslate2 < in.en > out.de
+    python t2t_keras/exporting/ct2_translate.py runs/tiny/ctranslate2 < in.en > out.de
 
 --format=ctranslate2 writes a CTranslate2 model directory instead (default
 output_dir/ctranslate2, or ctranslate2_<quantization>): model.bin, the vocabulary,
 the sentencepiece model, t2t_decoding.json and a README naming the decoding
-(`serving/ct2_convert.py`; needs pip install 't2t-keras[ctranslate2]').
+(`exporting/ct2_convert.py`; needs pip install 't2t-keras[ctranslate2]').
 t2t's --problem, --model, --hparams_set, --hparams and --data_dir are accepted
 as t2t scripts pass them; each given one must agree with the run.
 """
@@ -81,7 +81,7 @@ def main(argv):
     if runs.is_ensemble(FLAGS.output_dir):
       raise app.UsageError("--format=ctranslate2 converts one run; export an ensemble as a "
                            "SavedModel")
-    from t2t_keras.serving import ct2_convert  # pylint: disable=import-outside-toplevel
+    from t2t_keras.exporting import ct2_convert  # pylint: disable=import-outside-toplevel
     print(ct2_convert.convert_run(FLAGS.output_dir, ct2_dir=FLAGS.export_dir,
                                   checkpoint_path=FLAGS.checkpoint_path,
                                   quantization=FLAGS.quantization,
@@ -91,7 +91,7 @@ def main(argv):
     return
   if FLAGS.quantization != "none":
     raise app.UsageError("--quantization is for --format=ctranslate2")
-  from t2t_keras.serving import export  # pylint: disable=import-outside-toplevel
+  from t2t_keras.exporting import export  # pylint: disable=import-outside-toplevel
   path = export.export_model(FLAGS.output_dir, export_dir=FLAGS.export_dir,
                              checkpoint_path=FLAGS.checkpoint_path,
                              decode_hparams=FLAGS.decode_hparams,

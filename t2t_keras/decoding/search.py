@@ -13,7 +13,7 @@ Beam size 1 runs greedy search, as t2t does, in beam search's output format and
 scored as beam search scores (log prob / length penalty): the 2k-candidate
 search with k = 1 would keep the better of the two best extensions when it ends
 in EOS, which argmax decoding never picks. `decoding.translate` (files, text) and
-`serving.export` (the SavedModel) both build their search here (`from_settings`,
+`exporting.export` (the SavedModel) both build their search here (`from_settings`,
 `constrained_from_settings`), as OpenNMT-tf's `DecodingStrategy.from_params` picks one.
 
 Sampling runs greedy search's loop with `sampling.sampler` choosing each

@@ -11,7 +11,7 @@ there), runs them as one call in a thread, and hands each request its rows.
 While a call runs, new requests queue, so under load batches fill without
 waiting. A request larger than max_batch_size is split into several. The export
 already sorts a batch's sentences by length before its beam search
-(`serving/export.py`), so the batcher keeps arrival order.
+(`exporting/export.py`), so the batcher keeps arrival order.
 
 Signatures whose outputs have rows of different widths per batch (the
 attention signature pads to the batch's longest sentence) are never merged:

@@ -12,7 +12,7 @@ import os
 
 from t2t_keras import runs
 from t2t_keras.errors import InputError
-from t2t_keras.serving import ct2_convert
+from t2t_keras.exporting import ct2_convert
 
 
 def check_supported(run_dir, search_settings, constraint):
@@ -39,7 +39,7 @@ def load(run_dir, search_settings, constraint, model_dir=None):
   converted model."""
   check_supported(run_dir, search_settings, constraint)
   ct2_convert.import_ctranslate2()
-  from t2t_keras.serving import ct2_translate  # pylint: disable=import-outside-toplevel
+  from t2t_keras.exporting import ct2_translate  # pylint: disable=import-outside-toplevel
   model_dir = model_dir or os.path.join(run_dir, "ctranslate2")
   if not os.path.isfile(os.path.join(model_dir, "model.bin")):
     raise InputError(f"no CTranslate2 model in {model_dir}: convert the run first "

@@ -5,7 +5,7 @@
                        decode_hparams="beam_size=4,alpha=0.6")
 
     # anywhere with ctranslate2 and sentencepiece (no TensorFlow, no t2t_keras):
-    python t2t_keras/serving/ct2_translate.py runs/tiny/ctranslate2 < in.en > out.de
+    python t2t_keras/exporting/ct2_translate.py runs/tiny/ctranslate2 < in.en > out.de
 
 The output directory:
 
@@ -234,7 +234,7 @@ inputs truncated to {max_input_length} pieces (EOS included).
 
 Translate with the same settings (ctranslate2 and sentencepiece only):
 
-    python ct2_translate.py THIS_DIR < input.txt > output.txt   # t2t_keras/serving/ct2_translate.py
+    python ct2_translate.py THIS_DIR < input.txt > output.txt   # t2t_keras/exporting/ct2_translate.py
 
 or from Python:
 

@@ -29,7 +29,7 @@ sentencepiece tokenization (tensorflow_text), truncation to the training
 max_length (reported: `truncated` is true for such an input), EOS, length-sorted batches of at most `batch_size` padded to
 `length_bucket` multiples (few XLA programs), beam search with the decode
 hparams, detokenization, and the problem's post-processing where it has one
-(parsing: well-formed trees over the input words, `serving/tree_ops.py`). The
+(parsing: well-formed trees over the input words, `exporting/tree_ops.py`). The
 problem's `decode_defaults` (parsing: beam 21, alpha 0.3, input + 300) apply
 before the given decode hparams. Empty inputs (no tokens) give "" with score 0.
 
