@@ -110,7 +110,7 @@ setuptools.setup(
         "h5py>=3.10",  # Hugging Face's tf_model.h5 (t2t-import --from=hf)
     ],
     # selenium drives Debian's chromium in the web page's browser test; setuptools and
-    # build make the wheel and sdist that tests/test_packaging.py reads and installs
+    # build make the wheel and sdist that tests/package/test_packaging.py reads and installs
     # ctranslate2: t2t-exporter --format=ctranslate2 and t2t-decoder --engine=ctranslate2
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "selenium>=4.20",
                              "setuptools>=77", "build>=1.2"],

@@ -11,13 +11,13 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.t2t_stamp 2>/dev/null)" != "$T2T
   .venv/bin/pip install -q -c requirements.lock -e '.[test,ctranslate2]'
   echo "$T2T_VENV_STAMP" > .venv/.t2t_stamp
 fi
-# tensor2tensor's text_encoder, the reference tests/test_t2t_subwords.py compares against:
+# tensor2tensor's text_encoder, the reference tests/data/test_t2t_subwords.py compares against:
 # --no-deps --target keeps it (and its t2t-* console scripts) out of the venv's packages.
 [ -d .venv/t2t_reference/tensor2tensor ] || .venv/bin/pip install -q --no-deps \
     --target .venv/t2t_reference tensor2tensor==1.15.7 \
   || echo "setup_venv.sh: warning: tensor2tensor's reference not installed; its comparisons skip" >&2
 # transformers 4.57 (the last release with TensorFlow models) and tf-keras, the second
-# reference of tests/test_hf_marian_import.py (TFMarianMTModel, MarianTokenizer): the same
+# reference of tests/importing/test_hf_marian_import.py (TFMarianMTModel, MarianTokenizer): the same
 # --no-deps --target keeps them out of the venv's packages.
 [ -d .venv/hf_reference/transformers ] || .venv/bin/pip install -q --no-deps \
     --target .venv/hf_reference transformers==4.57.1 tf-keras==2.21.0 tokenizers==0.22.1 \

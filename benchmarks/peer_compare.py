@@ -177,7 +177,7 @@ _NOISE = re.compile(r"^(I0000|W0000|E0000|WARNING: All log messages)|cudart_stub
                     r"oneDNN custom operations|computation_placer|cpu_feature_guard")
 
 
-# Parsing and arithmetic (pure; tested in tests/test_peer_compare.py).
+# Parsing and arithmetic (pure; tested in tests/benchmarks/test_peer_compare.py).
 
 def cpu_model(cpuinfo_text):
   """The first 'model name' of /proc/cpuinfo text, with its family/model numbers when

@@ -1,4 +1,4 @@
-"""transformers' own Marian code, run as a reference for tests/test_hf_marian_import.py.
+"""transformers' own Marian code, run as a reference for tests/importing/test_hf_marian_import.py.
 
 Runs with transformers 4.57 and tf-keras on the path (setup_venv.sh installs them,
 test-only, in .venv/hf_reference; never imported by the package) and prints one JSON

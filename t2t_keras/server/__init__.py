@@ -7,6 +7,6 @@
     page.html    the web page at /
 
 This package imports TensorFlow, TensorFlow Text, Starlette and NumPy only,
-nothing of the training code (tests/test_house.py holds the wall), so a server
+nothing of the training code (tests/package/test_house.py holds the wall), so a server
 image needs no more than those and this directory.
 """

@@ -19,7 +19,7 @@ from t2t_keras.data import t2t_subwords, vocabulary
 from t2t_keras.errors import InputError
 
 REFERENCE_DIR = os.environ.get("T2T_REFERENCE_DIR") or os.path.join(
-    os.path.dirname(__file__), "..", ".venv", "t2t_reference")
+    os.path.dirname(__file__), "..", "..", ".venv", "t2t_reference")
 T2T_DIR = os.path.join(SHARED_DATA, "t2t")
 SHARED_VOCABS = ["vocab.translate_ende_wmt8k.8192.subwords.gz",
                  "vocab.translate_ende_wmt32k.32768.subwords.gz"]

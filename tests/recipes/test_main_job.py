@@ -30,7 +30,7 @@ STEPS = 501
 ACCURACY = 0.95
 
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 numbers_ranges = load_benchmark("numbers_ranges", folder="recipes")
 
 

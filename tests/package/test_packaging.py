@@ -2,7 +2,7 @@
 
 The distributions are built (`python -m build --no-isolation`: the venv's setuptools, no
 network) from a copy of the source tree's files as git lists them (tracked, and new files
-not ignored), so a stale build/ cannot hide a missing file. tests/test_installed.py runs
+not ignored), so a stale build/ cannot hide a missing file. tests/package/test_installed.py runs
 the built wheel outside the checkout.
 """
 

@@ -6,7 +6,7 @@ import os
 from t2t_keras import registry
 from t2t_keras.models.params import analytic_param_count
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "flops.py")
+_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "flops.py")
 _spec = importlib.util.spec_from_file_location("bench_flops", _PATH)
 flops = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(flops)

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import tensorflow as tf
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "t2t_walkthrough.sh")
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "t2t_walkthrough.sh")
 
 
 @pytest.mark.slow

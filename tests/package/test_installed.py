@@ -1,6 +1,6 @@
 """The program installed from its wheel, run outside the checkout, as a user runs it.
 
-The wheel (built as tests/test_packaging.py builds it) is installed, not editable, into a
+The wheel (built as tests/package/test_packaging.py builds it) is installed, not editable, into a
 fresh venv without pip whose only other path is this venv's site-packages (a .pth line:
 the dependencies are reused, nothing is downloaded, and this venv's editable finder for
 the checkout is not loaded). Every command runs in an empty directory with the checkout

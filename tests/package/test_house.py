@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent / "t2t_keras"
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "t2t_keras"
 MAX_FUNCTION_LINES = 60
 REASON = "Long:"  # the docstring's one line of why a function stays longer
 

@@ -22,6 +22,7 @@ import tensorflow as tf
 import hf_marian_fixture as fixture
 import hf_marian_reference as reference
 import marian_fixture
+from conftest import SHARED_DATA
 from t2t_keras import bin as t2t_bin, runs
 from t2t_keras.bin import t2t_import as import_bin
 from t2t_keras.data import vocabulary
@@ -31,8 +32,9 @@ from t2t_keras.decoding.translate import pad_ids
 from t2t_keras.ids import EOS_ID, PAD_ID
 
 TOL = 1e-5
-HF_REFERENCE = os.path.join(os.path.dirname(__file__), "..", ".venv", "hf_reference")
-MULTI30K = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k")
+HF_REFERENCE = os.path.join(os.path.dirname(__file__), "..", "..", ".venv",
+                            "hf_reference")
+MULTI30K = os.path.join(SHARED_DATA, "multi30k")
 
 
 def run_import(capsys, *args):
@@ -246,7 +248,8 @@ def _hf_reference(script, *args):
   env = dict(os.environ, PYTHONPATH=os.path.abspath(HF_REFERENCE), TF_CPP_MIN_LOG_LEVEL="3",
              TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1")
   done = subprocess.run(
-      [sys.executable, os.path.join(os.path.dirname(__file__), "hf_transformers_reference.py"),
+      [sys.executable,
+       os.path.join(os.path.dirname(__file__), "..", "hf_transformers_reference.py"),
        script, *map(str, args)], env=env, capture_output=True, text=True, check=False)
   assert done.returncode == 0, done.stderr[-3000:]
   return json.loads(done.stdout.strip().splitlines()[-1])
