@@ -51,6 +51,9 @@ def _paper_defaults():
       # of its own, the target's tied to the softmax
       softmax_excludes_pad=False,  # True: PAD (id 0) is outside the softmax and the
       # label smoothing (a vocabulary with no padding entry of its own)
+      # fairseq's conventions, kept by M2M-100 / NLLB models imported from Hugging Face.
+      position_offset=0,  # the first token's position (fairseq: padding_idx + 1 = 2)
+      decoder_start_id=0,  # the decoder's first input (0: PAD, t2t's; fairseq: </s>)
       # Training (section 5).
       label_smoothing=0.1,
       optimizer_adam_beta1=0.9,

@@ -5,9 +5,10 @@ reference written from the paper's formulas, sharing no code with t2t_keras.
     # logits float64 [tgt_len, vocab]; attention float64 [layers, heads, tgt_len, src_len]
     # (each decoder layer's encoder-decoder attention weights)
 
-One sentence pair, no padding, no dropout; teacher forcing (the decoder reads 0, then
-the targets shifted right). Post- or pre-norm, sinusoidal or learned positions, any
-d_k = d_v per head, as the model's hparams say.
+One sentence pair, no padding, no dropout; teacher forcing (the decoder reads 0, or the
+hparams' decoder_start_id, then the targets shifted right). Post- or pre-norm, sinusoidal
+or learned positions (from 0, or the hparams' position_offset), any d_k = d_v per head,
+as the model's hparams say.
 """
 
 import numpy as np
@@ -29,12 +30,12 @@ def _softmax(z):
   return e / e.sum(-1, keepdims=True)
 
 
-def _positions(length, hidden_size, table=None):
+def _positions(length, hidden_size, table=None, offset=0):
   """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (section 3.5), or rows
-  of a learned table."""
+  of a learned table; positions from `offset` (fairseq's models count from 2)."""
   if table is not None:
-    return _w(table)[:length]
-  pos = np.arange(length, dtype=np.float64)[:, None]
+    return _w(table)[offset:offset + length]
+  pos = np.arange(offset, offset + length, dtype=np.float64)[:, None]
   angles = pos / np.power(10000.0, np.arange(0, hidden_size, 2) / hidden_size)[None]
   pe = np.zeros([length, hidden_size])
   pe[:, 0::2], pe[:, 1::2] = np.sin(angles), np.cos(angles)
@@ -79,14 +80,15 @@ def forward(model, source_ids, target_ids):
   learned = hp.pos == "emb"
   tables = ((model.encoder_positions.position_embeddings,
              model.decoder_positions.position_embeddings) if learned else (None, None))
-  x = emb[list(source_ids)] * np.sqrt(d) + _positions(len(source_ids), d, tables[0])
+  offset = hp.get("position_offset", 0)
+  x = emb[list(source_ids)] * np.sqrt(d) + _positions(len(source_ids), d, tables[0], offset)
   for layer in model.encoder_layers:
     x, _ = _sublayer(layer.self_attention_residual, x,
                      lambda h, l=layer: _attention(l.self_attention, h, h, False), pre, eps)
     x, _ = _sublayer(layer.ffn_residual, x, lambda h, l=layer: (_ffn(l.ffn, h), None), pre, eps)
   memory = _layer_norm(x, model.encoder_norm, eps) if pre else x
-  decoder_input = [0] + list(target_ids)[:-1]
-  y = emb[decoder_input] * np.sqrt(d) + _positions(len(decoder_input), d, tables[1])
+  decoder_input = [hp.get("decoder_start_id", 0)] + list(target_ids)[:-1]
+  y = emb[decoder_input] * np.sqrt(d) + _positions(len(decoder_input), d, tables[1], offset)
   attention = []
   for layer in model.decoder_layers:
     y, _ = _sublayer(layer.self_attention_residual, y,

@@ -204,7 +204,7 @@ def build_spec(model, pieces):
     _norm(spec.encoder.layer_norm, model.encoder_norm)
     _norm(spec.decoder.layer_norm, model.decoder_norm)
   spec.config.layer_norm_epsilon = float(hp.norm_epsilon)
-  spec.config.decoder_start_token = pieces[PAD_ID]
+  spec.config.decoder_start_token = pieces[model.decoder_start_id]  # PAD's unless fairseq's
   spec.config.bos_token = pieces[PAD_ID]
   spec.config.eos_token = pieces[EOS_ID]
   spec.config.unk_token = pieces[UNK_ID]

@@ -193,6 +193,8 @@ class PositionalEncoding(keras.layers.Layer):
       (Hugging Face's and CTranslate2's for Marian models, `hf_timing_signal`) or "emb"
       (learned, up to max_positions).
     max_positions: size of the learned table.
+    offset: the position of the first token (0; fairseq's M2M-100 and NLLB count from
+      padding_idx + 1 = 2).
 
   Call args:
     x: [batch, len, d_model].
@@ -203,7 +205,7 @@ class PositionalEncoding(keras.layers.Layer):
     [batch, len, d_model].
   """
 
-  def __init__(self, hidden_size, kind="timing", max_positions=1024, **kwargs):
+  def __init__(self, hidden_size, kind="timing", max_positions=1024, offset=0, **kwargs):
     super().__init__(**kwargs)
     if kind not in (*_SINUSOIDS, "emb"):
       raise ValueError(f"pos must be one of {', '.join(map(repr, [*_SINUSOIDS, 'emb']))}, "
@@ -211,6 +213,7 @@ class PositionalEncoding(keras.layers.Layer):
     self.hidden_size = hidden_size
     self.kind = kind
     self.max_positions = max_positions
+    self.offset = offset
 
   def build(self, input_shape=None):
     if self.kind == "emb":
@@ -223,6 +226,8 @@ class PositionalEncoding(keras.layers.Layer):
     per_row = positions is not None
     if not per_row:
       positions = start_index + tf.range(tf.shape(x)[1])
+    if self.offset:
+      positions = positions + self.offset
     if self.kind in _SINUSOIDS:
       table = _SINUSOIDS[self.kind](positions, self.hidden_size)
     else:
@@ -233,5 +238,5 @@ class PositionalEncoding(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update(hidden_size=self.hidden_size, kind=self.kind,
-                  max_positions=self.max_positions)
+                  max_positions=self.max_positions, offset=self.offset)
     return config

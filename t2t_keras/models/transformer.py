@@ -47,7 +47,8 @@ ABSENT_DEFAULTS = dict(
     shared_embedding_and_softmax_weights=True, shared_source_target_embedding=True,
     zero_pad_embedding=False, num_target_spaces=0, target_space_id=0,
     attention_bias=False, ffn_activation="relu", logit_bias=False,
-    separate_source_embedding=False, softmax_excludes_pad=False)
+    separate_source_embedding=False, softmax_excludes_pad=False, position_offset=0,
+    decoder_start_id=0)
 
 
 def convention(hparams, key):
@@ -119,8 +120,10 @@ class Transformer(keras.Model):
       self.target_space = TargetSpaceEmbedding(
           hp.num_target_spaces, hp.hidden_size, hp.target_space_id,
           name="target_space_embedding", dtype=self.dtype_policy)
-    positions = lambda name: PositionalEncoding(hp.hidden_size, hp.pos, hp.max_positions,
-                                                name=name, dtype=self.dtype_policy)
+    positions = lambda name: PositionalEncoding(
+        hp.hidden_size, hp.pos, hp.max_positions, offset=convention(hp, "position_offset"),
+        name=name, dtype=self.dtype_policy)
+    self.decoder_start_id = convention(hp, "decoder_start_id")
     self.encoder_positions = positions("encoder_positions")
     self.decoder_positions = positions("decoder_positions")
     self.encoder_dropout = Dropout(hp.layer_prepostprocess_dropout)
@@ -242,6 +245,10 @@ class Transformer(keras.Model):
     """`decode` up to the pre-softmax: (x [batch, tgt_len, d_model] in the compute dtype,
     updated cache or None, the encoder-decoder attention weights of each layer)."""
     start = 0 if cache is None else cache_index
+    if self.decoder_start_id:  # the start symbol (id 0 in the shifted input) is another id
+      decoder_input = tf.where(tf.equal(decoder_input, 0),
+                               tf.cast(self.decoder_start_id, decoder_input.dtype),
+                               decoder_input)
     x = self.decoder_positions(self.target_embedding(decoder_input), start_index=start,
                                positions=positions)
     if cache is None and self_mask is None:

@@ -33,8 +33,9 @@ def _ids(rng, batch, length, pad_from=None):
 
 
 # transformer_tiny is pre-norm: post-norm is asked for by name.
-VARIANTS = [dict(norm_type="post"), dict(norm_type="pre"), dict(pos="emb", max_positions=64)]
-VARIANT_IDS = ["post_timing", "pre_norm", "learned_pos"]
+VARIANTS = [dict(norm_type="post"), dict(norm_type="pre"), dict(pos="emb", max_positions=64),
+            dict(position_offset=2, decoder_start_id=3)]
+VARIANT_IDS = ["post_timing", "pre_norm", "learned_pos", "fairseq_offset_and_start"]
 
 
 @pytest.mark.parametrize(
