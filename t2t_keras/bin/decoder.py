@@ -65,6 +65,9 @@ _define("string", "target_language", None,
         "A multilingual run's output language for every line of --decode_from_file or "
         "--decode_interactive (its tag, e.g. <2fr>, goes in front); without it each line "
         "starts with its own tag.")
+_define("string", "source_language", None,
+        "A language-token model's (M2M-100's) source language for every line, e.g. en "
+        "(its token, __en__, goes in front); without it each line starts with its own.")
 _define("string", "decode_to_file", None,
         "Where translations (or --score_file scores) go (default for translations: "
         "<decode_from_file>.beam<k>.alpha<a>.decodes).")
@@ -105,14 +108,15 @@ def main(argv):
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
     files.decode_interactive(model, vocab, settings, search_fn=search_fn,
-                             target_language=FLAGS.target_language)
+                             target_language=FLAGS.target_language,
+                             source_language=FLAGS.source_language)
   elif FLAGS.score_file:
     scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
                        batch_size=settings.batching.batch_size)
   elif FLAGS.decode_from_file:
     inputs = files.InputFiles(FLAGS.decode_from_file, FLAGS.decode_reference,
                               FLAGS.decode_prefix_file, FLAGS.decode_constraints_file,
-                              FLAGS.target_language)
+                              FLAGS.target_language, FLAGS.source_language)
     files.decode_file(model, vocab, inputs, settings, outputs, search_fn,
                       decoding.hooks.postprocess)
   else:
@@ -132,9 +136,11 @@ def _check_flags():
                       ("--decode_constraints_file", FLAGS.decode_constraints_file)):
     if value and not FLAGS.decode_from_file:
       raise app.UsageError(f"{flag} goes with --decode_from_file")
-  if FLAGS.target_language and not (FLAGS.decode_from_file or FLAGS.decode_interactive):
-    raise app.UsageError("--target_language goes with --decode_from_file or "
-                         "--decode_interactive (a split's sources carry their tags)")
+  for flag, value in (("--target_language", FLAGS.target_language),
+                      ("--source_language", FLAGS.source_language)):
+    if value and not (FLAGS.decode_from_file or FLAGS.decode_interactive):
+      raise app.UsageError(f"{flag} goes with --decode_from_file or --decode_interactive "
+                           "(a split's sources carry their tags)")
   if FLAGS.decode_prefix_file and FLAGS.decode_constraints_file:
     raise app.UsageError("--decode_prefix_file and --decode_constraints_file do not combine "
                          "yet: give one")

@@ -12,7 +12,8 @@ its newest checkpoint (or --checkpoint_path, or every one listed with
 --all_checkpoints, for t2t-avg-all). From Marian: an unpacked OPUS-MT release (its
 decoder.yml names the .npz and vocab.yml; source.spm and target.spm beside them), or
 each file by flag. From Hugging Face: an OPUS-MT directory as the hub serves it
-(config.json, model.safetensors or tf_model.h5, vocab.json, source.spm, target.spm).
+(config.json, model.safetensors or tf_model.h5, vocab.json, source.spm, target.spm), or
+an M2M-100 one (config.json, model.safetensors, vocab.json, sentencepiece.bpe.model).
 Each way --output_dir becomes a run that t2t-decoder, t2t-exporter, t2t-avg-all,
 t2t-serve and t2t-trainer --warm_start_from take. What is mapped and what is refused:
 docs/migrating.md.

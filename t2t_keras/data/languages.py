@@ -12,6 +12,14 @@ user's line:
     language_of_line("<2fr> A dog runs.")  # "fr"
 
 A language the model was not trained on is one InputError listing the known ones.
+
+Models imported from fairseq's M2M-100 (and NLLB) name languages otherwise: a language
+token (`__fr__`, `fra_Latn`; the vocabulary's `labels`) in front of the source names the
+source language, and the decoder's first token, forced, the target language:
+
+    language_tokens(vocab)                 # {"de": "__de__", "en": "__en__", ...}
+    frame_with_tokens(["A dog."], None, "en", "de", tokens, "input")
+                                           # (["__en__ A dog."], ["__de__"]): the prefixes
 """
 
 import re
@@ -84,3 +92,55 @@ def tag_lines(lines, language, languages, source_name="input"):
           "(t2t-decoder --target_language)")
     check_language(found, languages)
   return list(lines)
+
+
+def language_tokens(vocab):
+  """{code: token} of a vocabulary whose language tokens are labels (M2M-100's `__fr__`
+  -> "fr", NLLB's `fra_Latn` as it is); {} for any other vocabulary."""
+  labels = getattr(vocab, "labels", ())
+  return {(label[2:-2] if label.startswith("__") and label.endswith("__") else label): label
+          for label in labels}
+
+
+def token_for(language, tokens, side):
+  """The token of `language` (a code of `tokens`, or a token itself); InputError listing
+  the known codes."""
+  if language in tokens:
+    return tokens[language]
+  if language in tokens.values():
+    return language
+  raise InputError(f"unknown {side} language {language!r}; this model knows "
+                   f"{', '.join(sorted(tokens))}")
+
+
+def frame_with_tokens(sources, prefixes, source_language, target_language, tokens, name):
+  """(sources, prefixes) as a language-token model reads them: each source led by the
+  source language's token (`source_language`'s, or its own, which every line must then
+  carry), each target prefix ("" or None: none) led by `target_language`'s token, the
+  decoder's forced first token. InputError without a target language, or naming the
+  first line without a source-language token."""
+  if target_language is None:
+    raise InputError(f"this model starts its output with the target language's token: "
+                     f"give the target language (one of {', '.join(sorted(tokens))})")
+  target = token_for(target_language, tokens, "target")
+  source = None if source_language is None else token_for(source_language, tokens, "source")
+  known, framed = set(tokens.values()), []
+  for number, line in enumerate(sources, start=1):
+    first, _, rest = line.strip().partition(" ")
+    if source is not None:
+      line = f"{source} {rest if first in known else line.strip()}".rstrip()
+    elif first not in known:
+      raise InputError(f"{name} line {number} does not start with a source-language token: "
+                       f"start it with one, or give the source language (one of "
+                       f"{', '.join(sorted(tokens))})")
+    framed.append(line)
+  return framed, [f"{target} {p}" if p else target for p in (prefixes or [""] * len(sources))]
+
+
+def label_pattern(labels=()):
+  """The regular expression `marian_vocab.split_label` applies, in RE2's syntax too (the
+  SavedModel's graph runs it): group 1 a leading label, group 2 the rest. A label is
+  `>>...<<` up to the first `<<`, or one of `labels` followed by a space or the end (the
+  space dropped)."""
+  known = "".join(f"|(?:{re.escape(label)})(?: |$)" for label in sorted(labels))
+  return f"(?s)^(>>.*?<<{known})?(.*)$"

@@ -32,16 +32,21 @@ before source.spm; that step is not done here (docs/migrating.md).
 """
 
 import io
+import re
 import zipfile
 
 import sentencepiece as spm
 import yaml
 
 from t2t_keras import fileio
+from t2t_keras.data import languages
 from t2t_keras.errors import InputError
 from t2t_keras.ids import PAD_ID, UNK_ID, content_ids
 
 MEMBERS = ("source.spm", "target.spm", "vocab.yml")
+# Optional: language tokens (one per line) that are one piece at a line's start and are
+# dropped from output text (M2M-100's `__fr__`, NLLB's `fra_Latn`).
+LABELS_MEMBER = "labels.txt"
 PAD_PIECE, EOS_PIECE, UNK_PIECE = "<pad>", "</s>", "<unk>"
 SPACE = "\u2581"  # sentencepiece's word boundary
 
@@ -73,13 +78,14 @@ def read_vocab_yml(text, name="vocab.yml"):
   return pieces
 
 
-def split_label(text):
+def split_label(text, labels=()):
   """(["<label>"] or [], the rest): a line that starts with `>>` keeps all up to the first
   `<<` as one piece, the target-language label of OPUS-MT's multilingual models (added
   after sentencepiece by OPUS-MT's preprocess.sh; transformers' MarianTokenizer
-  `remove_language_code` splits it off the same way)."""
-  end = text.find("<<") if text.startswith(">>") else -1
-  return ([text[:end + 2]], text[end + 2:]) if end >= 0 else ([], text)
+  `remove_language_code` splits it off the same way); one of `labels` (a language token
+  of the vocabulary's LABELS_MEMBER) followed by a space or the end is one piece too."""
+  label, rest = re.match(languages.label_pattern(labels), text).groups()
+  return ([label.rstrip(" ")] if label else []), rest
 
 
 def join_pieces(sp, pieces):
@@ -99,11 +105,15 @@ def our_order(marian_pieces):
   return ours, [index.get(p, -1) for p in ours]
 
 
-def write_archive(path, source_spm, target_spm, vocab_yml):
-  """Writes the pair file (`MEMBERS`, stored as given) at `path`, atomically."""
+def write_archive(path, source_spm, target_spm, vocab_yml, labels=()):
+  """Writes the pair file (`MEMBERS`, stored as given, and `labels` as LABELS_MEMBER where
+  there are any) at `path`, atomically."""
   buffer = io.BytesIO()
+  members = list(zip(MEMBERS, (source_spm, target_spm, vocab_yml)))
+  if labels:
+    members.append((LABELS_MEMBER, "".join(f"{label}\n" for label in labels).encode()))
   with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-    for name, data in zip(MEMBERS, (source_spm, target_spm, vocab_yml)):
+    for name, data in members:
       info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))  # same bytes each time
       archive.writestr(info, data, zipfile.ZIP_DEFLATED)
   fileio.write_atomic(path, buffer.getvalue())
@@ -121,12 +131,14 @@ def is_archive(path):
 class _Side:
   """One side's text <-> ids: a sentencepiece model's pieces through the joint ids."""
 
-  def __init__(self, proto, piece_ids, pieces, name):
+  def __init__(self, proto, piece_ids, pieces, name, labels=()):
     self.model_proto = proto
     self._sp = spm.SentencePieceProcessor(model_proto=proto)
     self._ids = piece_ids
     self._pieces = pieces
     self.name = name
+    self.labels = tuple(labels)
+    self._label_ids = frozenset(piece_ids[label] for label in labels)
 
   @property
   def vocab_size(self):
@@ -135,18 +147,20 @@ class _Side:
   def encode(self, text):
     """Text -> ids (a piece not in vocab.yml: UNK), without EOS; a leading language
     label (`>>fra<<`) is one piece (`split_label`)."""
-    label, text = split_label(text)
+    label, text = split_label(text, self.labels)
     return [self._ids.get(p, UNK_ID) for p in label + self._sp.encode(text, out_type=str)]
 
   def encode_batch(self, texts, num_threads=-1):
-    labels, texts = zip(*map(split_label, texts)) if texts else ((), ())
+    split = [split_label(text, self.labels) for text in texts]
+    labels, texts = zip(*split) if split else ((), ())
     return [[self._ids.get(p, UNK_ID) for p in label + pieces] for label, pieces in
             zip(labels, self._sp.encode(list(texts), out_type=str, num_threads=num_threads))]
 
   def decode(self, ids):
     """Ids -> text through this side's model (`join_pieces`); stops at the first EOS,
-    drops PAD."""
-    return join_pieces(self._sp, [self._pieces[i] for i in content_ids(ids)])
+    drops PAD and the labels' ids."""
+    return join_pieces(self._sp, [self._pieces[i] for i in content_ids(ids)
+                                  if i not in self._label_ids])
 
   def id_to_piece(self, i):
     return self._pieces[int(i)]
@@ -158,7 +172,7 @@ class _Side:
     """This side in TF ops (`MarianTokenizer`): tokenize with this side's model,
     detokenize with the same."""
     from t2t_keras.data.marian_vocab_tf import MarianTokenizer  # pylint: disable=import-outside-toplevel
-    return MarianTokenizer(self.model_proto, self.model_proto, self._pieces)
+    return MarianTokenizer(self.model_proto, self.model_proto, self._pieces, self.labels)
 
 
 class MarianVocabulary:
@@ -175,14 +189,22 @@ class MarianVocabulary:
     try:
       with zipfile.ZipFile(io.BytesIO(fileio.read_bytes(path))) as archive:
         data = {name: archive.read(name) for name in MEMBERS}
+        names = archive.namelist()
+        labels = (archive.read(LABELS_MEMBER).decode("utf-8").split()
+                  if LABELS_MEMBER in names else [])
     except (zipfile.BadZipFile, KeyError) as e:
       raise InputError(f"{path}: not a Marian vocabulary pair ({e})") from None
     marian = read_vocab_yml(data["vocab.yml"].decode("utf-8"),
                             vocab_name or f"{path}:vocab.yml")
     pieces, self.marian_ids = our_order(marian)
     ids = {p: i for i, p in enumerate(pieces)}
-    self.source = _Side(data["source.spm"], ids, pieces, "source")
-    self.target = _Side(data["target.spm"], ids, pieces, "target")
+    unknown = [label for label in labels if label not in ids]
+    if unknown:
+      raise InputError(f"{path}: {LABELS_MEMBER} names {unknown[0]!r}, which its vocab.yml "
+                       "does not hold")
+    self.labels = tuple(labels)
+    self.source = _Side(data["source.spm"], ids, pieces, "source", labels)
+    self.target = _Side(data["target.spm"], ids, pieces, "target", labels)
     self.pad_added = self.marian_ids[PAD_ID] < 0
     self.vocab_size = len(pieces)
     self.encode, self.encode_batch = self.source.encode, self.source.encode_batch
@@ -193,7 +215,7 @@ class MarianVocabulary:
     """In TF ops: tokenize source text, detokenize target ids (`MarianTokenizer`)."""
     from t2t_keras.data.marian_vocab_tf import MarianTokenizer  # pylint: disable=import-outside-toplevel
     return MarianTokenizer(self.source.model_proto, self.target.model_proto,
-                           self.target._pieces)  # pylint: disable=protected-access
+                           self.target._pieces, self.labels)  # pylint: disable=protected-access
 
   def __repr__(self):
     return f"MarianVocabulary({self.model_path!r}, vocab_size={self.vocab_size})"

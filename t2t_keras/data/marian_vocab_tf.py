@@ -4,10 +4,8 @@ SavedModel's tokenizer, with the same ids as the Python side."""
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from t2t_keras.data.languages import label_pattern
 from t2t_keras.ids import UNK_ID
-
-# A line's leading language label (group 1, possibly empty) and the rest (group 2).
-LABEL = r"(?s)^(>>.*?<<)?(.*)$"
 
 
 class MarianTokenizer(tf.Module):
@@ -18,10 +16,15 @@ class MarianTokenizer(tf.Module):
     tokenize_proto: the serialized sentencepiece model `tokenize` splits text with.
     detokenize_proto: the one `detokenize` joins pieces with.
     pieces: the piece of each id, in our id order (`MarianVocabulary`).
+    labels: language tokens that are one piece at a line's start and are dropped from
+      output text (`marian_vocab.split_label`).
   """
 
-  def __init__(self, tokenize_proto, detokenize_proto, pieces, name=None):
+  def __init__(self, tokenize_proto, detokenize_proto, pieces, labels=(), name=None):
     super().__init__(name=name)
+    self._label = label_pattern(labels)
+    index = {piece: i for i, piece in enumerate(pieces)}
+    self._label_ids = tf.constant(sorted(index[label] for label in labels) or [-1], tf.int32)
     self.vocab_size = len(pieces)
     self.pieces = tf.constant(list(pieces))
     self._ids = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
@@ -34,8 +37,9 @@ class MarianTokenizer(tf.Module):
     """string [n] -> ragged int32 [n, (ids)], without EOS (a piece not in the
     vocabulary: UNK); a leading language label (`>>fra<<`) is one piece, as
     `marian_vocab.split_label` splits it."""
-    label = tf.strings.regex_replace(texts, LABEL, r"\1")
-    rest = tf.strings.regex_replace(texts, LABEL, r"\2")
+    label = tf.strings.regex_replace(tf.strings.regex_replace(texts, self._label, r"\1"),
+                                     " $", "")
+    rest = tf.strings.regex_replace(texts, self._label, r"\2")
     pieces = tf.concat([tf.ragged.boolean_mask(label[:, None], label[:, None] != ""),
                         self._split.tokenize(rest)], axis=1)
     return pieces.with_flat_values(self._ids.lookup(pieces.flat_values))
@@ -51,5 +55,8 @@ class MarianTokenizer(tf.Module):
   def detokenize(self, ids):
     """ragged int [n, (len)] (no EOS, no PAD) -> string [n], the pieces decoded by the
     detokenizing model, "▁" left a space, the ends stripped (`marian_vocab.join_pieces`)."""
+    keep = tf.ragged.map_flat_values(lambda v: tf.reduce_all(
+        tf.not_equal(tf.cast(v, tf.int32)[:, None], self._label_ids), axis=-1), ids)
+    ids = tf.ragged.boolean_mask(ids, keep)
     text = self._join.detokenize(self.id_to_string(ids))
     return tf.strings.strip(tf.strings.regex_replace(text, "\u2581", " "))

@@ -55,12 +55,21 @@ class InputFiles:
   prefix: Optional[str] = None
   constraints: Optional[str] = None
   target_language: Optional[str] = None
+  source_language: Optional[str] = None
 
   def read(self, vocab):
-    """Their `Lines` (sources tagged for a multilingual `vocab`); InputError naming both
-    files where a file's line count differs from the source's."""
-    sources = tag_sources(languages_lib.languages_of(vocab), read_lines(self.source),
-                          self.target_language, self.source)
+    """Their `Lines` (sources tagged for a multilingual `vocab`; for one with language
+    tokens, M2M-100's, sources led by the source language's and prefixes by the target
+    language's: `languages.frame_with_tokens`); InputError naming both files where a
+    file's line count differs from the source's."""
+    tokens = languages_lib.language_tokens(vocab)
+    sources = read_lines(self.source)
+    if not tokens:
+      if self.source_language is not None:
+        raise InputError("a source language is for models whose vocabulary has language "
+                         "tokens (M2M-100's); this one reads any source")
+      sources = tag_sources(languages_lib.languages_of(vocab), sources,
+                            self.target_language, self.source)
     aligned = []
     for path, reader, what in ((self.reference, read_lines, ""),
                                (self.prefix, read_lines, "the prefix file "),
@@ -70,6 +79,13 @@ class InputFiles:
         raise InputError(f"{self.source} has {len(sources)} lines but {what}{path} has "
                          f"{len(lines)}")
       aligned.append(lines)
+    if tokens:
+      if aligned[2] is not None:
+        raise InputError("terminology constraints on a model with language tokens "
+                         "(M2M-100's) are not supported yet")
+      sources, aligned[1] = languages_lib.frame_with_tokens(
+          sources, aligned[1], self.source_language, self.target_language, tokens,
+          self.source)
     return Lines(sources, *aligned)
 
 
@@ -296,7 +312,7 @@ def decode_split(model, vocab, split, settings=None, outputs=Outputs(), search_f
 
 
 def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn=None,
-                       target_language=None):
+                       target_language=None, source_language=None):
   """Reads lines from `stream` (stdin) and prints their n-best translations until EOF
   (settings: a `DecodeSettings`; `search_fn` as in `translate_and_score`; a multilingual
   model's lines take `target_language`'s tag, or carry their own: a line without one is
@@ -304,17 +320,23 @@ def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn
   stream = stream or sys.stdin
   settings = settings.replace(batch_size=1)
   search_fn = search_fn or make_search_fn(model, settings.search)
-  known = languages_lib.languages_of(vocab)
+  known, tokens = languages_lib.languages_of(vocab), languages_lib.language_tokens(vocab)
   for line in stream:
     line = line.strip()
     if not line:
       continue
+    prefixes = None
     try:
-      line, = tag_sources(known, [line], target_language, "stdin")
+      if tokens:
+        (line,), prefixes = languages_lib.frame_with_tokens(
+            [line], None, source_language, target_language, tokens, "stdin")
+      else:
+        line, = tag_sources(known, [line], target_language, "stdin")
     except InputError as e:
       log(f"error: {e}")
       continue
-    nbest = translate_lines(model, vocab, [line], settings, search_fn)
+    nbest = translate_lines(model, vocab, [line], settings,
+                            search_fn if prefixes is None else None, prefixes=prefixes)
     if nbest.truncated:
       log(f"(the line is longer than {settings.batching.max_input_size} pieces and was cut "
           "to them: decode hparam max_input_size)")

@@ -3,16 +3,17 @@
     import_run("opus-mt-en-de", "runs/opus-en-de")
 
 config.json's `model_type` names the family; each family's module reads its own
-config, vocabulary and weights (`hf_marian` for OPUS-MT's "marian").
+config, vocabulary and weights (`hf_marian` for OPUS-MT's "marian", `hf_m2m100` for
+M2M-100's "m2m_100").
 """
 
 import os
 
 from t2t_keras import fileio, runs
 from t2t_keras.errors import InputError
-from t2t_keras.importing import hf_files, hf_marian
+from t2t_keras.importing import hf_files, hf_m2m100, hf_marian
 
-FAMILIES = {"marian": hf_marian}
+FAMILIES = {"marian": hf_marian, "m2m_100": hf_m2m100}
 
 
 def import_run(hf_dir, output_dir, *, problem="translate_parallel_text", overrides=None,

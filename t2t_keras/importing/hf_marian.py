@@ -181,7 +181,7 @@ def _norm(name, residual):
           (f"{name}.bias", residual.layer_norm.beta, False)]
 
 
-def _fits(given, shape):
+def fits(given, shape):
   """Whether a tensor of shape `given` is a variable of `shape` with some axes joined:
   a [1, n] bias is [n], and our attention's kernels split an axis into heads ([d, d] is
   [d, heads, d / heads] or [heads, d / heads, d])."""
@@ -191,16 +191,16 @@ def _fits(given, shape):
       len(shape) == 1 and tuple(given) == (1, shape[0]))
 
 
-def _assign(variable, value, name):
-  """variable <- value, whose shape must be the variable's (`_fits`)."""
+def assign(variable, value, name):
+  """variable <- value, whose shape must be the variable's (`fits`)."""
   shape = tuple(variable.shape)
-  if not _fits(value.shape, shape):
+  if not fits(value.shape, shape):
     raise InputError(f"the weights' {name} has shape {list(value.shape)}; config.json asks "
                      f"for {list(shape)}")
   variable.assign(value.reshape(shape))
 
 
-def _rows(tensors, name, count, take):
+def checked_rows(tensors, name, count, take):
   """tensors[name] (`take`n) with `count` rows (a [1, V] bias: V values), else InputError."""
   value = take(name)
   rows = value.shape[-1] if name == "final_logits_bias" else value.shape[0]
@@ -260,12 +260,12 @@ def load_weights(model, tensors, marian_ids, weights=""):
   if np.any(table[marian_ids[PAD_ID]]):
     raise InputError("the weights' <pad> row is not zero (Hugging Face's Marian starts the "
                      "decoder from it; its converter writes zeros)")
-  _assign(model.embedding.embeddings, marian.reorder_rows(table, marian_ids),
+  assign(model.embedding.embeddings, marian.reorder_rows(table, marian_ids),
           "model.shared.weight")
   count = len(marian_ids)
   if not model.hparams.shared_embedding_and_softmax_weights:
-    _assign(model.softmax_table.embeddings, marian.reorder_rows(
-        _rows(tensors, "lm_head.weight", count, take), marian_ids), "lm_head.weight")
+    assign(model.softmax_table.embeddings, marian.reorder_rows(
+        checked_rows(tensors, "lm_head.weight", count, take), marian_ids), "lm_head.weight")
   elif "lm_head.weight" in tensors:
     if not np.array_equal(take("lm_head.weight"), table):
       raise InputError("the weights' lm_head.weight differs from the embedding table; "
@@ -274,12 +274,12 @@ def load_weights(model, tensors, marian_ids, weights=""):
     raise InputError(f"{weights} has no final_logits_bias: transformers' TF weights saved "
                      "before September 2022 lost it (transformers PR 18833) and translate "
                      f"wrongly; import the repository's {hf_files.SAFETENSORS} instead")
-  _assign(model.softmax_embedding.bias, marian.reorder_rows(
-      _rows(tensors, "final_logits_bias", count, take), marian_ids), "final_logits_bias")
+  assign(model.softmax_embedding.bias, marian.reorder_rows(
+      checked_rows(tensors, "final_logits_bias", count, take), marian_ids), "final_logits_bias")
   check_positions(tensors, model.hparams.hidden_size, used)
   for name, variable, transposed in variable_map(model):
     value = take(name)
-    _assign(variable, value.T if transposed else value, name)
+    assign(variable, value.T if transposed else value, name)
   left = hf_files.numbered(set(tensors) - used)
   if left:
     raise InputError(f"{len(left)} tensor(s) the model has no place for: "

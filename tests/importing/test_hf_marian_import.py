@@ -142,8 +142,8 @@ def _break(hf, case):
     _edit(config, activation_function="gelu")
   elif case == "pre_norm":
     _edit(config, normalize_before=True)
-  elif case == "m2m":
-    _edit(config, model_type="m2m_100")
+  elif case == "t5":
+    _edit(config, model_type="t5")
   elif case == "vocab_size":
     with open(os.path.join(hf, "vocab.json"), encoding="utf-8") as f:
       size = len(json.load(f))
@@ -210,7 +210,7 @@ def _state_dict(hf):
      "silu, relu)"),
     ("pre_norm", "config.json: normalize_before: true is not supported (Hugging Face's "
      "Marian computes normalize_before=false only)"),
-    ("m2m", "model_type 'm2m_100' is not supported (supported: marian)"),
+    ("t5", "model_type 't5' is not supported (supported: m2m_100, marian)"),
     ("vocab_size", "vocab.json has"),
     ("table_rows", "the weights' model.shared.weight has"),
     ("missing", "the weights have no model.decoder.layers.1.fc2.bias, which config.json needs"),

@@ -1,0 +1,120 @@
+"""Small random M2M-100 models in Hugging Face's layout, for the import tests.
+
+  model = write_hf_dir(directory, seed=1)
+
+A directory holds what a `facebook/m2m100_*` repository serves: config.json,
+generation_config.json, tokenizer_config.json and special_tokens_map.json (the language
+tokens as `additional_special_tokens`), vocab.json (fairseq's dictionary: <s> 0, <pad> 1,
+</s> 2, <unk> 3, then the pieces of the sentencepiece model but its last three, which the
+dictionary lacks, as real dictionaries lack some of the model's pieces),
+sentencepiece.bpe.model (trained here on English and German number words, fairseq's
+layout: <unk> 0, <s> 1, </s> 2) and model.safetensors. Three language tokens (`__en__`,
+`__de__`, `__fr__`) follow the dictionary's ids, then 8 unused rows (M2M100Tokenizer's
+`num_madeup_words`).
+
+The weights are random under PyTorch's names, scaled as `marian_fixture`'s (`sharpness` on
+the queries and keys); <pad>'s embedding row is 0 (nn.Embedding's padding_idx).
+"""
+
+import io
+import json
+import os
+
+import numpy as np
+import sentencepiece as spm
+from safetensors.numpy import save_file
+
+import marian_fixture
+
+DIM, HEADS, FFN, DEPTH, MADEUP = 16, 2, 32, 2, 8
+LANGUAGES = ["__en__", "__de__", "__fr__"]
+
+
+def train_spm(lines, vocab_size):
+  out = io.BytesIO()
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(lines), model_writer=out, model_type="bpe",
+      vocab_size=vocab_size, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+      hard_vocab_limit=False, minloglevel=2, num_threads=1)
+  return out.getvalue()
+
+
+def random_state_dict(config, seed, sharpness=3):
+  """{PyTorch name: float32 array} of M2M100ForConditionalGeneration."""
+  rng = np.random.RandomState(seed)
+  d, f, v = config["d_model"], config["encoder_ffn_dim"], config["vocab_size"]
+  normal = lambda shape, std: rng.normal(0.0, std, shape).astype(np.float32)  # noqa: E731
+  sd = {}
+
+  def norm(name):
+    sd[f"{name}.weight"], sd[f"{name}.bias"] = 1.0 + normal(d, 0.1), normal(d, 0.1)
+
+  def attention(name):
+    for p, scale in (("q", sharpness), ("k", sharpness), ("v", 1), ("out", 3)):
+      sd[f"{name}.{p}_proj.weight"] = normal((d, d), scale * d ** -0.5)
+      sd[f"{name}.{p}_proj.bias"] = normal(d, 0.1)
+    norm(f"{name}_layer_norm")
+
+  def ffn(prefix):
+    sd[f"{prefix}.fc1.weight"], sd[f"{prefix}.fc1.bias"] = normal((f, d), d ** -0.5), normal(f, 0.1)
+    sd[f"{prefix}.fc2.weight"] = normal((d, f), 3 * f ** -0.5)
+    sd[f"{prefix}.fc2.bias"] = normal(d, 0.1)
+    norm(f"{prefix}.final_layer_norm")
+
+  for i in range(config["encoder_layers"]):
+    attention(f"model.encoder.layers.{i}.self_attn")
+    ffn(f"model.encoder.layers.{i}")
+  for i in range(config["decoder_layers"]):
+    attention(f"model.decoder.layers.{i}.self_attn")
+    attention(f"model.decoder.layers.{i}.encoder_attn")
+    ffn(f"model.decoder.layers.{i}")
+  norm("model.encoder.layer_norm")
+  norm("model.decoder.layer_norm")
+  sd["model.shared.weight"] = normal((v, d), 0.5)
+  sd["model.shared.weight"][config["pad_token_id"]] = 0.0
+  return sd
+
+
+def write_hf_dir(directory, seed=1, sharpness=3):
+  """Writes an M2M-100 repository of a random model; returns {"config", "sd" (float64),
+  "vocab" (piece -> id, the language tokens included), "dir"}."""
+  os.makedirs(directory, exist_ok=True)
+  english, german = marian_fixture.corpus()
+  proto = train_spm(english + german, 120)
+  sp = spm.SentencePieceProcessor(model_proto=proto)
+  pieces = [sp.id_to_piece(i) for i in range(3, sp.get_piece_size())][:-3]
+  vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+  vocab.update({p: 4 + i for i, p in enumerate(pieces)})
+  size = len(vocab) + len(LANGUAGES) + MADEUP
+  config = {
+      "_name_or_path": "fixture/m2m100", "activation_dropout": 0.0,
+      "activation_function": "relu", "architectures": ["M2M100ForConditionalGeneration"],
+      "attention_dropout": 0.1, "bos_token_id": 0, "d_model": DIM,
+      "decoder_attention_heads": HEADS, "decoder_ffn_dim": FFN, "decoder_layerdrop": 0.05,
+      "decoder_layers": DEPTH, "decoder_start_token_id": 2, "dropout": 0.1,
+      "encoder_attention_heads": HEADS, "encoder_ffn_dim": FFN, "encoder_layerdrop": 0.05,
+      "encoder_layers": DEPTH, "eos_token_id": 2, "init_std": 0.02,
+      "is_encoder_decoder": True, "max_position_embeddings": 64, "model_type": "m2m_100",
+      "num_hidden_layers": DEPTH, "pad_token_id": 1, "scale_embedding": True,
+      "transformers_version": "4.57.1", "use_cache": True, "vocab_size": size}
+  sd = random_state_dict(config, seed, sharpness)
+  save_file(sd, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+  files = {"config.json": config, "vocab.json": vocab,
+           "generation_config.json": {"bos_token_id": 0, "decoder_start_token_id": 2,
+                                      "eos_token_id": 2, "pad_token_id": 1,
+                                      "max_length": 200},
+           "tokenizer_config.json": {"tokenizer_class": "M2M100Tokenizer",
+                                     "language_codes": "m2m100", "num_madeup_words": MADEUP,
+                                     "src_lang": "en", "tgt_lang": "de",
+                                     "model_max_length": 1024},
+           "special_tokens_map.json": {"additional_special_tokens": LANGUAGES,
+                                       "bos_token": "<s>", "eos_token": "</s>",
+                                       "pad_token": "<pad>", "unk_token": "<unk>"}}
+  for name, value in files.items():
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+      json.dump(value, f, ensure_ascii=False, indent=2)
+  with open(os.path.join(directory, "sentencepiece.bpe.model"), "wb") as f:
+    f.write(proto)
+  languages = {token: len(vocab) + i for i, token in enumerate(LANGUAGES)}
+  return {"config": config, "vocab": {**vocab, **languages}, "dir": directory,
+          "sd": {k: v.astype(np.float64) for k, v in sd.items()}}

@@ -1,0 +1,161 @@
+"""t2t-import --from=hf on M2M-100 in Hugging Face's layout: random models written as the hub
+serves them (`hf_m2m100_fixture.py`) against a float64 NumPy M2M100ForConditionalGeneration
+written from transformers' source (`hf_m2m100_reference.py`, no code shared with the
+package): logits within 1e-5 with the source framed `__en__ words </s>` and the target
+`__de__ words </s>`; greedy outputs equal with the target language forced as the decoder's
+first token (a target prefix); the language tokens one piece at a line's start and left out
+of output text; bad input, one line each.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import hf_m2m100_fixture as fixture
+import hf_m2m100_reference as reference
+import marian_fixture
+from t2t_keras import bin as t2t_bin, runs
+from t2t_keras.bin import t2t_import as import_bin
+from t2t_keras.data import vocabulary
+from t2t_keras.decoding import translate
+from t2t_keras.decoding.settings import parse_decode_hparams
+from t2t_keras.ids import EOS_ID
+
+TOL = 1e-5
+
+
+def imported(root, **kwargs):
+  model = fixture.write_hf_dir(str(root / "hf"), **kwargs)
+  code = t2t_bin.run_in_process(import_bin, ["t2t-import", "--from=hf",
+                                             f"--hf_dir={root / 'hf'}",
+                                             f"--output_dir={root / 'run'}"])
+  assert code == 0
+  return model, runs.load(str(root / "run"))
+
+
+def _hf(vocab, ids):
+  return [vocab.marian_ids[i] for i in ids]
+
+
+def test_logits_equal_transformers_computation(tmp_path):
+  model, run = imported(tmp_path, sharpness=1)
+  hp, vocab = run.hparams, run.vocab
+  assert (hp.norm_type, hp.norm_epsilon, hp.pos, hp.position_offset, hp.decoder_start_id) == (
+      "pre", 1e-5, "timing_t2t", 2, EOS_ID)
+  english, german = marian_fixture.corpus(8, seed=5)
+  worst = 0.0
+  for source, target in zip(english, german):
+    src = vocab.encode(f"__en__ {source}") + [EOS_ID]
+    tgt = vocabulary.target_side(vocab).encode(f"__de__ {target}") + [EOS_ID]
+    assert _hf(vocab, src)[0] == model["vocab"]["__en__"]
+    assert _hf(vocab, tgt)[0] == model["vocab"]["__de__"]
+    theirs = reference.teacher_forced_logits(model["sd"], model["config"], _hf(vocab, src),
+                                             _hf(vocab, tgt))
+    ours = run.model({"inputs": tf.constant([src]), "targets": tf.constant([tgt])})[0].numpy()
+    worst = max(worst, float(np.abs(ours - theirs[:, vocab.marian_ids]).max()))
+  assert worst < TOL, worst
+
+
+def test_greedy_outputs_with_the_target_language_forced(tmp_path):
+  """translate_lines with the prefix "__de__": the reference's generate with
+  forced_bos_token_id __de__, the same ids; the text leaves the language token out."""
+  model, run = imported(tmp_path, sharpness=3)
+  vocab = run.vocab
+  english, _ = marian_fixture.corpus(8, seed=7)
+  lines = [f"__en__ {line}" for line in english]
+  settings = parse_decode_hparams("beam_size=1,extra_length=6,jit=false")
+  nbest = translate.translate_lines(run.model, vocab, lines, settings,
+                                    prefixes=["__de__"] * len(lines))
+  outputs = set()
+  for line, hyps in zip(lines, nbest):
+    ours = _hf(vocab, [int(i) for i in hyps[0].ids])
+    src = _hf(vocab, vocab.encode(line) + [EOS_ID])
+    theirs = reference.greedy(model["sd"], model["config"], src, model["vocab"]["__de__"],
+                              len(ours) + 1)
+    assert ours[0] == model["vocab"]["__de__"] and ours == theirs[:len(ours)], (ours, theirs)
+    assert "__de__" not in hyps[0].text
+    outputs.add(tuple(ours))
+  assert len(outputs) > 1
+
+
+@pytest.mark.parametrize("case, message", [
+    ("no_languages", "no language tokens (additional_special_tokens in tokenizer_config.json "
+     "or special_tokens_map.json)"),
+    ("vocab_ids", "'<s>' has id 1, not fairseq's 0"),
+    ("vocab_size", "config.json's vocab_size is 3"),
+    ("gelu", "config.json: activation_function: 'gelu' is not supported"),
+    ("start", "config.json: decoder_start_token_id: 0 is not supported (M2M-100's is 2)"),
+    ("no_spm", "sentencepiece.bpe.model: no such file"),
+])
+def test_a_bad_directory_gets_one_line_and_exit_1(case, message, tmp_path, capsys):
+  hf = tmp_path / "hf"
+  fixture.write_hf_dir(str(hf), seed=2)
+
+  def edit(name, **changes):
+    value = json.loads((hf / name).read_text(encoding="utf-8"))
+    value.update(changes)
+    (hf / name).write_text(json.dumps(value), encoding="utf-8")
+
+  if case == "no_languages":
+    edit("special_tokens_map.json", additional_special_tokens=[])
+  elif case == "vocab_ids":
+    edit("vocab.json", **{"<s>": 1, "<pad>": 0})
+  elif case == "vocab_size":
+    edit("config.json", vocab_size=3)
+  elif case == "gelu":
+    edit("config.json", activation_function="gelu")
+  elif case == "start":
+    edit("config.json", decoder_start_token_id=0)
+  elif case == "no_spm":
+    os.remove(hf / "sentencepiece.bpe.model")
+  capsys.readouterr()
+  code = t2t_bin.run_in_process(import_bin, ["t2t-import", "--from=hf", f"--hf_dir={hf}",
+                                             f"--output_dir={tmp_path / 'run'}"])
+  err = capsys.readouterr().err
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert code == 1 and len(lines) == 1 and message in lines[0], err
+  assert not os.path.exists(tmp_path / "run")
+
+
+def test_the_decoder_binary_takes_source_and_target_languages(tmp_path, capsys):
+  """t2t-decoder --source_language=en --target_language=de (greedy): the reference's
+  outputs as text (the language token left out); lines that carry their own source token
+  need no --source_language; an unknown code lists the known ones; no target language is
+  one line saying so."""
+  from binaries import run_binary  # pylint: disable=import-outside-toplevel
+  from t2t_keras.bin import decoder as decoder_bin  # pylint: disable=import-outside-toplevel
+  model, run = imported(tmp_path, sharpness=3)
+  vocab = run.vocab
+  english, _ = marian_fixture.corpus(5, seed=11)
+  source = tmp_path / "in.en"
+  source.write_text("".join(f"{line}\n" for line in english), encoding="utf-8")
+  ours = {m: i for i, m in enumerate(vocab.marian_ids)}
+
+  def decode(*flags, path=source):
+    out = tmp_path / "out.txt"
+    code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={tmp_path / 'run'}",
+                              f"--decode_from_file={path}", f"--decode_to_file={out}",
+                              "--decode_hparams=beam_size=1,extra_length=6,jit=false", *flags)
+    return code, err, (out.read_text(encoding="utf-8").splitlines() if code == 0 else None)
+
+  code, err, lines = decode("--source_language=en", "--target_language=de")
+  assert code == 0, err
+  for line, text in zip(english, lines):
+    src = _hf(vocab, vocab.encode(f"__en__ {line}") + [EOS_ID])
+    limit = len(src) + 6
+    theirs = reference.greedy(model["sd"], model["config"], src, model["vocab"]["__de__"],
+                              limit)
+    theirs = [ours[i] for i in theirs[1:limit] if i != model["vocab"]["</s>"]]
+    assert text == vocab.decode(theirs), (line, text)
+  tagged = tmp_path / "tagged.en"
+  tagged.write_text("".join(f"__en__ {line}\n" for line in english), encoding="utf-8")
+  assert decode("--target_language=__de__", path=tagged)[2] == lines
+  code, err, _ = decode("--source_language=xx", "--target_language=de")
+  assert code == 1 and "unknown source language 'xx'; this model knows de, en, fr" in err
+  code, err, _ = decode("--source_language=en")
+  assert code == 1 and "give the target language (one of de, en, fr)" in err
+  code, err, _ = decode("--target_language=de")
+  assert code == 1 and "line 1 does not start with a source-language token" in err
