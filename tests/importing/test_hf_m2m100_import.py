@@ -120,6 +120,7 @@ def test_a_bad_directory_gets_one_line_and_exit_1(case, message, tmp_path, capsy
   assert not os.path.exists(tmp_path / "run")
 
 
+@pytest.mark.heavy
 def test_the_decoder_binary_takes_source_and_target_languages(tmp_path, capsys):
   """t2t-decoder --source_language=en --target_language=de (greedy): the reference's
   outputs as text (the language token left out); lines that carry their own source token
