@@ -26,7 +26,9 @@ What it follows, each from the function or class named:
 
 import numpy as np
 
-EPS = 1e-5
+# nn.LayerNorm (eps 1e-5), nn.Linear and the attention are BART's in both families
+# ("Copied from transformers.models.bart" in both files): the Marian reference's.
+from hf_marian_reference import attention, layer_norm, linear  # noqa: F401
 
 
 def sinusoids(n_pos, dim, padding_idx):
@@ -43,29 +45,6 @@ def sinusoids(n_pos, dim, padding_idx):
 def positions(ids, padding_idx, past=0):
   mask = (np.asarray(ids) != padding_idx).astype(np.int64)
   return (np.cumsum(mask) + past) * mask + padding_idx
-
-
-def layer_norm(x, sd, name):
-  mean = x.mean(-1, keepdims=True)
-  var = ((x - mean) ** 2).mean(-1, keepdims=True)
-  return (x - mean) / np.sqrt(var + EPS) * sd[f"{name}.weight"] + sd[f"{name}.bias"]
-
-
-def linear(x, sd, name):
-  return x @ sd[f"{name}.weight"].T + sd[f"{name}.bias"]
-
-
-def attention(sd, name, hidden, memory, mask, heads):
-  q, k, v = (linear(x, sd, f"{name}.{p}_proj") for x, p in
-             ((hidden, "q"), (memory, "k"), (memory, "v")))
-  head_dim = q.shape[1] // heads
-  out = []
-  for h in range(heads):
-    cols = slice(h * head_dim, (h + 1) * head_dim)
-    z = q[:, cols] @ k[:, cols].T * head_dim ** -0.5 + mask
-    w = np.exp(z - z.max(-1, keepdims=True))
-    out.append((w / w.sum(-1, keepdims=True)) @ v[:, cols])
-  return linear(np.concatenate(out, axis=1), sd, f"{name}.out_proj")
 
 
 def _embed(sd, config, ids):

@@ -22,14 +22,11 @@ biases, no logit bias, the decoder starting from </s> (`decoder_start_id`); a so
 """
 
 import os
-import tempfile
 
 import numpy as np
-import tensorflow as tf
 import yaml
 
-from t2t_keras import fileio, registry, runs
-from t2t_keras.data import marian_vocab
+from t2t_keras import fileio, registry
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 from t2t_keras.importing import hf_files, hf_marian, marian
@@ -148,13 +145,7 @@ def load_weights(model, tensors, marian_ids):
   pairs = hf_marian.variable_map(model) + [
       (f"model.{side}.layer_norm.{p}", getattr(getattr(model, f"{side}_norm"), attr), False)
       for side in ("encoder", "decoder") for p, attr in (("weight", "gamma"), ("bias", "beta"))]
-  for name, variable, transposed in pairs:
-    value = take(name)
-    hf_marian.assign(variable, value.T if transposed else value, name)
-  left = hf_files.numbered(set(tensors) - used)
-  if left:
-    raise InputError(f"{len(left)} tensor(s) the model has no place for: "
-                     f"{', '.join(left[:5])}{' ...' if len(left) > 5 else ''}")
+  hf_marian.assign_all(pairs, tensors, take, used)
 
 
 def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
@@ -171,17 +162,8 @@ def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
   vocab_data = yaml.safe_dump({p: i for i, p in enumerate(pieces)}, allow_unicode=True,
                               sort_keys=False).encode("utf-8")
   tensors, weights = hf_files.read_weights(hf_dir)
-  with tempfile.TemporaryDirectory() as tmp:
-    pair = os.path.join(tmp, runs.VOCAB_FILE)
-    marian_vocab.write_archive(pair, spm, spm, vocab_data, labels=languages)
-    vocab = marian_vocab.MarianVocabulary(pair, vocab_name=os.path.join(hf_dir, "vocab.json"))
-    model = runs.build_model(hparams, vocab.vocab_size)
-    load_weights(model, tensors, vocab.marian_ids)  # every check before writing
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), output_dir,
-                                         max_to_keep=None)
-    written = manager.save(checkpoint_number=0)
-    runs.save_run_info(output_dir, hparams, problem, vocab.vocab_size, pair,
-                       imported_from={"hf": {"dir": hf_dir, "weights": weights,
-                                             "model_type": "m2m_100"}})
-  log(f"imported {weights} -> {written}")
-  return written
+  return hf_marian.write_run(
+      output_dir, hparams, (spm, spm, vocab_data, languages),
+      lambda model, marian_ids: load_weights(model, tensors, marian_ids),
+      imported_from={"dir": hf_dir, "weights": weights, "model_type": "m2m_100"},
+      vocab_name=os.path.join(hf_dir, "vocab.json"), problem=problem, log=log)

@@ -277,13 +277,40 @@ def load_weights(model, tensors, marian_ids, weights=""):
   assign(model.softmax_embedding.bias, marian.reorder_rows(
       checked_rows(tensors, "final_logits_bias", count, take), marian_ids), "final_logits_bias")
   check_positions(tensors, model.hparams.hidden_size, used)
-  for name, variable, transposed in variable_map(model):
+  assign_all(variable_map(model), tensors, take, used)
+
+
+def assign_all(pairs, tensors, take, used):
+  """Assigns each (PyTorch name, variable, transposed) of `pairs` its tensor (`take`n);
+  then InputError naming the tensors left over (not in `used`)."""
+  for name, variable, transposed in pairs:
     value = take(name)
     assign(variable, value.T if transposed else value, name)
   left = hf_files.numbered(set(tensors) - used)
   if left:
     raise InputError(f"{len(left)} tensor(s) the model has no place for: "
                      f"{', '.join(left[:5])}{' ...' if len(left) > 5 else ''}")
+
+
+def write_run(output_dir, hparams, pair_files, fill, *, imported_from, vocab_name,
+              problem="translate_parallel_text", log=print):
+  """Builds the model of `hparams` over the vocabulary pair of `pair_files` (source.spm,
+  target.spm, vocab.yml, labels: `marian_vocab.write_archive`'s), lets `fill(model,
+  marian_ids)` assign its weights (its InputErrors come before anything is written),
+  then writes output_dir: the checkpoint, then run.json. Returns the checkpoint prefix."""
+  with tempfile.TemporaryDirectory() as tmp:
+    pair = os.path.join(tmp, runs.VOCAB_FILE)
+    marian_vocab.write_archive(pair, *pair_files)
+    vocab = marian_vocab.MarianVocabulary(pair, vocab_name=vocab_name)
+    model = runs.build_model(hparams, vocab.vocab_size)
+    fill(model, vocab.marian_ids)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), output_dir,
+                                         max_to_keep=None)
+    written = manager.save(checkpoint_number=0)  # the checkpoint first, run.json last
+    runs.save_run_info(output_dir, hparams, problem, vocab.vocab_size, pair,
+                       imported_from={"hf": imported_from})
+  log(f"imported {imported_from['weights']} -> {written}")
+  return written
 
 
 def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
@@ -300,17 +327,8 @@ def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
       raise InputError(f"{path}: no such file (OPUS-MT's tokenizer: source.spm, target.spm)")
     spms.append(fileio.read_bytes(path))
   tensors, weights = hf_files.read_weights(hf_dir)
-  with tempfile.TemporaryDirectory() as tmp:
-    pair = os.path.join(tmp, runs.VOCAB_FILE)
-    marian_vocab.write_archive(pair, *spms, vocab_data)
-    vocab = marian_vocab.MarianVocabulary(pair, vocab_name=os.path.join(hf_dir, VOCAB))
-    model = runs.build_model(hparams, vocab.vocab_size)
-    load_weights(model, tensors, vocab.marian_ids, weights)  # every check before writing
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), output_dir,
-                                         max_to_keep=None)
-    written = manager.save(checkpoint_number=0)
-    runs.save_run_info(output_dir, hparams, problem, vocab.vocab_size, pair,
-                       imported_from={"hf": {"dir": hf_dir, "weights": weights,
-                                             "model_type": "marian"}})
-  log(f"imported {weights} -> {written}")
-  return written
+  return write_run(
+      output_dir, hparams, (*spms, vocab_data),
+      lambda model, marian_ids: load_weights(model, tensors, marian_ids, weights),
+      imported_from={"dir": hf_dir, "weights": weights, "model_type": "marian"},
+      vocab_name=os.path.join(hf_dir, VOCAB), problem=problem, log=log)
