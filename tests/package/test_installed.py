@@ -72,7 +72,7 @@ def installed(tmp_path_factory):
 
 
 def test_the_package_comes_from_the_wheel_not_the_checkout(installed):
-  checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   out = installed.ok("python", "-c", "import json, sys, t2t_keras, t2t_keras.problems, "
                      "t2t_keras.importing.t2t_checkpoint, t2t_keras.hparams as h; "
                      "print(t2t_keras.__file__); print(h.__file__); print(json.dumps(sys.path))")
