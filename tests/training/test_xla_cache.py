@@ -8,7 +8,7 @@ import pytest
 
 from t2t_keras import xla_cache
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_cache_dir_per_host_and_off_when_empty(tmp_path, monkeypatch):
