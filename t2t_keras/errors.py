@@ -3,9 +3,10 @@
 Library code raises `InputError` (hparams_lib's `HParamsError` and registry's `RegistryError`
 are InputErrors) or
 `FileNotFoundError`) for input a user can fix: a bad flag value, a malformed
-file, a missing checkpoint. A full disk (or file size limit) is one line too
-(`out_of_space`), whoever raised it: Python, or TensorFlow writing a checkpoint or
-a SavedModel. Anything else is a bug and keeps its traceback.
+file, a missing checkpoint. A write the file system refuses is one line too
+(`cannot_write`: a full disk or file size limit, `out_of_space`; a read-only directory or
+file system, `permission_denied`), whoever raised it: Python, or TensorFlow writing a
+checkpoint or a SavedModel. Anything else is a bug and keeps its traceback.
 """
 
 import errno
@@ -13,6 +14,8 @@ import errno
 # What Python's OSError and TensorFlow's own file errors say when a write finds no room.
 NO_SPACE = {errno.ENOSPC: "No space left on device", errno.EFBIG: "File too large",
             errno.EDQUOT: "Disk quota exceeded"}
+# ... and when the file system refuses access (TensorFlow's PermissionDeniedError says the first).
+DENIED = {errno.EACCES: "Permission denied", errno.EROFS: "Read-only file system"}
 
 
 class InputError(ValueError):
@@ -41,3 +44,27 @@ def out_of_space(error):
   return (f"out of space{where}: {cause}. Free some (or raise the limit) and run the same "
           "command again: what it finished is kept, and nothing half-written is left "
           "under a final name")
+
+
+def permission_denied(error):
+  """The one-line message for an error that means the file system refused access (a
+  read-only directory or file system, another user's file: an OSError of DENIED's errnos,
+  or a TensorFlow error whose message says so), else None."""
+  if isinstance(error, OSError) and error.errno in DENIED:
+    where = f" on {error.filename}" if error.filename else ""
+    cause = error.strerror or DENIED[error.errno]
+  elif isinstance(error, (OSError, InputError)):  # a message of the project's own, or another
+    return None
+  else:
+    text = str(getattr(error, "message", "") or error).strip()
+    if not any(phrase in text for phrase in DENIED.values()):
+      return None
+    where, cause = "", text.splitlines()[0]
+  return (f"permission denied{where}: {cause}. Give this user access (make the directory "
+          "writable, or choose another) and run the same command again: what it finished "
+          "is kept, and nothing half-written is left under a final name")
+
+
+def cannot_write(error):
+  """`out_of_space`'s or `permission_denied`'s message for `error`, else None."""
+  return out_of_space(error) or permission_denied(error)

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 
+from t2t_keras import errors
 from t2t_keras.errors import InputError
 
 # The one temporary suffix of files being written (`atomic_open`, datagen's shards): a file
@@ -83,9 +84,10 @@ def isdir(path):
 
 
 def isfile(path):
+  """True for a path that exists and is not a directory (a FIFO too: a shell's `<(...)`)."""
   if is_remote(path):
     return _gfile().exists(path) and not _gfile().isdir(path)
-  return os.path.isfile(path)
+  return os.path.exists(path) and not os.path.isdir(path)
 
 
 def makedirs(path):
@@ -202,6 +204,26 @@ def atomic_open(path, mode="w"):
     remove(tmp)
     raise
   replace(tmp, path)
+
+
+def check_writable(path):
+  """Makes path's directory and creates (then removes) path + TMP_SUFFIX in it, so that a
+  read-only directory shows before the work whose output goes there, not after it;
+  InputError naming the path where the file system refuses. Local paths only (an object
+  store's permissions show at the write)."""
+  if is_remote(path):
+    return
+  tmp = abspath(path) + TMP_SUFFIX
+  try:
+    makedirs(dirname(tmp))
+    with builtins.open(tmp, "ab"):
+      pass
+    os.remove(tmp)
+  except OSError as e:
+    if e.errno not in errors.DENIED:
+      raise
+    raise InputError(f"{path} is not writable ({e.strerror} on {e.filename}): make its "
+                     "directory writable, or choose another path") from e
 
 
 def write_atomic(path, data):

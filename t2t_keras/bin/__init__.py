@@ -41,8 +41,9 @@ def run_main(main, name, argv):
   answer it before importing TensorFlow; this serves run_in_process). A user error
   (bad flag value, bad file, missing checkpoint, ...) prints one line,
   `<name>: error: <message>`, and returns 1, as do a module that cannot be imported
-  (`launcher.missing_module_message`) and a write that found no room
-  (`errors.out_of_space`); anything else is a bug and keeps its traceback.
+  (`launcher.missing_module_message`) and a write that the file system refused
+  (`errors.cannot_write`: no room, no permission); anything else is a bug and keeps its
+  traceback.
   Parts of TensorFlow log through absl at INFO (e.g. "Sharding callback duration" at
   every checkpoint); app.run sets INFO, so this lowers it unless --verbosity is given.
   """
@@ -61,7 +62,7 @@ def run_main(main, name, argv):
     check_unsupported_flags()
     return main(argv) or 0
   except (app.UsageError,) + errors.user_errors() as e:
-    print(f"{name}: error: {e}", file=sys.stderr)
+    print(f"{name}: error: {errors.permission_denied(e) or e}", file=sys.stderr)
     return 1
   except ModuleNotFoundError as e:  # a broken install: a part imported where it is used
     from t2t_keras import launcher
@@ -69,8 +70,8 @@ def run_main(main, name, argv):
       raise
     print(launcher.missing_module_message(name, e.name), file=sys.stderr)
     return 1
-  except Exception as e:  # pylint: disable=broad-except  (a full disk: one line; else re-raised)
-    message = errors.out_of_space(e)
+  except Exception as e:  # pylint: disable=broad-except  (a refused write: one line; else re-raised)
+    message = errors.cannot_write(e)
     if message is None:
       raise
     print(f"{name}: error: {message}", file=sys.stderr)

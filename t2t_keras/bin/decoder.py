@@ -159,6 +159,8 @@ def _check_flags():
   if FLAGS.engine == "ctranslate2" and (FLAGS.score_file or FLAGS.attention_plot_dir):
     raise InputError("--engine=ctranslate2 translates; --score_file and "
                      "--attention_plot_dir need --engine=tensorflow")
+  if FLAGS.decode_to_file:  # refused now, not after the decoding
+    fileio.check_writable(FLAGS.decode_to_file)
 
 
 def _search_fn(model, settings, constraint, problem):

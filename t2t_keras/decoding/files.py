@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from t2t_keras import fileio
+from t2t_keras import errors, fileio
 from t2t_keras.data import languages as languages_lib
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding.translate import encode_sources, make_search_fn, translate_lines
@@ -125,6 +125,19 @@ def write_lines(path, lines):
       f.write(line.replace("\n", " ") + "\n")
 
 
+def _write_translations(path, lines):
+  """`write_lines`; InputError that says what is lost where the file system refuses (the
+  directory turned read-only while decoding: `check_writable` passed at the start)."""
+  try:
+    write_lines(path, lines)
+  except OSError as e:
+    if e.errno not in errors.DENIED:
+      raise
+    raise InputError(f"{path} is not writable ({e.strerror} on {e.filename}): the "
+                     f"{len(lines)} translations are not written. Make its directory "
+                     "writable (or choose another path) and run the same command again") from e
+
+
 def read_lines(path):
   """Lines of a UTF-8 text file, plain or .gz."""
   from t2t_keras.metrics.bleu import read_lines  # pylint: disable=import-outside-toplevel
@@ -170,7 +183,7 @@ def translate_and_score(model, vocab, lines, settings, outputs=Outputs(), search
       f"({summary['sentences_per_second']:.1f} sentences/s, "
       f"beam {settings.search.beam_size}, alpha {settings.search.alpha})")
   if output_path:
-    write_lines(output_path, [_format(h, output.return_beams) for h in nbest])
+    _write_translations(output_path, [_format(h, output.return_beams) for h in nbest])
     log(f"wrote {output_path}")
   if output.return_alignment:
     summary["alignments"] = _write_alignments(model, vocab, sources, nbest, output,

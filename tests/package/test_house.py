@@ -219,30 +219,31 @@ def test_no_import_circles():
   assert circles == []
 
 
-def _only_out_of_space(handler):
-  """True for a handler that prints only a full write's error and re-raises the rest: it
-  calls errors.out_of_space and holds a bare `raise`."""
+def _only_refused_writes(handler):
+  """True for a handler that prints only a refused write's error and re-raises the rest: it
+  calls errors.cannot_write and holds a bare `raise`."""
   calls = {ast.unparse(n.func) for n in ast.walk(handler) if isinstance(n, ast.Call)}
   reraises = any(isinstance(n, ast.Raise) and n.exc is None for n in ast.walk(handler))
-  return "errors.out_of_space" in calls and reraises
+  return "errors.cannot_write" in calls and reraises
 
 
 def test_binaries_turn_only_user_errors_into_one_line():
   """No binary catches OSError, TypeError or Exception to print it as a user error: a
   library raises InputError (errors.py) for input a user can fix; anything else is a bug
-  and keeps its traceback. The one broad handler allowed prints a write that found no room
-  (`errors.out_of_space`: disk full, from Python or TensorFlow) and re-raises the rest."""
+  and keeps its traceback. The one broad handler allowed prints a write the file system
+  refused (`errors.cannot_write`: a full disk or a read-only directory, from Python or
+  TensorFlow) and re-raises the rest."""
   broad = {"OSError", "TypeError", "Exception", "BaseException", "IOError"}
   bad = []
   for path in sorted((ROOT / "bin").glob("*.py")):
     for node in ast.walk(ast.parse(path.read_text())):
       if isinstance(node, ast.ExceptHandler) and node.type is not None:
         names = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
-        if names & broad and not _only_out_of_space(node):
+        if names & broad and not _only_refused_writes(node):
           bad.append(f"bin/{path.name}:{node.lineno}")
   assert bad == []
   printing_all = ast.parse("try:\n  f()\nexcept Exception as e:\n  print(e)\n").body[0]
-  assert not _only_out_of_space(printing_all.handlers[0])
+  assert not _only_refused_writes(printing_all.handlers[0])
 
 
 def test_layers_and_models_do_no_file_io():

@@ -71,6 +71,21 @@ def test_the_message_of_each_kind_of_full_write():
   assert errors.out_of_space(ValueError("bad")) is None
 
 
+def test_the_message_of_a_refused_access():
+  line = errors.cannot_write(PermissionError(13, "Permission denied", "/d/f"))
+  assert line.startswith("permission denied on /d/f: Permission denied. Give this user access")
+  assert errors.cannot_write(OSError(30, "Read-only file system", "/d/f")).startswith(
+      "permission denied on /d/f: Read-only file system.")
+  assert errors.cannot_write(tf.errors.PermissionDeniedError(
+      None, None, "/x/checkpoint.tmp1; Permission denied")).startswith(
+          "permission denied: /x/checkpoint.tmp1; Permission denied.")
+  assert errors.cannot_write(OSError(28, "No space left on device", "/d/f")).startswith(
+      "out of space writing /d/f")
+  assert errors.permission_denied(errors.InputError("x is not writable (Permission denied)")) \
+      is None
+  assert errors.cannot_write(OSError(2, "No such file or directory", "/d/f")) is None
+
+
 def test_exporter(capsys, tiny_run, tmp_path):
   with file_size_limit(100_000):  # the vocabulary (240 KB) does not fit
     code, _, err = run_binary(capsys, exporter_bin, f"--output_dir={tiny_run}",
