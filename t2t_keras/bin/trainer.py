@@ -81,6 +81,11 @@ t2t_keras.bin.define_flag("string", "data_service_address", None,
                           "A tf.data service dispatcher (grpc://HOST:PORT, see "
                           "t2t-data-service) whose workers make the training batches; "
                           "checkpoints then keep no input position.")
+t2t_keras.bin.define_flag("boolean", "reset_input_position", False,
+                          "Resume the model, optimizer and step of the newest checkpoint, but "
+                          "start the data order afresh from --seed: for a checkpoint that holds "
+                          "a read error of a shard written again since (the trainer's error "
+                          "line says when).")
 t2t_keras.bin.define_flag("integer", "seed", 1, "Seed for model init, dropout and data order.")
 t2t_keras.bin.define_flag("boolean", "deterministic", False, "Enable TensorFlow op determinism (slower).")
 for _alias, _name in (("keep_checkpoint_max", "keep_checkpoints"), ("random_seed", "seed")):
@@ -137,7 +142,8 @@ def config_from_flags():
       early_stopping_steps=FLAGS.eval_early_stopping_steps,
       early_stopping_metric=FLAGS.eval_early_stopping_metric,
       shuffle_buffer=FLAGS.shuffle_buffer, input_streams=FLAGS.input_streams,
-      data_service_address=FLAGS.data_service_address)
+      data_service_address=FLAGS.data_service_address,
+      reset_input_position=FLAGS.reset_input_position)
 
 
 def _strategy():

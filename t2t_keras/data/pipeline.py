@@ -146,10 +146,15 @@ def check_shards(problem, data_dir, split):
           f"the same flags: it writes the {split} split again and keeps the vocabulary")
 
 
+class ShardsWholeNow(InputError):
+  """A read error (`damaged_shard_error`'s) whose split's shards all read to their end now."""
+
+
 def damaged_shard_error(problem, data_dir, split, error):
   """An InputError for `error`, a tf.errors.DataLossError met reading `split` (TensorFlow's
   message names neither the file nor the record): the first shard of the split that cannot
-  be read to its end, the record, and how to write it again. One pass over the shards."""
+  be read to its end, the record, and how to write it again; a ShardsWholeNow where every
+  shard reads whole. One pass over the shards."""
   for path in sorted(fileio.glob(problem.filepattern(data_dir, split))):
     read = 0
     try:
@@ -162,7 +167,7 @@ def damaged_shard_error(problem, data_dir, split, error):
           f"{path}: record {read + 1} cannot be read ({_first_line(e.message)}): the shard is "
           f"cut short or damaged. Remove it{also}, then run t2t-datagen again with the same "
           f"flags: it writes the {split} split again and keeps the vocabulary")
-  return InputError(f"a {split} shard in {data_dir} could not be read "
+  return ShardsWholeNow(f"a {split} shard in {data_dir} could not be read "
                     f"({_first_line(error.message)}), though each reads to its end now: a "
                     "shard changed while it was read (another datagen writing it?)")
 

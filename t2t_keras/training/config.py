@@ -48,6 +48,9 @@ class TrainerConfig:
       (a resumed run keeps its own).
     data_service_address: a tf.data service dispatcher ("grpc://host:port") that makes the
       training batches, or None (this process).
+    reset_input_position: resume the model, optimizer and step but not the checkpoint's
+      place in the training data (the data order starts afresh from `seed`): for a
+      checkpoint whose saved read-ahead holds a read error (bool).
   """
 
   model_name: str = "transformer"
@@ -68,6 +71,7 @@ class TrainerConfig:
   shuffle_buffer: Optional[int] = None
   input_streams: Optional[int] = None
   data_service_address: Optional[str] = None
+  reset_input_position: bool = False
 
   def __post_init__(self):
     if isinstance(self.warm_start_from, os.PathLike):
@@ -102,6 +106,7 @@ _RULES = {
     "warm_start_optimizer": (bool, None, False), "early_stopping_steps": (int, 0, False),
     "early_stopping_metric": (str, None, False), "shuffle_buffer": (int, 1, True),
     "input_streams": (int, 1, True), "data_service_address": (str, None, True),
+    "reset_input_position": (bool, None, False),
 }
 _KINDS = {int: "an int", float: "a number", bool: "a bool", str: "a string"}
 

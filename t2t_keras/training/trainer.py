@@ -104,6 +104,7 @@ class Trainer:
                                                    pipeline.DEFAULT_SHUFFLE_BUFFER)
     self.input_streams = self._kept_input_setting("input_streams", recorded, 1)
     self.input_wait = 0.0  # seconds spent waiting in next(self.iterator)
+    self.resumed_from = None  # the checkpoint restore() resumed from
     self.iterator = iter(make_dataset(problem, data_dir, "train", hparams,
                                       self._training_stream(),
                                       input_context=self.input_context))
@@ -253,8 +254,16 @@ class Trainer:
       local = [next(self.iterator) for _ in range(self.local_replicas)]
     except tf.errors.DataLossError as e:
       error = pipeline.damaged_shard_error(self.problem, self.data_dir, "train", e)
-      raise InputError(f"{error} The run keeps its checkpoints and resumes from the "
-                       "newest.") from None
+      if isinstance(error, pipeline.ShardsWholeNow) and self.resumed_from and \
+          not self.config.reset_input_position:
+        raise InputError(
+            f"{error}; or {self.resumed_from}, which this run resumed from, holds it: tf.data "
+            "saves what it has read ahead with each checkpoint, a read error included, so "
+            "checkpoints written after the read-ahead met a damaged record meet it again. "
+            "Train again with --reset_input_position: the model, optimizer and step resume "
+            "from it, the data order starts afresh from --seed") from None
+      raise InputError(f"{error}. The run keeps its checkpoints and resumes from the "
+                       "newest") from None
     self.input_wait += time.perf_counter() - start
     if self._single_device():
       return local[0]
@@ -280,6 +289,7 @@ class Trainer:
     """Restores the newest readable checkpoint of output_dir; without one, the warm start's
     weights (if any). Returns the step."""
     path = checkpoints.restore_newest_readable(self._restore_target, self.manager, self.log)
+    self.resumed_from = path
     if path:
       self.log(f"resumed from {path} at step {int(self.step.numpy())}")
     elif self.warm_start:
@@ -296,6 +306,10 @@ class Trainer:
     if self.config.data_service_address:
       self.log("the tf.data service's training stream starts afresh at the resumed step "
                "(its position cannot be checkpointed)")
+      return self._checkpoint_without_data
+    if self.config.reset_input_position:
+      self.log(f"warning: --reset_input_position: the model, optimizer and step resume from "
+               f"{path}; the data order starts afresh from --seed={self.config.seed}")
       return self._checkpoint_without_data
     written = checkpoints.input_pipeline_version(path)
     if written == pipeline.VERSION:

@@ -27,7 +27,7 @@ from binaries import run_binary
 from conftest import make_two_checkpoint_run
 
 from t2t_keras import bin as t2t_bin
-from t2t_keras import registry
+from t2t_keras import registry, runs
 from t2t_keras.bin import avg_all as avg_all_bin
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
@@ -147,6 +147,31 @@ def _train_flags(data):
           "--save_every=2", "--eval_every=2", "--eval_bleu_sentences=0"]
 
 
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", ["run.json", "hparams.json"])
+def test_a_damaged_run_file_stops_the_trainer_resuming_with_one_line(capsys, tmp_path, name):
+  data, run = str(tmp_path / "data"), str(tmp_path / "run")
+  _generate(data)
+  train = [f"--output_dir={run}", *_train_flags(data)]
+  code, _, err = run_binary(capsys, trainer_bin, *train, "--train_steps=2")
+  assert code == 0, err
+  path = os.path.join(run, name)
+  with open(path, "rb") as f:
+    whole = f.read()
+  with open(path, "wb") as f:
+    f.write(whole[:len(whole) // 2])
+  before = {n: os.path.getmtime(os.path.join(run, n)) for n in os.listdir(run)}
+  code, _, err = run_binary(capsys, trainer_bin, *train, "--train_steps=4")
+  assert code == 1 and err.count("\n") == 1, err
+  assert err.startswith(f"t2t-trainer: error: {path} is damaged: not valid JSON ("), err
+  after = {n: os.path.getmtime(os.path.join(run, n)) for n in os.listdir(run)}
+  assert after == before  # nothing written, nothing removed
+  with open(path, "wb") as f:  # restored, as the line says: the run resumes
+    f.write(whole)
+  code, out, err = run_binary(capsys, trainer_bin, *train, "--train_steps=4")
+  assert code == 0 and f"resumed from {run}/ckpt-2 at step 2" in out, out + err
+
+
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory):
   """(data dir, a 4-step run on it that never met a fault), made once for the cases."""
@@ -206,6 +231,70 @@ def test_a_damaged_shard_is_named_and_the_run_recovers(capsys, tmp_path, clean_r
   assert f"resumed from {run}/ckpt-2 at step 2" in out, out
   ours, theirs = _weights(run, 4), _weights(clean, 4)
   assert sorted(ours) == sorted(theirs) and len(ours) > 10
+  for name, value in theirs.items():
+    np.testing.assert_array_equal(ours[name], value, err_msg=name)
+
+
+@pytest.mark.heavy
+def test_a_train_record_flipped_mid_run_is_named_and_the_run_goes_on(capsys, tmp_path,
+                                                                      clean_run):
+  """A train record flipped after step 2 is met in the next pass over the shard (the shuffle
+  buffer took the whole shard at step 1), steps later: one line naming the shard and the
+  record. tf.data saves what it has read ahead with each checkpoint, a read error included,
+  and bucketing reads ahead by steps: a checkpoint written after the read-ahead met the
+  record meets the error again once resumed, though datagen has written the shard again.
+  The line then says so and names the way on, --reset_input_position (the model, optimizer
+  and step resume, the data order starts afresh: a run that never met the fault is not
+  reproduced then). Where the newest checkpoint was written before the read-ahead met the
+  record, the run resumes with its data order and ends with the clean run's weights."""
+  data, clean = str(tmp_path / "data"), str(tmp_path / "clean")
+  shutil.copytree(clean_run[0], data)
+  train, run = _train_flags(data), str(tmp_path / "run")
+  code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
+                            "--train_steps=2")
+  assert code == 0, err
+  shard, = glob.glob(os.path.join(data, "*-train-*.tfrecord"))
+  with open(shard, "rb") as f:
+    content = bytearray(f.read())
+  content[len(content) // 2] ^= 0x10
+  with open(shard, "wb") as f:
+    f.write(content)
+  code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
+                            "--train_steps=40")
+  assert code == 1 and err.count("\n") == 1, err
+  assert err.startswith(f"t2t-trainer: error: {shard}: record "), err
+  assert "corrupted record at" in err and "The run keeps its checkpoints" in err, err
+  kept = tf.train.latest_checkpoint(run)
+  step = int(kept.rsplit("-", 1)[1])
+  assert step > 2 and runs.checkpoint_is_readable(kept), kept
+
+  os.remove(shard)
+  os.remove(registry.problem(PROBLEM).stats_path(data, "train"))
+  _generate(data)
+  with open(kept + ".data-00000-of-00001", "rb") as f:  # tf.data's saved state, as bytes
+    holds_error = b"corrupted record" in f.read()
+  code, out, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
+                              "--train_steps=40")
+  assert f"resumed from {kept} at step {step}" in out, out
+  if holds_error:
+    assert code == 1 and err.count("\n") == 1, err
+    assert "though each reads to its end now" in err, err
+    assert f"or {kept}, which this run resumed from, holds it" in err, err
+    assert "Train again with --reset_input_position" in err, err
+    code, out, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
+                                "--train_steps=40", "--reset_input_position")
+    assert code == 0, err
+    assert (f"warning: --reset_input_position: the model, optimizer and step resume from "
+            f"{kept}; the data order starts afresh from --seed=3") in out, out
+    assert f"resumed from {kept} at step {step}" in out and f"steps {step} -> 40" in out, out
+    assert runs.checkpoint_is_readable(os.path.join(run, "ckpt-40"))
+    return
+  assert code == 0, err
+  shutil.copytree(clean_run[1], clean)  # the run that never met the fault, on to step 40
+  code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={clean}", *train,
+                            "--train_steps=40")
+  assert code == 0, err
+  ours, theirs = _weights(run, 40), _weights(clean, 40)
   for name, value in theirs.items():
     np.testing.assert_array_equal(ours[name], value, err_msg=name)
 
