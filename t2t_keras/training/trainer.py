@@ -447,13 +447,14 @@ class Trainer:
         last_save = time.time()
       if stop:
         interrupted = True
-        self.log(f"signal {stop_signals.received} received at step {step}: saving and "
-                 "exiting" if stop_signals.received is not None else
-                 f"another worker was stopped at step {step}: saving and exiting")
         break
     if self.manager.latest_checkpoint is None or \
         not self.manager.latest_checkpoint.endswith(f"ckpt-{step}"):
       self.save()
+    if interrupted:  # said after the save: a sweep's trainer whose sweep died cannot print
+      self.log(f"signal {stop_signals.received} received at step {step}: saved, exiting"
+               if stop_signals.received is not None else
+               f"another worker was stopped at step {step}: saved, exiting")
     return {"step": step, "loss": last_loss, "eval": eval_metrics, "interrupted": interrupted,
             "early_stopped": early}
 

@@ -4,7 +4,9 @@
     python -m t2t_keras.tuning.trial evaluate '{"run_dir": ..., "data_dir": ..., ...}'
 
 `sweep.run_sweep` starts each in its own process, so memory stays flat and a
-crash stays in its row. The JSON object holds the keyword arguments of
+crash stays in its row. The sweep's pid follows the JSON: on Linux the process gets
+SIGTERM when that process dies, however it dies (a SIGKILLed sweep runs no handler), so a
+trainer saves and stops instead of training on unseen beside the next sweep's. The JSON object holds the keyword arguments of
 `training.trainer.train` or of `evaluate_run`. The process prints its result as
 one line `TRIAL_RESULT {json}`; input a user can fix (missing data, a bad
 value) prints `TRIAL_ERROR <message>` and exits 1; anything else keeps its traceback.
@@ -15,7 +17,10 @@ subword over the whole dev split, no label smoothing), dev_bleu (cased
 sacreBLEU), dev_tok_bleu (tokenized BLEU, the paper's kind), dev_sentences.
 """
 
+import ctypes
 import json
+import os
+import signal
 import sys
 
 RESULT_TAG = "TRIAL_RESULT "
@@ -66,11 +71,25 @@ def command(job, kwargs):
   """The argv that runs `job` ("train" or "evaluate") with kwargs in a new Python process."""
   if job not in JOBS:
     raise ValueError(f"unknown trial job {job!r}; known: {', '.join(JOBS)}")
-  return [sys.executable, "-m", __name__, job, json.dumps(kwargs)]
+  return [sys.executable, "-m", __name__, job, json.dumps(kwargs), str(os.getpid())]
+
+
+def stop_with_parent(parent_pid):
+  """Linux: SIGTERM to this process when the process that started it (parent_pid) dies
+  (prctl's PR_SET_PDEATHSIG), now if it is already gone. Elsewhere nothing."""
+  if not sys.platform.startswith("linux"):
+    return
+  pr_set_pdeathsig = 1
+  ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
+  if os.getppid() != parent_pid:  # it died before the call above
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main(argv):
-  """Runs argv[1] (a job name) with the JSON kwargs argv[2]; returns the exit status."""
+  """Runs argv[1] (a job name) with the JSON kwargs argv[2] for the sweep whose pid is
+  argv[3] (optional); returns the exit status."""
+  if len(argv) > 3:
+    stop_with_parent(int(argv[3]))
   from t2t_keras import tf_startup  # pylint: disable=import-outside-toplevel
   from t2t_keras.errors import user_errors  # pylint: disable=import-outside-toplevel
   tf_startup.import_tensorflow_quietly()

@@ -6,9 +6,12 @@ import math
 import os
 import re
 import signal
+import subprocess
 import sys
+import time
 
 import pytest
+import tensorflow as tf
 
 from t2t_keras import bin as t2t_bin
 from t2t_keras import registry
@@ -246,3 +249,75 @@ def test_signals_to_the_sweep_reach_its_running_trial(signum):
   assert forward.received == signum
   assert (rc, output.splitlines()) == (3, ["ready", f"child got {int(signum)}"])
   assert signal.getsignal(signum) is before
+
+
+def _children(pid):
+  """The pids whose parent is `pid` (Linux: /proc)."""
+  found = []
+  for entry in os.listdir("/proc"):
+    if entry.isdigit():
+      try:
+        with open(f"/proc/{entry}/stat") as f:
+          stat = f.read()
+      except OSError:
+        continue
+      if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+        found.append(int(entry))
+  return found
+
+
+def _gone(pid, timeout_s):
+  deadline = time.time() + timeout_s
+  while time.time() < deadline:
+    try:
+      with open(f"/proc/{pid}/stat") as f:
+        if f.read().rsplit(")", 1)[1].split()[0] == "Z":  # a zombie: exited
+          return True
+    except OSError:
+      return True
+    time.sleep(0.1)
+  return False
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_sweep_stops_its_trainer_and_runs_again(data_dir, tmp_path):
+  """SIGKILL to t2t-sweep (no handler runs): its running row's trainer, a child process,
+  is told by the kernel (PR_SET_PDEATHSIG: SIGTERM), saves and exits, instead of training
+  on unseen (it saves and prints nothing for 100,000 steps here) beside the next sweep's
+  trainer of the same row; the same command then resumes the row from the checkpoint that
+  SIGTERM saved and finishes both rows."""
+  out = tmp_path / "sweep"
+  args = [sys.executable, "-m", "t2t_keras.bin.sweep", f"--problem={PROBLEM}",
+          f"--data_dir={data_dir}", f"--output_dir={out}", f"--hparams={TINY}",
+          "--row=transformer_tiny", "--row=transformer_tiny seed=2",
+          "--trainer_flag=--save_every=100000", "--trainer_flag=--eval_every=0",
+          "--trainer_flag=--eval_bleu_sentences=0", "--trainer_flag=--log_every=100000",
+          "--trainer_flag=--use_xla=false", "--decode_hparams=beam_size=1,jit=false"]
+  proc = subprocess.Popen([*args, "--train_steps=100000"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  row = out / "transformer_tiny"
+  try:
+    deadline = time.time() + 180
+    while not (row / "train").exists():  # TensorBoard's directory: the trainer is training
+      assert proc.poll() is None and time.time() < deadline, "the row never started"
+      time.sleep(0.1)
+    trainer, = _children(proc.pid)
+    proc.kill()
+    proc.wait()
+    assert _gone(trainer, 60), "the killed sweep's trainer trains on"
+  finally:
+    proc.kill()
+    for pid in _children(proc.pid) + ([trainer] if "trainer" in locals() else []):
+      if not _gone(pid, 0):
+        os.kill(pid, signal.SIGKILL)
+  saved = int(tf.train.latest_checkpoint(str(row)).rsplit("-", 1)[1])
+  result = subprocess.run([*args, f"--train_steps={saved + 2}"], capture_output=True,
+                          text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                          check=False)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert f"resumed from {row}/ckpt-{saved} at step {saved}" in result.stdout, result.stdout
+  with open(out / "results.csv") as f:
+    assert [t["row"] for t in csv.DictReader(f)] == ["transformer_tiny",
+                                                     "transformer_tiny-seed2"]
