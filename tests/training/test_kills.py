@@ -104,7 +104,7 @@ def _die(*args, **kwargs):
 
 
 @pytest.mark.parametrize("point", ["checkpoint", "run_json"])
-@pytest.mark.parametrize("source", ["t2t", "marian"])
+@pytest.mark.parametrize("source", ["t2t", "marian", "hf"])
 def test_a_killed_import_runs_again(monkeypatch, tmp_path, source, point):
   """An import writes its checkpoints first and run.json last (with the vocabulary before
   it): killed as it saves a checkpoint or just before run.json, it leaves a directory that
@@ -119,12 +119,18 @@ def test_a_killed_import_runs_again(monkeypatch, tmp_path, source, point):
     writer.write_t2t_dir(str(tmp_path / "t2t"), hp, np.random.default_rng(0), target_space=5)
     do_import = lambda: t2t_checkpoint.import_run(  # noqa: E731
         str(tmp_path / "t2t"), str(tmp_path / "run"), log=lambda *_: None)
-  else:
+  elif source == "marian":
     import marian_fixture  # pylint: disable=import-outside-toplevel
     from t2t_keras.importing import marian  # pylint: disable=import-outside-toplevel
     marian_fixture.write_release(str(tmp_path / "release"), "post_swish_tied_all", seed=2)
     do_import = lambda: marian.import_run(  # noqa: E731
         str(tmp_path / "release"), str(tmp_path / "run"), log=lambda *_: None)
+  else:  # an OPUS-MT directory as the Hugging Face hub serves it
+    import hf_marian_fixture  # pylint: disable=import-outside-toplevel
+    from t2t_keras.importing import hf  # pylint: disable=import-outside-toplevel
+    hf_marian_fixture.write_hf_dir(str(tmp_path / "hub"), seed=2)
+    do_import = lambda: hf.import_run(  # noqa: E731
+        str(tmp_path / "hub"), str(tmp_path / "run"), log=lambda *_: None)
   with monkeypatch.context() as patch:
     if point == "checkpoint":
       patch.setattr(tf.train.CheckpointManager, "save", _die)

@@ -97,6 +97,18 @@ def test_exporter(capsys, tiny_run, tmp_path):
   assert code == 0 and out.strip().endswith(f"{tmp_path}/export/9"), err
 
 
+def test_ctranslate2_export(capsys, tiny_run, tmp_path):
+  pytest.importorskip("ctranslate2", reason="the [ctranslate2] extra is not installed")
+  args = [f"--output_dir={tiny_run}", f"--export_dir={tmp_path}/ct2", "--format=ctranslate2"]
+  with file_size_limit(50_000):  # the vocabulary (240 KB) and model.bin do not fit
+    code, _, err = run_binary(capsys, exporter_bin, *args)
+  _one_line(code, err, exporter_bin.NAME)
+  assert not (tmp_path / "ct2").exists()  # no model directory, no temporary one
+  assert [n for n in os.listdir(tmp_path) if n.startswith(".ct2-")] == []
+  code, _, err = run_binary(capsys, exporter_bin, *args)
+  assert code == 0 and (tmp_path / "ct2" / "model.bin").exists(), err
+
+
 def test_avg_all(capsys, tiny_run, tmp_path):
   args = [f"--model_dir={tiny_run}", f"--output_dir={tmp_path}/avg", "--n=2"]
   with file_size_limit(20_000):  # the averaged weights (about 58 KB) do not fit
