@@ -14,12 +14,37 @@ line.
       MarianTokenizer.from_pretrained(DIR): the ids of LINES_JSON["source"] and of
       LINES_JSON["target"] (text_target), </s> appended as it does; the text of each id
       list in LINES_JSON["decode"] (batch_decode, skip_special_tokens).
+  hf_transformers_reference.py nllb_tokenize DIR LINES_JSON
+      NllbTokenizer.from_pretrained(DIR): the ids of LINES_JSON["source"] with src_lang and
+      of LINES_JSON["target"] (text_target) with tgt_lang, framed as it frames them; the
+      ids of LINES_JSON["languages"] and <mask>; its length.
 """
 
 import json
+import os
+import subprocess
 import sys
 
 import numpy as np
+
+# Where setup_venv.sh installs transformers 4.57 and tf-keras, test-only.
+INSTALLED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".venv",
+                         "hf_reference")
+
+
+def run(command, *args):
+  """This script's `command` in a process with transformers on its path: the JSON answer.
+  Skips the calling test where the reference is not installed."""
+  import pytest  # pylint: disable=import-outside-toplevel
+  if not os.path.isdir(os.path.join(INSTALLED, "transformers")):
+    pytest.skip("transformers 4.57 (the test-only reference) is not in .venv/hf_reference; "
+                "setup_venv.sh installs it")
+  env = dict(os.environ, PYTHONPATH=os.path.abspath(INSTALLED), TF_CPP_MIN_LOG_LEVEL="3",
+             TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1")
+  done = subprocess.run([sys.executable, os.path.abspath(__file__), command, *map(str, args)],
+                        env=env, capture_output=True, text=True, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _logits(model, config, pairs):
@@ -59,6 +84,18 @@ def tokenize(directory, lines_json):
           "decoded": tokenizer.batch_decode(lines["decode"], skip_special_tokens=True)}
 
 
+def nllb_tokenize(directory, lines_json):
+  from transformers import NllbTokenizer  # pylint: disable=import-outside-toplevel
+  lines = json.loads(lines_json)
+  tokenizer = NllbTokenizer.from_pretrained(directory, src_lang=lines["src_lang"],
+                                            tgt_lang=lines["tgt_lang"])
+  return {"source": tokenizer(lines["source"])["input_ids"],
+          "target": tokenizer(text_target=lines["target"])["input_ids"],
+          "languages": tokenizer.convert_tokens_to_ids(lines["languages"]),
+          "mask": tokenizer.mask_token_id, "size": len(tokenizer)}
+
+
 if __name__ == "__main__":
   command, *args = sys.argv[1:]
-  print(json.dumps({"logits": logits, "tokenize": tokenize}[command](*args)))
+  print(json.dumps({"logits": logits, "tokenize": tokenize,
+                    "nllb_tokenize": nllb_tokenize}[command](*args)))

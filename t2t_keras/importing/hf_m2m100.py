@@ -1,4 +1,5 @@
-"""An M2M-100 model in Hugging Face's layout (`facebook/m2m100_418M` and kin) -> a t2t-keras run.
+"""An M2M-100 or NLLB-200 model in Hugging Face's layout (`facebook/m2m100_418M`,
+`facebook/nllb-200-distilled-600M` and kin: both `model_type: m2m_100`) -> a t2t-keras run.
 
     import_run("m2m100_418M", "runs/m2m100")   # a directory as the hub serves it
     run = runs.load("runs/m2m100")
@@ -13,6 +14,11 @@ order M2M100Tokenizer numbers them, after vocab.json's ids), the rows after them
 the language tokens as its labels (`data/marian_vocab.py`): a line's leading language token
 is one piece, and output text leaves them out.
 
+NLLB's directory has no vocab.json: its ids are the sentencepiece model's plus one
+(`NllbTokenizer`'s fairseq_offset: spm's <unk> 0, <s> 1, </s> 2 become 3, 0, 2, <pad> is 1),
+and the language tokens (`fra_Latn`) and <mask> follow at the ids tokenizer_config.json's
+`added_tokens_decoder` gives them (transformers writes it since 4.34).
+
 The conventions, from transformers' `models/m2m_100/modeling_m2m_100.py` and
 `tokenization_m2m_100.py`, each in docs/migrating.md: pre-norm with a final LayerNorm in
 each stack, LayerNorm epsilon 1e-5, embeddings times sqrt(d_model), fairseq's sinusoids
@@ -24,6 +30,7 @@ biases, no logit bias, the decoder starting from </s> (`decoder_start_id`); a so
 import os
 
 import numpy as np
+import sentencepiece
 import yaml
 
 from t2t_keras import fileio, registry
@@ -96,9 +103,11 @@ def language_tokens(hf_dir):
 
 
 def pieces_by_id(hf_dir, config):
-  """(every id's piece: vocab.json's, the language tokens, then `madeupword`s up to
-  vocab_size; the language tokens). InputError where vocab.json is not fairseq's
-  dictionary or the counts do not add up to config.json's vocab_size."""
+  """(every id's piece: vocab.json's (NLLB: `nllb_pieces`), the language tokens, then
+  `madeupword`s up to vocab_size; the language tokens). InputError where vocab.json is not
+  fairseq's dictionary or the counts do not add up to config.json's vocab_size."""
+  if not fileio.exists(os.path.join(hf_dir, "vocab.json")):
+    return nllb_pieces(hf_dir, config)
   entries = hf_files.read_json(hf_dir, "vocab.json")
   path = os.path.join(hf_dir, "vocab.json")
   for piece, wanted in _SPECIAL.items():
@@ -118,6 +127,58 @@ def pieces_by_id(hf_dir, config):
                      f"{len(languages)} language tokens; config.json's vocab_size is "
                      f"{config['vocab_size']}")
   return pieces + languages + [f"madeupword{i:04d}" for i in range(unused)], languages
+
+
+def _spm_pieces(hf_dir):
+  """The pieces of hf_dir's sentencepiece model, by its ids; InputError where it is missing."""
+  path = os.path.join(hf_dir, SPM)
+  if not fileio.exists(path):
+    raise InputError(f"{path}: no such file (the model's segmentation)")
+  processor = sentencepiece.SentencePieceProcessor(model_proto=fileio.read_bytes(path))
+  return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
+def nllb_pieces(hf_dir, config):
+  """`pieces_by_id` for NLLB (no vocab.json): <s> <pad> </s> <unk>, the sentencepiece
+  model's pieces after its first three (id = spm id + 1), then tokenizer_config.json's
+  added tokens above them in id order, then `madeupword`s up to vocab_size. InputError
+  for a tokenizer this does not read: legacy_behaviour (`words </s> lang`), no
+  added_tokens_decoder, or ids that do not follow one another."""
+  tokenizer = hf_files.read_json(hf_dir, "tokenizer_config.json", required=False) or {}
+  path = os.path.join(hf_dir, "tokenizer_config.json")
+  if tokenizer.get("legacy_behaviour"):
+    raise InputError(f"{path}: legacy_behaviour: true frames a source `words </s> lang`; "
+                     "only the default framing (false: `lang words </s>`) is supported")
+  spm = _spm_pieces(hf_dir)
+  if spm[:3] != ["<unk>", "<s>", "</s>"]:
+    raise InputError(f"{os.path.join(hf_dir, SPM)}: its first pieces are {spm[:3]}, not "
+                     "<unk> <s> </s> (the ids NllbTokenizer shifts by one)")
+  pieces = list(_SPECIAL) + spm[3:]
+  added = tokenizer.get("added_tokens_decoder")
+  if not isinstance(added, dict):
+    raise InputError(f"{path} has no added_tokens_decoder (the language tokens' ids); save "
+                     "the tokenizer again with transformers >= 4.34 (AutoTokenizer."
+                     "from_pretrained(DIR).save_pretrained(DIR))")
+  extra = {}
+  for key, token in added.items():
+    i, content = int(key), token.get("content") if isinstance(token, dict) else token
+    if i < len(_SPECIAL) and content != pieces[i]:
+      raise InputError(f"{path}: added token {i} is {content!r}, not {pieces[i]!r}")
+    if i >= len(pieces):
+      extra[i] = content
+  if sorted(extra) != list(range(len(pieces), len(pieces) + len(extra))):
+    raise InputError(f"{path}: the added tokens' ids {min(extra, default=None)} .. "
+                     f"{max(extra, default=None)} do not follow the sentencepiece model's "
+                     f"{len(pieces)} ids one by one")
+  pieces += [extra[i] for i in sorted(extra)]
+  languages = language_tokens(hf_dir)
+  missing = [t for t in languages if t not in extra.values()]
+  unused = int(config["vocab_size"]) - len(pieces)
+  if missing or unused < 0:
+    raise InputError(f"{path}: {len(pieces)} ids with the added tokens ({len(missing)} "
+                     f"language token(s) not among them); config.json's vocab_size is "
+                     f"{config['vocab_size']}")
+  return pieces + [f"madeupword{i:04d}" for i in range(unused)], languages
 
 
 def load_weights(model, tensors, marian_ids):
@@ -157,7 +218,7 @@ def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
   pieces, languages = pieces_by_id(hf_dir, config)
   spm_path = os.path.join(hf_dir, SPM)
   if not fileio.exists(spm_path):
-    raise InputError(f"{spm_path}: no such file (M2M-100's segmentation model)")
+    raise InputError(f"{spm_path}: no such file (the model's segmentation)")
   spm = fileio.read_bytes(spm_path)
   vocab_data = yaml.safe_dump({p: i for i, p in enumerate(pieces)}, allow_unicode=True,
                               sort_keys=False).encode("utf-8")
@@ -166,4 +227,5 @@ def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
       output_dir, hparams, (spm, spm, vocab_data, languages),
       lambda model, marian_ids: load_weights(model, tensors, marian_ids),
       imported_from={"dir": hf_dir, "weights": weights, "model_type": "m2m_100"},
-      vocab_name=os.path.join(hf_dir, "vocab.json"), problem=problem, log=log)
+      vocab_name=os.path.join(hf_dir, "vocab.json" if fileio.exists(
+          os.path.join(hf_dir, "vocab.json")) else SPM), problem=problem, log=log)

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 import hf_m2m100_fixture as fixture
 import hf_m2m100_reference as reference
+import hf_transformers_reference
 import marian_fixture
 from t2t_keras import bin as t2t_bin, runs
 from t2t_keras.bin import t2t_import as import_bin
@@ -40,18 +41,19 @@ def _hf(vocab, ids):
   return [vocab.marian_ids[i] for i in ids]
 
 
-def test_logits_equal_transformers_computation(tmp_path):
-  model, run = imported(tmp_path, sharpness=1)
-  hp, vocab = run.hparams, run.vocab
+@pytest.mark.parametrize("flavour", ["m2m100", "nllb"])
+def test_logits_equal_transformers_computation(tmp_path, flavour):
+  model, run = imported(tmp_path, sharpness=1, flavour=flavour)
+  hp, vocab, en, de = run.hparams, run.vocab, model["languages"]["en"], model["languages"]["de"]
   assert (hp.norm_type, hp.norm_epsilon, hp.pos, hp.position_offset, hp.decoder_start_id) == (
       "pre", 1e-5, "timing_t2t", 2, EOS_ID)
   english, german = marian_fixture.corpus(8, seed=5)
   worst = 0.0
   for source, target in zip(english, german):
-    src = vocab.encode(f"__en__ {source}") + [EOS_ID]
-    tgt = vocabulary.target_side(vocab).encode(f"__de__ {target}") + [EOS_ID]
-    assert _hf(vocab, src)[0] == model["vocab"]["__en__"]
-    assert _hf(vocab, tgt)[0] == model["vocab"]["__de__"]
+    src = vocab.encode(f"{en} {source}") + [EOS_ID]
+    tgt = vocabulary.target_side(vocab).encode(f"{de} {target}") + [EOS_ID]
+    assert _hf(vocab, src)[0] == model["vocab"][en]
+    assert _hf(vocab, tgt)[0] == model["vocab"][de]
     theirs = reference.teacher_forced_logits(model["sd"], model["config"], _hf(vocab, src),
                                              _hf(vocab, tgt))
     ours = run.model({"inputs": tf.constant([src]), "targets": tf.constant([tgt])})[0].numpy()
@@ -59,26 +61,81 @@ def test_logits_equal_transformers_computation(tmp_path):
   assert worst < TOL, worst
 
 
-def test_greedy_outputs_with_the_target_language_forced(tmp_path):
-  """translate_lines with the prefix "__de__": the reference's generate with
-  forced_bos_token_id __de__, the same ids; the text leaves the language token out."""
-  model, run = imported(tmp_path, sharpness=3)
-  vocab = run.vocab
+@pytest.mark.parametrize("flavour", ["m2m100", "nllb"])
+def test_greedy_outputs_with_the_target_language_forced(tmp_path, flavour):
+  """translate_lines with the prefix "__de__" (NLLB: "deu_Latn"): the reference's generate
+  with forced_bos_token_id that token, the same ids; the text leaves the token out."""
+  model, run = imported(tmp_path, sharpness=3, flavour=flavour)
+  vocab, en, de = run.vocab, model["languages"]["en"], model["languages"]["de"]
   english, _ = marian_fixture.corpus(8, seed=7)
-  lines = [f"__en__ {line}" for line in english]
+  lines = [f"{en} {line}" for line in english]
   settings = parse_decode_hparams("beam_size=1,extra_length=6,jit=false")
   nbest = translate.translate_lines(run.model, vocab, lines, settings,
-                                    prefixes=["__de__"] * len(lines))
+                                    prefixes=[de] * len(lines))
   outputs = set()
   for line, hyps in zip(lines, nbest):
     ours = _hf(vocab, [int(i) for i in hyps[0].ids])
     src = _hf(vocab, vocab.encode(line) + [EOS_ID])
-    theirs = reference.greedy(model["sd"], model["config"], src, model["vocab"]["__de__"],
+    theirs = reference.greedy(model["sd"], model["config"], src, model["vocab"][de],
                               len(ours) + 1)
-    assert ours[0] == model["vocab"]["__de__"] and ours == theirs[:len(ours)], (ours, theirs)
-    assert "__de__" not in hyps[0].text
+    assert ours[0] == model["vocab"][de] and ours == theirs[:len(ours)], (ours, theirs)
+    assert de not in hyps[0].text
     outputs.add(tuple(ours))
   assert len(outputs) > 1
+
+
+@pytest.mark.heavy
+def test_nllb_ids_equal_transformers_nllb_tokenizer(tmp_path):
+  """transformers' NllbTokenizer, from the directory, frames and numbers a source (src_lang
+  eng_Latn) and a target (tgt_lang deu_Latn) as ours does: `eng_Latn words </s>`,
+  `deu_Latn words </s>`, the pieces at their sentencepiece ids plus one, <unk> 3. The
+  language tokens' ids are the directory's (added_tokens_decoder): the hub numbers the
+  codes from 256001 and <mask> 256203, where NllbTokenizer made afresh from the codes
+  numbers <mask> first; the import reads them, never the order of the codes."""
+  model, run = imported(tmp_path, flavour="nllb")
+  vocab = run.vocab
+  english, german = marian_fixture.corpus(6, seed=3)
+  english[0] += " ✓"  # a character the sentencepiece model lacks: <unk>
+  languages = fixture.NLLB_LANGUAGES
+  theirs = hf_transformers_reference.run("nllb_tokenize", model["dir"], json.dumps(
+      {"languages": languages, "src_lang": "eng_Latn", "tgt_lang": "deu_Latn",
+       "source": english, "target": german}))
+  assert theirs["languages"] == [model["vocab"][t] for t in languages], theirs
+  assert theirs["mask"] == model["vocab"]["<mask>"], theirs
+  assert theirs["size"] + fixture.NLLB_UNUSED == model["config"]["vocab_size"]
+  sources = [_hf(vocab, vocab.encode(f"eng_Latn {line}") + [EOS_ID]) for line in english]
+  targets = [_hf(vocab, vocabulary.target_side(vocab).encode(f"deu_Latn {line}") + [EOS_ID])
+             for line in german]
+  assert sources == theirs["source"]
+  assert targets == theirs["target"]
+  assert 3 in sources[0]  # the <unk>
+
+
+@pytest.mark.parametrize("case, message", [
+    ("legacy", "legacy_behaviour: true frames a source `words </s> lang`"),
+    ("no_added", "has no added_tokens_decoder (the language tokens' ids)"),
+    ("gap", "do not follow the sentencepiece model's"),
+])
+def test_a_bad_nllb_tokenizer_gets_one_line_and_exit_1(case, message, tmp_path, capsys):
+  hf = tmp_path / "hf"
+  fixture.write_hf_dir(str(hf), seed=2, flavour="nllb")
+  tokenizer = json.loads((hf / "tokenizer_config.json").read_text(encoding="utf-8"))
+  if case == "legacy":
+    tokenizer["legacy_behaviour"] = True
+  elif case == "no_added":
+    del tokenizer["added_tokens_decoder"]
+  else:
+    last = max(tokenizer["added_tokens_decoder"], key=int)
+    tokenizer["added_tokens_decoder"][str(int(last) + 5)] = \
+        tokenizer["added_tokens_decoder"].pop(last)
+  (hf / "tokenizer_config.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+  capsys.readouterr()
+  code = t2t_bin.run_in_process(import_bin, ["t2t-import", "--from=hf", f"--hf_dir={hf}",
+                                             f"--output_dir={tmp_path / 'run'}"])
+  err = capsys.readouterr().err
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert code == 1 and len(lines) == 1 and message in lines[0], err
+  assert not os.path.exists(tmp_path / "run")
 
 
 @pytest.mark.parametrize("case, message", [

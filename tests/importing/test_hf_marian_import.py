@@ -12,14 +12,13 @@ Transformers' own code is the second reference where it runs here without torch
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import hf_marian_fixture as fixture
+import hf_transformers_reference
 import hf_marian_reference as reference
 import marian_fixture
 from conftest import SHARED_DATA
@@ -32,8 +31,6 @@ from t2t_keras.decoding.translate import pad_ids
 from t2t_keras.ids import EOS_ID, PAD_ID
 
 TOL = 1e-5
-HF_REFERENCE = os.path.join(os.path.dirname(__file__), "..", "..", ".venv",
-                            "hf_reference")
 MULTI30K = os.path.join(SHARED_DATA, "multi30k")
 
 
@@ -239,22 +236,6 @@ def test_a_bad_directory_gets_one_line_and_exit_1(case, message, tmp_path, capsy
     assert not os.path.exists(out)  # nothing written
 
 
-def _hf_reference(script, *args):
-  """Runs tests/hf_transformers_reference.py's `script` with transformers 4.57 (test-only,
-  .venv/hf_reference); skips where it is not installed."""
-  if not os.path.isdir(os.path.join(HF_REFERENCE, "transformers")):
-    pytest.skip("transformers 4.57 (the test-only reference) is not in .venv/hf_reference; "
-                "setup_venv.sh installs it")
-  env = dict(os.environ, PYTHONPATH=os.path.abspath(HF_REFERENCE), TF_CPP_MIN_LOG_LEVEL="3",
-             TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1")
-  done = subprocess.run(
-      [sys.executable,
-       os.path.join(os.path.dirname(__file__), "..", "hf_transformers_reference.py"),
-       script, *map(str, args)], env=env, capture_output=True, text=True, check=False)
-  assert done.returncode == 0, done.stderr[-3000:]
-  return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.heavy
 def test_transformers_tf_marian_reads_our_fixture_and_writes_what_we_read(tmp_path, capsys):
   """transformers' TFMarianMTModel (a) loads the fixture's tf_model.h5 with no key
@@ -268,7 +249,7 @@ def test_transformers_tf_marian_reads_our_fixture_and_writes_what_we_read(tmp_pa
            for s, t in zip(english, german)]
   hf_pairs = [[_hf_ids(vocab, s), _hf_ids(vocab, t)] for s, t in pairs]
   written = tmp_path / "written"
-  answer = _hf_reference("logits", model["dir"], written, json.dumps(hf_pairs))
+  answer = hf_transformers_reference.run("logits", model["dir"], written, json.dumps(hf_pairs))
   assert answer["missing"] == [] and answer["unexpected"] == [], answer
   for (src, tgt), fixture_logits in zip(pairs, answer["fixture_logits"]):
     ours = run.model({"inputs": tf.constant([src]), "targets": tf.constant([tgt])})[0].numpy()
@@ -306,7 +287,7 @@ def test_ids_equal_marian_tokenizers(tmp_path):
   pieces = [i for i in range(len(model["vocab"])) if i not in special]
   lines["decode"] = [[int(i) for i in rng.choice(pieces, n)] + [model["vocab"]["</s>"]]
                      for n in (1, 3, 8, 20) * 5]
-  theirs = _hf_reference("tokenize", model["dir"], json.dumps(lines))
+  theirs = hf_transformers_reference.run("tokenize", model["dir"], json.dumps(lines))
   code = t2t_bin.run_in_process(import_bin, ["t2t-import", "--from=hf",
                                              f"--hf_dir={model['dir']}",
                                              f"--output_dir={tmp_path / 'run'}"])
