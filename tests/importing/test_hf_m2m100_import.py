@@ -85,6 +85,40 @@ def test_greedy_outputs_with_the_target_language_forced(tmp_path, flavour):
 
 
 @pytest.mark.heavy
+@pytest.mark.parametrize("flavour", ["m2m100", "nllb"])
+def test_the_ctranslate2_export_decodes_as_the_reference(tmp_path, flavour):
+  """t2t-exporter --format=ctranslate2 on an imported run; CTranslate2's greedy search with
+  the target language as its target prefix gives the reference's greedy outputs (fairseq's
+  positions from 2 are the table's rows from 0; the decoder starts from </s>)."""
+  ctranslate2 = pytest.importorskip("ctranslate2",
+                                    reason="the [ctranslate2] extra is not installed")
+  from t2t_keras.bin import exporter as exporter_bin  # pylint: disable=import-outside-toplevel
+  from t2t_keras.importing import hf_m2m100  # pylint: disable=import-outside-toplevel
+  model, run = imported(tmp_path, sharpness=3, flavour=flavour)
+  code = t2t_bin.run_in_process(exporter_bin, [
+      "t2t-exporter", f"--output_dir={tmp_path / 'run'}", f"--export_dir={tmp_path / 'ct2'}",
+      "--format=ctranslate2"])
+  assert code == 0
+  vocab, en, de = run.vocab, model["languages"]["en"], model["languages"]["de"]
+  pieces = hf_m2m100.pieces_by_id(model["dir"], model["config"])[0]  # by Hugging Face id
+  hf_id = {p: i for i, p in enumerate(pieces)}
+  translator = ctranslate2.Translator(str(tmp_path / "ct2"))
+  english, _ = marian_fixture.corpus(6, seed=7)
+  outputs = set()
+  for line in english:
+    src = _hf(vocab, vocab.encode(f"{en} {line}") + [EOS_ID])
+    found = translator.translate_batch([[pieces[i] for i in src[:-1]]],  # it adds </s>
+                                       target_prefix=[[de]], beam_size=1,
+                                       max_decoding_length=len(src) + 6)
+    ours = [hf_id[p] for p in found[0].hypotheses[0]]
+    theirs = reference.greedy(model["sd"], model["config"], src, model["vocab"][de],
+                              len(ours) + 1)
+    assert ours[0] == model["vocab"][de] and ours == theirs[:len(ours)], (ours, theirs)
+    outputs.add(tuple(ours))
+  assert len(outputs) > 1
+
+
+@pytest.mark.heavy
 def test_nllb_ids_equal_transformers_nllb_tokenizer(tmp_path):
   """transformers' NllbTokenizer, from the directory, frames and numbers a source (src_lang
   eng_Latn) and a target (tgt_lang deu_Latn) as ours does: `eng_Latn words </s>`,
