@@ -115,6 +115,33 @@ def tag_in_graph(inputs, target_language, known):
     return tf.where(tf.equal(rest, ""), tags, tags + " " + rest)
 
 
+def tokens_in_graph(inputs, target_language, tokens):
+  """`languages.frame_with_tokens`'s prefixes in TF ops: strings [n], language codes [n] ->
+  each code's token [n] ({code: token} `tokens`). InvalidArgumentError where the sizes
+  differ, a code is unknown (the message lists the known ones) or an input does not start
+  with a source language's token."""
+  inputs, target_language = tf.reshape(inputs, [-1]), tf.reshape(target_language, [-1])
+  codes = sorted(tokens)
+  same = tf.debugging.assert_equal(
+      tf.size(target_language), tf.size(inputs),
+      message="'target_language' needs one language per input")
+  with tf.control_dependencies([same]):
+    match = tf.equal(target_language[:, None], tf.constant(codes)[None])
+  valid = tf.reduce_any(match, axis=1)
+  known = tf.strings.regex_full_match(
+      inputs, "(" + "|".join(re.escape(tokens[c]) for c in codes) + ")( .*)?")
+  checks = [tf.debugging.Assert(tf.reduce_all(valid), [
+                f"unknown target language; this model knows {', '.join(codes)}",
+                tf.boolean_mask(target_language, tf.logical_not(valid))]),
+            tf.debugging.Assert(tf.reduce_all(known), [
+                "each input starts with the token of its source language (one of "
+                f"{', '.join(tokens[c] for c in codes)}); these do not:",
+                tf.boolean_mask(inputs, tf.logical_not(known))])]
+  with tf.control_dependencies(checks):
+    return tf.gather(tf.constant([tokens[c] for c in codes]),
+                     tf.argmax(tf.cast(match, tf.int32), axis=1))
+
+
 class Translator(tf.Module):
   """A tf.Module with the model's variables, its tokenizer and translate functions.
 
@@ -148,7 +175,10 @@ class Translator(tf.Module):
     self.tokenizer = vocab.tf_tokenizer()  # source text in, target text out
     target = vocabulary.target_side(vocab)  # target text in (prefixes, phrases, attention)
     self.target_tokenizer = self.tokenizer if target is vocab else target.tf_tokenizer()
-    self.target_languages = languages.languages_of(vocab)  # (): one target language
+    # A language-token model's (M2M-100, NLLB: {code: token}, the token a forced first
+    # target piece), else the `<2xx>` tags' codes; (): one target language.
+    self.__dict__["language_tokens"] = languages.language_tokens(vocab)
+    self.target_languages = tuple(sorted(self.language_tokens)) or languages.languages_of(vocab)
     if not self.target_languages:  # no `target_language` function: saving would trace it
       self.target_language = None
     self.vocab_asset = tf.saved_model.Asset(vocab_path)
@@ -453,9 +483,18 @@ class Translator(tf.Module):
   def target_language(self, inputs, target_language):
     """strings [batch], language codes [batch] -> serving_default's outputs, each input
     translated into its row's language: its tag put in front (`tag_in_graph`, as
-    `languages.with_tag`; a tag the input has is replaced). A multilingual export's only
-    (export_info.json's target_languages); another language fails the call with
-    InvalidArgumentError listing them. An empty input is translated from its tag alone."""
+    `languages.with_tag`; a tag the input has is replaced); for a language-token model
+    (M2M-100, NLLB: export_info.json's language_tokens) the language's token forced as the
+    output's first piece (`prefix`'s search), each input led by its source language's
+    token (`__en__ Hello`). A multilingual export's only (export_info.json's
+    target_languages); another language, or an input without its source token, fails the
+    call with InvalidArgumentError listing them. An empty input is translated from its
+    tag alone."""
+    if self.language_tokens:
+      texts, scores, truncated, _ = self._nbest(
+          inputs, self._prefix_search,
+          prefixes=tokens_in_graph(inputs, target_language, self.language_tokens))
+      return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
     texts, scores, truncated, _ = self._nbest(
         tag_in_graph(inputs, target_language, self.target_languages))
     return {"outputs": texts[:, 0], "scores": scores[:, 0], "truncated": truncated}
@@ -594,6 +633,8 @@ def _export_info(translator, ckpt, version, info, settings, hparams):
                             "max_phrase_pieces": translator.max_phrase_pieces}}
   if translator.target_languages:
     export_info["target_languages"] = list(translator.target_languages)
+  if translator.language_tokens:
+    export_info["language_tokens"] = dict(sorted(translator.language_tokens.items()))
   return export_info
 
 

@@ -137,7 +137,8 @@ async def _models(request, rest_path, phase, versions, model_name, limits):
   state["signature"] = signature
   mergeable = model.mergeable(signature)
   parsed = rest.parse_predict(parsed_body, model.input_names(signature), limits,
-                              model.list_inputs(signature), mergeable, model.target_languages)
+                              model.list_inputs(signature), mergeable, model.target_languages,
+                              tags="language_tokens" not in model.export_info)
   outputs = await lifecycle.unless_client_leaves(
       request.receive, batcher.enqueue(signature, parsed.inputs))
   # Off the event loop: a large answer (attention) must not stall /healthz.

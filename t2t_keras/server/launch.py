@@ -63,8 +63,11 @@ def warm_up(model, max_rows):
   if "constrained" in signatures:
     model.run("constrained", {"inputs": [b"warm up"], "constraints": [[b"warm"]]})
   if "target_language" in signatures and model.target_languages:
-    model.run("target_language", {"inputs": [b"warm up"],
-                                  "target_language": [model.target_languages[0].encode()]})
+    language = model.target_languages[0]
+    token = model.export_info.get("language_tokens", {}).get(language)  # leads the source
+    model.run("target_language", {
+        "inputs": [f"{token} warm up".encode() if token else b"warm up"],
+        "target_language": [language.encode()]})
 
 
 def allow_open_files(max_connections):

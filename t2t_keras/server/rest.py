@@ -120,7 +120,7 @@ def parse_body(body):
 
 
 def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True,
-                  target_languages=()):
+                  target_languages=(), tags=True):
   """A JSON object from `parse_body` -> PredictRequest; BadRequest naming what is wrong.
 
   Args:
@@ -132,6 +132,9 @@ def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True,
       to limits.max_attention_instances and max_attention_chars.
     target_languages: the export's target languages (() for a bilingual one); a
       "target_language" the signature does not take becomes a tag in front of "inputs".
+    tags: False for an export whose target language is its output's first token
+      (export_info.json's language_tokens: M2M-100, NLLB), which only its own
+      `target_language` signature takes: a "target_language" elsewhere is a BadRequest.
   """
   if not mergeable:
     limits = dataclasses.replace(
@@ -142,6 +145,10 @@ def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True,
     flags = ("--max_instances", "--max_sentence_chars")
   name = signature_name(request)
   tagging = TARGET_LANGUAGE not in input_names and _carries(request, TARGET_LANGUAGE)
+  if tagging and not tags:
+    raise BadRequest(f"{name!r} takes no target_language for this model, which starts its "
+                     "output with the target language's token: send it to the "
+                     "'target_language' signature")
   if tagging:
     input_names = sorted(input_names + [TARGET_LANGUAGE])
   if "instances" in request:
