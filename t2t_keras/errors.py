@@ -29,40 +29,47 @@ def user_errors():
           IsADirectoryError, PermissionError)
 
 
+_KEPT = ("run the same command again: what it finished is kept, and nothing half-written "
+         "is left under a final name")
+
+
+def _file_system_error(error, errnos):
+  """(the file, its cause) for an error of the file system that `errnos` ({errno: its
+  text}) name: an OSError of one of them, or a TensorFlow error whose message holds one of
+  the texts (then no file: the message's first line names it); else None. InputError's
+  message is the project's own, never the file system's."""
+  if isinstance(error, OSError):
+    if error.errno not in errnos:
+      return None
+    return error.filename, error.strerror or errnos[error.errno]
+  if isinstance(error, InputError):
+    return None
+  text = str(getattr(error, "message", "") or error).strip()
+  if not any(phrase in text for phrase in errnos.values()):
+    return None
+  return None, text.splitlines()[0]
+
+
 def out_of_space(error):
   """The one-line message for an error that means a write found no room (the disk, a quota
-  or the file size limit: an OSError of NO_SPACE's errnos, or a TensorFlow error whose
-  message says so), else None."""
-  if isinstance(error, OSError) and error.errno in NO_SPACE:
-    where = f" writing {error.filename}" if error.filename else ""
-    cause = error.strerror or NO_SPACE[error.errno]
-  else:
-    text = str(getattr(error, "message", "") or error).strip()
-    if not any(phrase in text for phrase in NO_SPACE.values()):
-      return None
-    where, cause = "", text.splitlines()[0]
-  return (f"out of space{where}: {cause}. Free some (or raise the limit) and run the same "
-          "command again: what it finished is kept, and nothing half-written is left "
-          "under a final name")
+  or the file size limit: NO_SPACE's errnos or texts), else None."""
+  found = _file_system_error(error, NO_SPACE)
+  if found is None:
+    return None
+  where = f" writing {found[0]}" if found[0] else ""
+  return f"out of space{where}: {found[1]}. Free some (or raise the limit) and {_KEPT}"
 
 
 def permission_denied(error):
   """The one-line message for an error that means the file system refused access (a
-  read-only directory or file system, another user's file: an OSError of DENIED's errnos,
-  or a TensorFlow error whose message says so), else None."""
-  if isinstance(error, OSError) and error.errno in DENIED:
-    where = f" on {error.filename}" if error.filename else ""
-    cause = error.strerror or DENIED[error.errno]
-  elif isinstance(error, (OSError, InputError)):  # a message of the project's own, or another
+  read-only directory or file system, another user's file: DENIED's errnos or texts),
+  else None."""
+  found = _file_system_error(error, DENIED)
+  if found is None:
     return None
-  else:
-    text = str(getattr(error, "message", "") or error).strip()
-    if not any(phrase in text for phrase in DENIED.values()):
-      return None
-    where, cause = "", text.splitlines()[0]
-  return (f"permission denied{where}: {cause}. Give this user access (make the directory "
-          "writable, or choose another) and run the same command again: what it finished "
-          "is kept, and nothing half-written is left under a final name")
+  where = f" on {found[0]}" if found[0] else ""
+  return (f"permission denied{where}: {found[1]}. Give this user access (make the "
+          f"directory writable, or choose another) and {_KEPT}")
 
 
 def cannot_write(error):

@@ -84,6 +84,17 @@ def test_greedy_outputs_with_the_target_language_forced(tmp_path, flavour):
   assert len(outputs) > 1
 
 
+def _refused(capsys, hf, out, message):
+  """t2t-import of `hf` exits 1 with one line holding `message` and writes nothing."""
+  capsys.readouterr()
+  code = t2t_bin.run_in_process(import_bin, ["t2t-import", "--from=hf", f"--hf_dir={hf}",
+                                             f"--output_dir={out}"])
+  err = capsys.readouterr().err
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert code == 1 and len(lines) == 1 and message in lines[0], err
+  assert not os.path.exists(out)
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("flavour", ["m2m100", "nllb"])
 def test_the_ctranslate2_export_decodes_as_the_reference(tmp_path, flavour):
@@ -163,13 +174,7 @@ def test_a_bad_nllb_tokenizer_gets_one_line_and_exit_1(case, message, tmp_path, 
     tokenizer["added_tokens_decoder"][str(int(last) + 5)] = \
         tokenizer["added_tokens_decoder"].pop(last)
   (hf / "tokenizer_config.json").write_text(json.dumps(tokenizer), encoding="utf-8")
-  capsys.readouterr()
-  code = t2t_bin.run_in_process(import_bin, ["t2t-import", "--from=hf", f"--hf_dir={hf}",
-                                             f"--output_dir={tmp_path / 'run'}"])
-  err = capsys.readouterr().err
-  lines = [line for line in err.splitlines() if line.strip()]
-  assert code == 1 and len(lines) == 1 and message in lines[0], err
-  assert not os.path.exists(tmp_path / "run")
+  _refused(capsys, hf, tmp_path / "run", message)
 
 
 @pytest.mark.parametrize("case, message", [
@@ -202,13 +207,7 @@ def test_a_bad_directory_gets_one_line_and_exit_1(case, message, tmp_path, capsy
     edit("config.json", decoder_start_token_id=0)
   elif case == "no_spm":
     os.remove(hf / "sentencepiece.bpe.model")
-  capsys.readouterr()
-  code = t2t_bin.run_in_process(import_bin, ["t2t-import", "--from=hf", f"--hf_dir={hf}",
-                                             f"--output_dir={tmp_path / 'run'}"])
-  err = capsys.readouterr().err
-  lines = [line for line in err.splitlines() if line.strip()]
-  assert code == 1 and len(lines) == 1 and message in lines[0], err
-  assert not os.path.exists(tmp_path / "run")
+  _refused(capsys, hf, tmp_path / "run", message)
 
 
 @pytest.mark.heavy

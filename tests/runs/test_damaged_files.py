@@ -172,6 +172,20 @@ def test_a_damaged_run_file_stops_the_trainer_resuming_with_one_line(capsys, tmp
   assert code == 0 and f"resumed from {run}/ckpt-2 at step 2" in out, out + err
 
 
+def _damage(data, split, damage):
+  """(the split's shard, its new bytes): cut in half ("cut") or a bit flipped mid-way."""
+  shard, = glob.glob(os.path.join(data, f"*-{split}-*.tfrecord"))
+  with open(shard, "rb") as f:
+    content = bytearray(f.read())
+  if damage == "cut":
+    content = content[:len(content) // 2]
+  else:
+    content[len(content) // 2] ^= 0x10
+  with open(shard, "wb") as f:
+    f.write(content)
+  return shard, content
+
+
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory):
   """(data dir, a 4-step run on it that never met a fault), made once for the cases."""
@@ -200,15 +214,7 @@ def test_a_damaged_shard_is_named_and_the_run_recovers(capsys, tmp_path, clean_r
                             "--train_steps=2")
   assert code == 0, err
 
-  shard, = glob.glob(os.path.join(data, f"*-{split}-*.tfrecord"))
-  with open(shard, "rb") as f:
-    content = bytearray(f.read())
-  if damage == "cut":
-    content = content[:len(content) // 2]
-  else:
-    content[len(content) // 2] ^= 0x10
-  with open(shard, "wb") as f:
-    f.write(content)
+  shard, content = _damage(data, split, damage)
   code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
                             "--train_steps=4")
   assert code == 1 and err.count("\n") == 1, err
@@ -253,12 +259,7 @@ def test_a_train_record_flipped_mid_run_is_named_and_the_run_goes_on(capsys, tmp
   code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
                             "--train_steps=2")
   assert code == 0, err
-  shard, = glob.glob(os.path.join(data, "*-train-*.tfrecord"))
-  with open(shard, "rb") as f:
-    content = bytearray(f.read())
-  content[len(content) // 2] ^= 0x10
-  with open(shard, "wb") as f:
-    f.write(content)
+  shard, _ = _damage(data, "train", "flip")
   code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
                             "--train_steps=40")
   assert code == 1 and err.count("\n") == 1, err
