@@ -70,7 +70,7 @@ def run_main(main, name, argv):
       raise
     print(launcher.missing_module_message(name, e.name), file=sys.stderr)
     return 1
-  except Exception as e:  # pylint: disable=broad-except  (a refused write: one line; else re-raised)
+  except Exception as e:  # pylint: disable=broad-except  (a refused write: one line, else raised)
     message = errors.cannot_write(e)
     if message is None:
       raise

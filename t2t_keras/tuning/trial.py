@@ -1,15 +1,16 @@
 """One sweep row's two processes: training it, then its dev perplexity and beam-search BLEU.
 
-    python -m t2t_keras.tuning.trial train '{"problem_name": ..., "output_dir": ..., ...}'
-    python -m t2t_keras.tuning.trial evaluate '{"run_dir": ..., "data_dir": ..., ...}'
+    python -m t2t_keras.tuning.trial train '{"problem_name": ..., "output_dir": ..., ...}' [PID]
+    python -m t2t_keras.tuning.trial evaluate '{"run_dir": ..., "data_dir": ..., ...}' [PID]
 
 `sweep.run_sweep` starts each in its own process, so memory stays flat and a
 crash stays in its row. The sweep's pid follows the JSON: on Linux the process gets
 SIGTERM when that process dies, however it dies (a SIGKILLed sweep runs no handler), so a
-trainer saves and stops instead of training on unseen beside the next sweep's. The JSON object holds the keyword arguments of
-`training.trainer.train` or of `evaluate_run`. The process prints its result as
-one line `TRIAL_RESULT {json}`; input a user can fix (missing data, a bad
-value) prints `TRIAL_ERROR <message>` and exits 1; anything else keeps its traceback.
+trainer saves and stops instead of training on unseen beside the next sweep's. The JSON
+object holds the keyword arguments of `training.trainer.train` or of `evaluate_run`.
+The process prints its result as one line `TRIAL_RESULT {json}`; input a user can fix
+(missing data, a bad value) prints `TRIAL_ERROR <message>` and exits 1; anything else
+keeps its traceback.
 
 `evaluate_run` uses the newest checkpoint, without averaging, as the paper's
 Table 3: params, dev_loss, dev_perplexity (plain cross-entropy per target

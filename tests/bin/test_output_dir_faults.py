@@ -6,9 +6,9 @@ The binaries run as their own processes. The tests run as root on most machines,
 permission bits do not stop: the child then runs as root without the two capabilities that
 override them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, dropped from its bounding set before
 exec), so a directory at mode 0555 refuses its writes as it would a user's. "Mid-run" is a
-chosen point: the trainer's first checkpoint on disk (its index file written); for the decoder, its input read from
-a FIFO, which the test feeds only after changing the directory (the decoder has loaded the
-model and is waiting for its input).
+chosen point: the trainer's first checkpoint on disk (its `checkpoint` index written); for
+the decoder, its input read from a FIFO, which the test feeds only after changing the
+directory (the decoder has loaded the model and is waiting for its input).
 """
 
 import ctypes
