@@ -250,3 +250,50 @@ def test_the_decoder_binary_takes_source_and_target_languages(tmp_path, capsys):
   assert code == 1 and "give the target language (one of de, en, fr)" in err
   code, err, _ = decode("--target_language=de")
   assert code == 1 and "line 1 does not start with a source-language token" in err
+
+
+@pytest.mark.heavy
+def test_finetuning_an_imported_run_on_framed_pairs_lowers_the_dev_loss(tmp_path):
+  """Fine-tuning as docs/migrating.md says: the run's vocabulary in a data_dir, t2t-datagen
+  of pairs framed as the model reads them (`__en__ words`, `__de__ words`: the target's
+  first token the language's), t2t-trainer --warm_start_from for 40 steps. The run keeps
+  fairseq's conventions (position_offset, decoder_start_id) and its dev loss falls."""
+  from t2t_keras.bin import datagen as datagen_bin  # pylint: disable=import-outside-toplevel
+  from t2t_keras.bin import trainer as trainer_bin  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding.scoring import score_ids  # pylint: disable=import-outside-toplevel
+  _, before = imported(tmp_path, sharpness=1)
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  (data_dir / "vocab.translate_parallel_text.model").write_bytes(
+      (tmp_path / "run" / runs.VOCAB_FILE).read_bytes())
+  english, german = marian_fixture.corpus(320, seed=13)
+  pairs = {"train": slice(0, 256), "dev": slice(256, 288), "test": slice(288, 320)}
+  for split, rows in pairs.items():
+    for lang, lines in (("en", english), ("de", german)):
+      (tmp_path / f"{split}.{lang}").write_text(
+          "".join(f"__{lang}__ {line}\n" for line in lines[rows]), encoding="utf-8")
+  assert t2t_bin.run_in_process(datagen_bin, [
+      "t2t-datagen", "--problem=translate_parallel_text", f"--data_dir={data_dir}",
+      *(f"--parallel_{split}={tmp_path / split}.en,{tmp_path / split}.de"
+        for split in pairs)]) == 0
+  assert t2t_bin.run_in_process(trainer_bin, [
+      "t2t-trainer", "--problem=translate_parallel_text", f"--data_dir={data_dir}",
+      f"--warm_start_from={tmp_path / 'run'}", f"--output_dir={tmp_path / 'ft'}",
+      "--train_steps=40", "--hparams=batch_size=256,learning_rate_warmup_steps=10",
+      "--save_every=40", "--eval_every=0", "--eval_bleu_sentences=0", "--use_xla=false",
+      "--seed=1"]) == 0
+  after = runs.load(str(tmp_path / "ft"))
+  assert (after.hparams.position_offset, after.hparams.decoder_start_id) == (2, EOS_ID)
+  dev = list(zip(english[pairs["dev"]], german[pairs["dev"]]))
+
+  def loss(run):
+    sources = [run.vocab.encode(f"__en__ {s}") + [EOS_ID] for s, _ in dev]
+    targets = [vocabulary.target_side(run.vocab).encode(f"__de__ {t}") + [EOS_ID]
+               for _, t in dev]
+    assert all(t[0] == targets[0][0] for t in targets)  # the language token, one piece
+    return -sum(score_ids(run.model, sources, targets)) / sum(len(t) for t in targets)
+
+  first, last = loss(before), loss(after)
+  # A random model fitted to the pairs: 6.39 -> 2.51 nats per token on the Intel Xeon
+  # family 6 model 207 (the start is fixed weights, the same on any CPU; 0.8x leaves room).
+  assert last < 0.8 * first, (first, last)
