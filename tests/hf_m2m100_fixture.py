@@ -90,10 +90,14 @@ def _added_token(content, special=True):
           "rstrip": False, "single_word": False, "special": special}
 
 
-def write_hf_dir(directory, seed=1, sharpness=3, flavour="m2m100"):
+def write_hf_dir(directory, seed=1, sharpness=3, flavour="m2m100", languages=None,
+                 language_codes="m2m100"):
   """Writes an M2M-100 (or NLLB-200: flavour="nllb") repository of a random model;
   returns {"config", "sd" (float64), "vocab" (piece -> id, the language tokens included),
-  "languages" ({"en": token, "de": token, "fr": token}), "dir"}."""
+  "languages" ({"en": token, "de": token, ...}), "dir"}. M2M-100's `languages` (default
+  LANGUAGES) are its tokens in id order, `language_codes` tokenizer_config.json's name for
+  that list (M2M100Tokenizer's FAIRSEQ_LANGUAGE_CODES key: "m2m100", "wmt21")."""
+  languages = list(languages or LANGUAGES)
   os.makedirs(directory, exist_ok=True)
   english, german = marian_fixture.corpus()
   proto = train_spm(english + german, 120)
@@ -108,8 +112,9 @@ def write_hf_dir(directory, seed=1, sharpness=3, flavour="m2m100"):
   else:
     pieces = [sp.id_to_piece(i) for i in range(3, sp.get_piece_size())][:-3]
     vocab.update({p: 4 + i for i, p in enumerate(pieces)})
-    languages = {t: len(vocab) + i for i, t in enumerate(LANGUAGES)}
-    size = len(vocab) + len(LANGUAGES) + MADEUP
+    tokens = languages
+    languages = {t: len(vocab) + i for i, t in enumerate(tokens)}
+    size = len(vocab) + len(tokens) + MADEUP
   config = {
       "_name_or_path": "fixture/m2m100", "activation_dropout": 0.0,
       "activation_function": "relu", "architectures": ["M2M100ForConditionalGeneration"],
@@ -130,10 +135,11 @@ def write_hf_dir(directory, seed=1, sharpness=3, flavour="m2m100"):
                                       "eos_token_id": 2, "pad_token_id": 1,
                                       "max_length": 200},
            "tokenizer_config.json": {"tokenizer_class": "M2M100Tokenizer",
-                                     "language_codes": "m2m100", "num_madeup_words": MADEUP,
+                                     "language_codes": language_codes,
+                                     "num_madeup_words": MADEUP,
                                      "src_lang": "en", "tgt_lang": "de",
                                      "model_max_length": 1024},
-           "special_tokens_map.json": {"additional_special_tokens": LANGUAGES,
+           "special_tokens_map.json": {"additional_special_tokens": tokens,
                                        "bos_token": "<s>", "eos_token": "</s>",
                                        "pad_token": "<pad>", "unk_token": "<unk>"}}
   for name, value in files.items():
@@ -142,7 +148,7 @@ def write_hf_dir(directory, seed=1, sharpness=3, flavour="m2m100"):
   with open(os.path.join(directory, "sentencepiece.bpe.model"), "wb") as f:
     f.write(proto)
   return {"config": config, "vocab": {**vocab, **languages}, "dir": directory,
-          "languages": {t[2:-2]: t for t in LANGUAGES},
+          "languages": {t[2:-2]: t for t in tokens},
           "sd": {k: v.astype(np.float64) for k, v in sd.items()}}
 
 

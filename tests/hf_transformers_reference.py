@@ -18,6 +18,9 @@ line.
       NllbTokenizer.from_pretrained(DIR): the ids of LINES_JSON["source"] with src_lang and
       of LINES_JSON["target"] (text_target) with tgt_lang, framed as it frames them; the
       ids of LINES_JSON["languages"] and <mask>; its length.
+  hf_transformers_reference.py m2m100_tokenize DIR LINES_JSON
+      M2M100Tokenizer.from_pretrained(DIR): the same for M2M-100 (src_lang and tgt_lang
+      codes such as "en"), and its lang_token_to_id.
 """
 
 import json
@@ -95,7 +98,18 @@ def nllb_tokenize(directory, lines_json):
           "mask": tokenizer.mask_token_id, "size": len(tokenizer)}
 
 
+def m2m100_tokenize(directory, lines_json):
+  from transformers import M2M100Tokenizer  # pylint: disable=import-outside-toplevel
+  lines = json.loads(lines_json)
+  tokenizer = M2M100Tokenizer.from_pretrained(directory, src_lang=lines["src_lang"],
+                                              tgt_lang=lines["tgt_lang"])
+  return {"source": tokenizer(lines["source"])["input_ids"],
+          "target": tokenizer(text_target=lines["target"])["input_ids"],
+          "languages": tokenizer.lang_token_to_id}
+
+
 if __name__ == "__main__":
   command, *args = sys.argv[1:]
   print(json.dumps({"logits": logits, "tokenize": tokenize,
-                    "nllb_tokenize": nllb_tokenize}[command](*args)))
+                    "nllb_tokenize": nllb_tokenize,
+                    "m2m100_tokenize": m2m100_tokenize}[command](*args)))

@@ -130,6 +130,29 @@ def test_the_ctranslate2_export_decodes_as_the_reference(tmp_path, flavour):
 
 
 @pytest.mark.heavy
+def test_m2m100_ids_equal_transformers_m2m100_tokenizer(tmp_path):
+  """transformers' M2M100Tokenizer, from a directory with the language list it knows as
+  "wmt21" (8 codes; the hub's m2m100 models use its 100-code "m2m100" list the same way),
+  numbers the language tokens as the import does (after vocab.json's ids, in the order of
+  additional_special_tokens) and frames and numbers a source (src_lang en) and a target
+  (tgt_lang de) as ours does, a character the segmentation lacks as <unk>."""
+  codes = ["en", "ha", "is", "ja", "cs", "ru", "zh", "de"]
+  model, run = imported(tmp_path, languages=[f"__{c}__" for c in codes],
+                        language_codes="wmt21")
+  vocab = run.vocab
+  english, german = marian_fixture.corpus(6, seed=3)
+  english[0] += " ✓"
+  theirs = hf_transformers_reference.run("m2m100_tokenize", model["dir"], json.dumps(
+      {"src_lang": "en", "tgt_lang": "de", "source": english, "target": german}))
+  assert theirs["languages"] == {f"__{c}__": model["vocab"][f"__{c}__"] for c in codes}
+  sources = [_hf(vocab, vocab.encode(f"__en__ {line}") + [EOS_ID]) for line in english]
+  targets = [_hf(vocab, vocabulary.target_side(vocab).encode(f"__de__ {line}") + [EOS_ID])
+             for line in german]
+  assert sources == theirs["source"] and targets == theirs["target"]
+  assert 3 in sources[0]  # <unk>
+
+
+@pytest.mark.heavy
 def test_nllb_ids_equal_transformers_nllb_tokenizer(tmp_path):
   """transformers' NllbTokenizer, from the directory, frames and numbers a source (src_lang
   eng_Latn) and a target (tgt_lang deu_Latn) as ours does: `eng_Latn words </s>`,
