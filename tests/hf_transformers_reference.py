@@ -87,25 +87,27 @@ def tokenize(directory, lines_json):
           "decoded": tokenizer.batch_decode(lines["decode"], skip_special_tokens=True)}
 
 
+def _framed(tokenizer_class, directory, lines):
+  """The tokenizer from `directory` with lines' src_lang and tgt_lang, and its ids of the
+  source lines and of the target lines (text_target)."""
+  tokenizer = tokenizer_class.from_pretrained(directory, src_lang=lines["src_lang"],
+                                              tgt_lang=lines["tgt_lang"])
+  return tokenizer, {"source": tokenizer(lines["source"])["input_ids"],
+                     "target": tokenizer(text_target=lines["target"])["input_ids"]}
+
+
 def nllb_tokenize(directory, lines_json):
   from transformers import NllbTokenizer  # pylint: disable=import-outside-toplevel
   lines = json.loads(lines_json)
-  tokenizer = NllbTokenizer.from_pretrained(directory, src_lang=lines["src_lang"],
-                                            tgt_lang=lines["tgt_lang"])
-  return {"source": tokenizer(lines["source"])["input_ids"],
-          "target": tokenizer(text_target=lines["target"])["input_ids"],
-          "languages": tokenizer.convert_tokens_to_ids(lines["languages"]),
-          "mask": tokenizer.mask_token_id, "size": len(tokenizer)}
+  tokenizer, ids = _framed(NllbTokenizer, directory, lines)
+  return dict(ids, languages=tokenizer.convert_tokens_to_ids(lines["languages"]),
+              mask=tokenizer.mask_token_id, size=len(tokenizer))
 
 
 def m2m100_tokenize(directory, lines_json):
   from transformers import M2M100Tokenizer  # pylint: disable=import-outside-toplevel
-  lines = json.loads(lines_json)
-  tokenizer = M2M100Tokenizer.from_pretrained(directory, src_lang=lines["src_lang"],
-                                              tgt_lang=lines["tgt_lang"])
-  return {"source": tokenizer(lines["source"])["input_ids"],
-          "target": tokenizer(text_target=lines["target"])["input_ids"],
-          "languages": tokenizer.lang_token_to_id}
+  tokenizer, ids = _framed(M2M100Tokenizer, directory, json.loads(lines_json))
+  return dict(ids, languages=tokenizer.lang_token_to_id)
 
 
 if __name__ == "__main__":
