@@ -32,6 +32,7 @@ import numpy as np
 import sentencepiece as spm
 from safetensors.numpy import save_file
 
+import hf_marian_fixture
 import marian_fixture
 
 DIM, HEADS, FFN, DEPTH, MADEUP = 16, 2, 32, 2, 8
@@ -50,34 +51,10 @@ def train_spm(lines, vocab_size):
 
 
 def random_state_dict(config, seed, sharpness=3):
-  """{PyTorch name: float32 array} of M2M100ForConditionalGeneration."""
-  rng = np.random.RandomState(seed)
-  d, f, v = config["d_model"], config["encoder_ffn_dim"], config["vocab_size"]
-  normal = lambda shape, std: rng.normal(0.0, std, shape).astype(np.float32)  # noqa: E731
-  sd = {}
-
-  def norm(name):
-    sd[f"{name}.weight"], sd[f"{name}.bias"] = 1.0 + normal(d, 0.1), normal(d, 0.1)
-
-  def attention(name):
-    for p, scale in (("q", sharpness), ("k", sharpness), ("v", 1), ("out", 3)):
-      sd[f"{name}.{p}_proj.weight"] = normal((d, d), scale * d ** -0.5)
-      sd[f"{name}.{p}_proj.bias"] = normal(d, 0.1)
-    norm(f"{name}_layer_norm")
-
-  def ffn(prefix):
-    sd[f"{prefix}.fc1.weight"], sd[f"{prefix}.fc1.bias"] = normal((f, d), d ** -0.5), normal(f, 0.1)
-    sd[f"{prefix}.fc2.weight"] = normal((d, f), 3 * f ** -0.5)
-    sd[f"{prefix}.fc2.bias"] = normal(d, 0.1)
-    norm(f"{prefix}.final_layer_norm")
-
-  for i in range(config["encoder_layers"]):
-    attention(f"model.encoder.layers.{i}.self_attn")
-    ffn(f"model.encoder.layers.{i}")
-  for i in range(config["decoder_layers"]):
-    attention(f"model.decoder.layers.{i}.self_attn")
-    attention(f"model.decoder.layers.{i}.encoder_attn")
-    ffn(f"model.decoder.layers.{i}")
+  """{PyTorch name: float32 array} of M2M100ForConditionalGeneration: BART's layers
+  (`hf_marian_fixture.random_layers`), each stack's final LayerNorm, the shared table."""
+  sd, normal, norm = hf_marian_fixture.random_layers(config, seed, sharpness)
+  d, v = config["d_model"], config["vocab_size"]
   norm("model.encoder.layer_norm")
   norm("model.decoder.layer_norm")
   sd["model.shared.weight"] = normal((v, d), 0.5)

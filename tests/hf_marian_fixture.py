@@ -57,10 +57,13 @@ def model_config(vocab, activation="swish", tie_word_embeddings=True):
   return config
 
 
-def random_state_dict(config, seed, sharpness=3, eos_bias=5.0):
-  """{PyTorch name: float32 array}: Linear weights [out, in], LayerNorms [d]."""
+def random_layers(config, seed, sharpness=3):
+  """(sd, normal, norm): sd {PyTorch name: float32 array} holding every encoder and decoder
+  layer of BART's naming, which Marian and M2M-100 share (Linear weights [out, in],
+  LayerNorms [d]; queries and keys scaled by `sharpness`); `normal(shape, std)` draws on
+  from the same generator, `norm(name)` adds a LayerNorm."""
   rng = np.random.RandomState(seed)
-  d, f, v = config["d_model"], config["encoder_ffn_dim"], config["vocab_size"]
+  d, f = config["d_model"], config["encoder_ffn_dim"]
   normal = lambda shape, std: rng.normal(0.0, std, shape).astype(np.float32)  # noqa: E731
   sd = {}
 
@@ -86,6 +89,13 @@ def random_state_dict(config, seed, sharpness=3, eos_bias=5.0):
     attention(f"model.decoder.layers.{i}.self_attn")
     attention(f"model.decoder.layers.{i}.encoder_attn")
     ffn(f"model.decoder.layers.{i}")
+  return sd, normal, norm
+
+
+def random_state_dict(config, seed, sharpness=3, eos_bias=5.0):
+  """{PyTorch name: float32 array}: Linear weights [out, in], LayerNorms [d]."""
+  sd, normal, _ = random_layers(config, seed, sharpness)
+  d, v = config["d_model"], config["vocab_size"]
   pad, eos = config["pad_token_id"], config["eos_token_id"]
   sd["model.shared.weight"] = normal((v, d), 0.5)
   sd["model.shared.weight"][pad] = 0.0

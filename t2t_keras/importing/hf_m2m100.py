@@ -29,7 +29,6 @@ biases, no logit bias, the decoder starting from </s> (`decoder_start_id`); a so
 
 import os
 
-import numpy as np
 import sentencepiece
 import yaml
 
@@ -186,19 +185,11 @@ def load_weights(model, tensors, marian_ids):
   order (`marian_ids`: each of our ids' Hugging Face id). InputError naming a missing
   tensor, one of another shape, or those left over."""
   used = set()
-
-  def take(name):
-    if name not in tensors:
-      raise InputError(f"the weights have no {name}, which config.json needs")
-    used.add(name)
-    return tensors[name]
-
+  take = hf_marian.taker(tensors, used)
   table = hf_marian.shared_table(tensors, len(marian_ids), used)
   hf_marian.assign(model.embedding.embeddings, marian.reorder_rows(table, marian_ids),
                    "model.shared.weight")
-  if "lm_head.weight" in tensors and not np.array_equal(take("lm_head.weight"), table):
-    raise InputError("the weights' lm_head.weight differs from the embedding table; "
-                     "config.json ties them (tie_word_embeddings)")
+  hf_marian.check_tied_head(tensors, table, take)
   for name in ("model.encoder.embed_positions.weights",
                "model.decoder.embed_positions.weights"):
     if name in tensors:  # a buffer older files saved: recomputed (docs/migrating.md)

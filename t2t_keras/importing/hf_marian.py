@@ -200,6 +200,24 @@ def assign(variable, value, name):
   variable.assign(value.reshape(shape))
 
 
+def taker(tensors, used):
+  """`take(name)`: tensors[name], its name added to `used` (the leftover check of
+  `assign_all`); InputError where the weights lack it."""
+  def take(name):
+    if name not in tensors:
+      raise InputError(f"the weights have no {name}, which config.json needs")
+    used.add(name)
+    return tensors[name]
+  return take
+
+
+def check_tied_head(tensors, table, take):
+  """InputError where the weights hold an lm_head.weight other than the tied `table`."""
+  if "lm_head.weight" in tensors and not np.array_equal(take("lm_head.weight"), table):
+    raise InputError("the weights' lm_head.weight differs from the embedding table; "
+                     "config.json ties them (tie_word_embeddings)")
+
+
 def checked_rows(tensors, name, count, take):
   """tensors[name] (`take`n) with `count` rows (a [1, V] bias: V values), else InputError."""
   value = take(name)
@@ -249,13 +267,7 @@ def load_weights(model, tensors, marian_ids, weights=""):
   InputError naming a missing tensor, one of another shape, or those left over
   (`weights`: the file they came from, for the messages)."""
   used = set()
-
-  def take(name):
-    if name not in tensors:
-      raise InputError(f"the weights have no {name}, which config.json needs")
-    used.add(name)
-    return tensors[name]
-
+  take = taker(tensors, used)
   table = shared_table(tensors, len(marian_ids), used)
   if np.any(table[marian_ids[PAD_ID]]):
     raise InputError("the weights' <pad> row is not zero (Hugging Face's Marian starts the "
@@ -266,10 +278,8 @@ def load_weights(model, tensors, marian_ids, weights=""):
   if not model.hparams.shared_embedding_and_softmax_weights:
     assign(model.softmax_table.embeddings, marian.reorder_rows(
         checked_rows(tensors, "lm_head.weight", count, take), marian_ids), "lm_head.weight")
-  elif "lm_head.weight" in tensors:
-    if not np.array_equal(take("lm_head.weight"), table):
-      raise InputError("the weights' lm_head.weight differs from the embedding table; "
-                       "config.json ties them (tie_word_embeddings)")
+  else:
+    check_tied_head(tensors, table, take)
   if "final_logits_bias" not in tensors and weights.endswith(hf_files.H5):
     raise InputError(f"{weights} has no final_logits_bias: transformers' TF weights saved "
                      "before September 2022 lost it (transformers PR 18833) and translate "
