@@ -267,7 +267,8 @@ def write_step(cache, update, index):
 
 def padding_mask(ids):
   """[batch, len] ids -> bool [batch, 1, 1, len], True at non-pad (id != 0)."""
-  return tf.not_equal(ids, 0)[:, None, None, :]
+  # expand_dims, not [:, None, None, :]: LiteRT has no strided slice that adds axes.
+  return tf.expand_dims(tf.expand_dims(tf.not_equal(ids, 0), 1), 1)
 
 
 def causal_mask(length):
