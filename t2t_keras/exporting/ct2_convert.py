@@ -284,7 +284,7 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   decoding = DecodingSpec.for_run(info.get("problem"), decode_hparams, hparams,
                                   max_input_length)
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
-  tokenizers = _tokenizer_files(vocab)
+  tokenizers = tokenizer_files(vocab)
   pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]
   spec = build_spec(model, pieces)
   settings = decoding_settings(decoding.settings.search, decoding.input_limit, hparams,
@@ -305,9 +305,11 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   return ct2_dir
 
 
-def _tokenizer_files(vocab):
-  """{file name: sentencepiece model bytes} for ct2_translate: SPM_FILE, or a Marian pair's
-  SOURCE_SPM_FILE and TARGET_SPM_FILE; UnsupportedError for another vocabulary."""
+def tokenizer_files(vocab, what="CTranslate2 export",
+                    why="ct2_translate.py tokenizes with sentencepiece"):
+  """{file name: sentencepiece model bytes} for ct2_translate (and litert_translate): SPM_FILE,
+  or a Marian pair's SOURCE_SPM_FILE and TARGET_SPM_FILE; UnsupportedError for another
+  vocabulary (`what` needs one, `why`)."""
   # pylint: disable-next=import-outside-toplevel
   from t2t_keras.data.marian_vocab import MarianVocabulary
   from t2t_keras.data.vocabulary import SubwordVocabulary  # pylint: disable=import-outside-toplevel
@@ -315,8 +317,8 @@ def _tokenizer_files(vocab):
     return {SOURCE_SPM_FILE: vocab.source.model_proto, TARGET_SPM_FILE: vocab.target.model_proto}
   if isinstance(vocab, SubwordVocabulary):
     return {SPM_FILE: fileio.read_bytes(vocab.model_path)}
-  raise UnsupportedError(f"CTranslate2 export needs a sentencepiece vocabulary; "
-                         f"{vocab!r} is not one (ct2_translate.py tokenizes with sentencepiece)")
+  raise UnsupportedError(f"{what} needs a sentencepiece vocabulary; {vocab!r} is not one "
+                         f"({why})")
 
 
 def _write(directory, spec, quantization, tokenizers, settings):

@@ -57,6 +57,41 @@ def length_penalty(length, alpha):
   return ((5.0 + length) / 6.0) ** alpha
 
 
+def load_tokenizers(model_dir):
+  """(source, target sentencepiece processors, whether they are a Marian pair) of a model
+  directory: text <-> pieces by one sentencepiece model, or a Marian pair's source and
+  target ones (pieces <-> ids: the model's vocabulary). litert_translate.py's too."""
+  import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+  files = ((SPM_FILE, SPM_FILE) if os.path.exists(os.path.join(model_dir, SPM_FILE))
+           else (SOURCE_SPM_FILE, TARGET_SPM_FILE))
+  source, target = (spm.SentencePieceProcessor(model_file=os.path.join(model_dir, name))
+                    for name in files)
+  return source, target, files[0] == SOURCE_SPM_FILE
+
+
+def source_pieces(source_sp, sentences, marian_pair):
+  """[[piece]] of each source sentence; in a Marian pair a leading language label
+  (`>>fra<<`, OPUS-MT's multilingual models) is one piece, as in t2t_keras's
+  `marian_vocab.split_label` (not imported: this file stands alone)."""
+  sentences = list(sentences)
+  if not marian_pair:
+    return source_sp.encode(sentences, out_type=str)
+  labels, rest = [], []
+  for text in sentences:
+    end = text.find("<<") if text.startswith(">>") else -1
+    labels.append([text[:end + 2]] if end >= 0 else [])
+    rest.append(text[end + 2:] if end >= 0 else text)
+  return [label + pieces for label, pieces in
+          zip(labels, source_sp.encode(rest, out_type=str))]
+
+
+def target_text(target_sp, pieces, marian_pair):
+  """Output pieces -> text; in a Marian pair a piece target.spm does not know keeps no
+  "\u2581" and the ends are stripped, as t2t_keras's `marian_vocab.join_pieces`."""
+  text = target_sp.decode(pieces)
+  return text.replace("\u2581", " ").strip() if marian_pair else text
+
+
 class Ct2Translator:
   """A converted model, its sentencepiece model (a Marian pair: two) and the run's decoding.
 
@@ -77,7 +112,6 @@ class Ct2Translator:
                beam_size=None, alpha=None, extra_length=None, max_decode_length=None,
                patience=DEFAULT_PATIENCE, batch_size=32):
     import ctranslate2  # pylint: disable=import-outside-toplevel
-    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
     self.model_dir = model_dir
     with open(os.path.join(model_dir, DECODING_FILE)) as f:
       self.settings = json.load(f)
@@ -92,13 +126,7 @@ class Ct2Translator:
     self.translator = ctranslate2.Translator(
         model_dir, device=device, compute_type=compute_type,
         intra_threads=intra_threads or os.cpu_count() or 1, inter_threads=1)
-    # Text <-> pieces: one sentencepiece model, or a Marian pair's source and target ones;
-    # pieces <-> ids: the model's vocabulary.
-    files = ((SPM_FILE, SPM_FILE) if os.path.exists(os.path.join(model_dir, SPM_FILE))
-             else (SOURCE_SPM_FILE, TARGET_SPM_FILE))
-    self.source_sp, self.target_sp = (
-        spm.SentencePieceProcessor(model_file=os.path.join(model_dir, name)) for name in files)
-    self.marian_pair = files[0] == SOURCE_SPM_FILE
+    self.source_sp, self.target_sp, self.marian_pair = load_tokenizers(model_dir)
     with open(os.path.join(model_dir, VOCABULARY_FILE), encoding="utf-8") as f:
       self.pieces = json.load(f)
     self.piece_ids = {p: i for i, p in enumerate(self.pieces)}
@@ -225,25 +253,12 @@ class Ct2Translator:
     return ids, scores
 
   def source_pieces(self, sentences):
-    """[[piece]] of each source sentence; in a Marian pair a leading language label
-    (`>>fra<<`, OPUS-MT's multilingual models) is one piece, as in t2t_keras's
-    `marian_vocab.split_label` (not imported: this file stands alone)."""
-    sentences = list(sentences)
-    if not self.marian_pair:
-      return self.source_sp.encode(sentences, out_type=str)
-    labels, rest = [], []
-    for text in sentences:
-      end = text.find("<<") if text.startswith(">>") else -1
-      labels.append([text[:end + 2]] if end >= 0 else [])
-      rest.append(text[end + 2:] if end >= 0 else text)
-    return [label + pieces for label, pieces in
-            zip(labels, self.source_sp.encode(rest, out_type=str))]
+    """[[piece]] of each source sentence (`source_pieces`)."""
+    return source_pieces(self.source_sp, sentences, self.marian_pair)
 
   def target_text(self, pieces):
-    """Output pieces -> text; in a Marian pair a piece target.spm does not know keeps no
-    "▁" and the ends are stripped, as t2t_keras's `marian_vocab.join_pieces`."""
-    text = self.target_sp.decode(pieces)
-    return text.replace("\u2581", " ").strip() if self.marian_pair else text
+    """Output pieces -> text (`target_text`)."""
+    return target_text(self.target_sp, pieces, self.marian_pair)
 
   def translate(self, sentences, nbest=False, prefixes=None):
     """[(translation, score)] per sentence, or with nbest [[(translation, score), ...]];

@@ -25,12 +25,12 @@ import sysconfig
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed (pip install 't2t-keras[ctranslate2]')")
 
 import ct2_search_reference  # noqa: E402
+from random_runs import random_run  # noqa: E402
 from binaries import run_binary  # noqa: E402
 from conftest import make_tiny_run  # noqa: E402
 from t2t_keras.bin import decoder as decoder_bin  # noqa: E402
@@ -40,8 +40,7 @@ from t2t_keras.data import datagen  # noqa: E402
 from t2t_keras.decoding import translate, files  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.errors import InputError  # noqa: E402
-from t2t_keras.ids import EOS_ID, PAD_ID  # noqa: E402
-from t2t_keras.models.transformer import Transformer  # noqa: E402
+from t2t_keras.ids import EOS_ID  # noqa: E402
 from t2t_keras.exporting import ct2_convert, ct2_translate  # noqa: E402
 
 # The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
@@ -49,8 +48,6 @@ pytestmark = pytest.mark.heavy
 
 TOL = 1e-4
 INPUTS = 300
-SMALL = dict(num_encoder_layers=2, num_decoder_layers=2, hidden_size=32, filter_size=64,
-             num_heads=4, max_length=40)
 # name: (hparams, EOS row norm, kernel gain, encoder-decoder attention gain): the gains
 # were chosen (on the dev inputs) so that the outputs vary with the input and end.
 MODELS = {
@@ -60,45 +57,6 @@ MODELS = {
                                           attention_value_channels=4), 6.0, 1.0, 3.0),
 }
 SCRIPT = ct2_translate.__file__
-
-
-def sinusoids(length, width):
-  """The paper's position table, float64 [length, width], sin and cos interleaved."""
-  angles = np.arange(length)[:, None] / np.power(10000.0, np.arange(0, width, 2) / width)
-  return np.stack([np.sin(angles), np.cos(angles)], -1).reshape(length, width)
-
-
-def random_weight(path, shape, rng, eos_norm, gain, encdec_gain):
-  """One weight of `random_run`'s model, float64, from `rng` alone."""
-  if path.endswith("gamma"):
-    return 1 + 0.1 * rng.standard_normal(shape)
-  if path.endswith(("beta", "bias")):
-    return 0.1 * rng.standard_normal(shape)
-  if path.endswith("position_embeddings"):
-    return sinusoids(*shape) + 0.1 * rng.standard_normal(shape)
-  if len(shape) == 2 and path.endswith("embeddings"):  # the shared token embedding
-    table = rng.standard_normal(shape) * shape[1] ** -0.5
-    table[PAD_ID] = 0.0
-    steps = sinusoids(17, shape[1])
-    table[EOS_ID] = eos_norm * (steps[16] - steps[0]) / np.linalg.norm(steps[16] - steps[0])
-    return table
-  scale = encdec_gain if "encdec" in path else gain
-  return scale * rng.standard_normal(shape) / np.sqrt(np.prod(shape[:-1]))
-
-
-def random_run(out, vocab_path, vocab_size, hparams, eos_norm, gain, encdec_gain, seed=1):
-  """A run directory whose checkpoint holds weights drawn from a seeded NumPy generator
-  (the same on every CPU): `hparams` over SMALL, the numbers problem's vocabulary."""
-  hp = registry.hparams("transformer_tiny").replace(**SMALL).replace(**hparams)
-  model = Transformer(vocab_size, hp)
-  model.build_for_ids()
-  rng = np.random.default_rng(seed)
-  for weight in model.weights:
-    value = random_weight(weight.path, tuple(weight.shape), rng, eos_norm, gain, encdec_gain)
-    weight.assign(value.astype(np.float32))
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), out, 1).save(checkpoint_number=1)
-  runs.save_run_info(out, hp, "translate_ende_numbers", vocab_size, vocab_path)
-  return out
 
 
 @pytest.fixture(scope="module")

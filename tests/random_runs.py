@@ -1,0 +1,58 @@
+"""Run directories whose weights come from a seeded NumPy generator: the same on every CPU.
+
+    run_dir = random_run(str(tmp), vocab_path, vocab_size, dict(norm_type="post"), 8.0, 0.5, 2.0)
+
+Built, not trained (tests of the CTranslate2 and LiteRT exports): the weights are scaled so
+that outputs depend on the input and end in EOS at varied lengths; EOS's embedding row
+points along the positional signal of step 16 minus step 0, so it becomes likelier as the
+output grows.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras import registry, runs
+from t2t_keras.ids import EOS_ID, PAD_ID
+from t2t_keras.models.transformer import Transformer
+
+SMALL = dict(num_encoder_layers=2, num_decoder_layers=2, hidden_size=32, filter_size=64,
+             num_heads=4, max_length=40)
+
+
+def sinusoids(length, width):
+  """The paper's position table, float64 [length, width], sin and cos interleaved."""
+  angles = np.arange(length)[:, None] / np.power(10000.0, np.arange(0, width, 2) / width)
+  return np.stack([np.sin(angles), np.cos(angles)], -1).reshape(length, width)
+
+
+def random_weight(path, shape, rng, eos_norm, gain, encdec_gain):
+  """One weight of `random_run`'s model, float64, from `rng` alone."""
+  if path.endswith("gamma"):
+    return 1 + 0.1 * rng.standard_normal(shape)
+  if path.endswith(("beta", "bias")):
+    return 0.1 * rng.standard_normal(shape)
+  if path.endswith("position_embeddings"):
+    return sinusoids(*shape) + 0.1 * rng.standard_normal(shape)
+  if len(shape) == 2 and path.endswith("embeddings"):  # the shared token embedding
+    table = rng.standard_normal(shape) * shape[1] ** -0.5
+    table[PAD_ID] = 0.0
+    steps = sinusoids(17, shape[1])
+    table[EOS_ID] = eos_norm * (steps[16] - steps[0]) / np.linalg.norm(steps[16] - steps[0])
+    return table
+  scale = encdec_gain if "encdec" in path else gain
+  return scale * rng.standard_normal(shape) / np.sqrt(np.prod(shape[:-1]))
+
+
+def random_run(out, vocab_path, vocab_size, hparams, eos_norm, gain, encdec_gain, seed=1):
+  """A run directory whose checkpoint holds weights drawn from a seeded NumPy generator
+  (the same on every CPU): `hparams` over SMALL, the numbers problem's vocabulary."""
+  hp = registry.hparams("transformer_tiny").replace(**SMALL).replace(**hparams)
+  model = Transformer(vocab_size, hp)
+  model.build_for_ids()
+  rng = np.random.default_rng(seed)
+  for weight in model.weights:
+    value = random_weight(weight.path, tuple(weight.shape), rng, eos_norm, gain, encdec_gain)
+    weight.assign(value.astype(np.float32))
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), out, 1).save(checkpoint_number=1)
+  runs.save_run_info(out, hp, "translate_ende_numbers", vocab_size, vocab_path)
+  return out
