@@ -64,7 +64,7 @@ class SharedEmbedding(keras.layers.Layer):
     table = tf.cast(self.embeddings, self.compute_dtype)
     x = tf.gather(table, ids) * math.sqrt(self.hidden_size)
     if self.zero_pad:
-      x *= tf.cast(tf.not_equal(ids, 0), x.dtype)[..., None]
+      x *= tf.expand_dims(tf.cast(tf.not_equal(ids, 0), x.dtype), -1)  # LiteRT: no [..., None]
     return x
 
   def logits(self, x):
