@@ -114,7 +114,10 @@ setuptools.setup(
     # ctranslate2: t2t-exporter --format=ctranslate2 and t2t-decoder --engine=ctranslate2
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "selenium>=4.20",
                              "setuptools>=77", "build>=1.2"],
-                    "ctranslate2": ["ctranslate2>=4.5,<5"]},
+                    "ctranslate2": ["ctranslate2>=4.5,<5"],
+                    # LiteRT's runtime (t2t-exporter --format=litert, litert_translate.py);
+                    # TensorFlow converts, but its own tf.lite interpreter is deprecated.
+                    "litert": ["ai-edge-litert>=2.3,<3"]},
     entry_points={
         "console_scripts": [
             f"{name}=t2t_keras.launcher:{module}" for module, name in binaries().items()

@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.t2t_stamp 2>/dev/null)" != "$T2T
     || ! .venv/bin/python -c "import t2t_keras" 2>/dev/null; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -c requirements.lock -e '.[test,ctranslate2]'
+  .venv/bin/pip install -q -c requirements.lock -e '.[test,ctranslate2,litert]'
   echo "$T2T_VENV_STAMP" > .venv/.t2t_stamp
 fi
 # tensor2tensor's text_encoder, the reference tests/data/test_t2t_subwords.py compares against:

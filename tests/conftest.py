@@ -68,7 +68,7 @@ LONGEST_FIRST = ("test_trainer.py", "test_server_operations.py", "test_trainer_p
                  "test_installed.py", "test_export.py", "test_main_job.py",
                  "test_t2t_walkthrough.py", "test_t2t_import_downstream.py",
                  "test_parsing_serving.py", "test_ensemble.py", "test_ctranslate2.py",
-                 "test_marian_downstream.py", "test_hf_marian_downstream.py",
+                 "test_litert.py", "test_marian_downstream.py", "test_hf_marian_downstream.py",
                  "test_gpu_check.py", "test_out_of_space.py", "test_hf_marian_import.py",
                  "test_hf_m2m100_import.py",
                  "test_transformer.py", "test_damaged_files.py",

@@ -15,6 +15,8 @@
     t2t-decoder --output_dir=runs/multi --decode_from_file=in.en --target_language=fr
     # the same decoding on CTranslate2 (t2t-exporter --format=ctranslate2 first)
     t2t-decoder --output_dir=runs/tiny --engine=ctranslate2 --decode_from_file=in.en
+    # on LiteRT (t2t-exporter --format=litert first: the search is inside the model)
+    t2t-decoder --output_dir=runs/tiny --engine=litert --decode_from_file=in.en
 
 Problems that post-process outputs (parsing_english_ptb8k: linearized trees
 to well-formed trees over the input words) have it applied to every output.
@@ -32,7 +34,10 @@ with the run. Without --checkpoint_path the newest readable checkpoint is used
 (default output_dir/ctranslate2) instead of TensorFlow: the same decode hparams,
 files, BLEU and output format, t2t's beam search ranked over CTranslate2's
 hypotheses (`exporting/ct2_translate.py`); not for --score_file, attention plots
-or problems with an output constraint.
+or problems with an output constraint. --engine=litert runs the LiteRT model in
+--litert_model_dir (default output_dir/litert), whose search was fixed when it was
+converted: the decode hparams must be the ones it was converted with (it says which
+differ); not for --score_file, attention plots or terminology constraints.
 """
 
 
@@ -81,10 +86,13 @@ _define("string", "attention_plot_dir", None, "Write an encoder-decoder attentio
 _define("string", "tmp_dir", None, "Raw data of downloaded problems (for raw references).")
 _define("string", "decode_split", None, "Translate this split (test/dev) of the problem, with BLEU.")
 _define("enum", "engine", "tensorflow",
-        "Who runs the search: tensorflow (the checkpoint) or ctranslate2 (--ct2_model_dir).",
-        enum_values=["tensorflow", "ctranslate2"])
+        "Who runs the search: tensorflow (the checkpoint), ctranslate2 (--ct2_model_dir) or "
+        "litert (--litert_model_dir).",
+        enum_values=["tensorflow", "ctranslate2", "litert"])
 _define("string", "ct2_model_dir", None,
         "With --engine=ctranslate2: the converted model (default output_dir/ctranslate2).")
+_define("string", "litert_model_dir", None,
+        "With --engine=litert: the converted model (default output_dir/litert).")
 
 
 def main(argv):
@@ -156,8 +164,11 @@ def _check_flags():
   if FLAGS.engine == "ctranslate2" and FLAGS.decode_constraints_file:
     raise InputError("--engine=ctranslate2 has no terminology constraints (CTranslate2 "
                      "offers target prefixes only); use --engine=tensorflow")
-  if FLAGS.engine == "ctranslate2" and (FLAGS.score_file or FLAGS.attention_plot_dir):
-    raise InputError("--engine=ctranslate2 translates; --score_file and "
+  if FLAGS.engine == "litert" and FLAGS.decode_constraints_file:
+    raise InputError("--engine=litert has no terminology constraints (its model holds beam "
+                     "and greedy search only); use --engine=tensorflow")
+  if FLAGS.engine != "tensorflow" and (FLAGS.score_file or FLAGS.attention_plot_dir):
+    raise InputError(f"--engine={FLAGS.engine} translates; --score_file and "
                      "--attention_plot_dir need --engine=tensorflow")
   if FLAGS.decode_to_file:  # refused now, not after the decoding
     fileio.check_writable(FLAGS.decode_to_file)
@@ -170,6 +181,12 @@ def _search_fn(model, settings, constraint, problem):
     translator = ct2_engine.load(FLAGS.output_dir, settings.search, constraint,
                                  FLAGS.ct2_model_dir)
     print(f"decoding with CTranslate2 ({translator.model_dir}, {translator.compute_type})")
+    return translator.search_ids
+  if FLAGS.engine == "litert":
+    from t2t_keras.exporting import litert  # pylint: disable=import-outside-toplevel
+    translator = litert.load_translator(FLAGS.output_dir, settings.search, constraint,
+                                        FLAGS.litert_model_dir)
+    print(f"decoding with LiteRT ({translator.model_dir}, {translator.info['quantization']})")
     return translator.search_ids
   if FLAGS.decode_constraints_file:
     if constraint is not None:

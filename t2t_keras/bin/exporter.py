@@ -27,6 +27,15 @@ Loading it needs tensorflow and tensorflow-text (import tensorflow_text first), 
 output_dir/ctranslate2, or ctranslate2_<quantization>): model.bin, the vocabulary,
 the sentencepiece model, t2t_decoding.json and a README naming the decoding
 (`exporting/ct2_convert.py`; needs pip install 't2t-keras[ctranslate2]').
+
+    t2t-exporter --output_dir=runs/tiny --format=litert [--quantization=float16|int8]
+    python t2t_keras/exporting/litert_translate.py runs/tiny/litert < in.en > out.de
+
+--format=litert writes a LiteRT (TensorFlow Lite) model directory (default
+output_dir/litert, or litert_<quantization>): model.tflite with the search inside
+(the decode hparams' beam, alpha and limits), builtin ops only; the vocabulary, the
+sentencepiece model(s) and litert_info.json (`exporting/litert.py`; its runtime:
+pip install 't2t-keras[litert]').
 t2t's --problem, --model, --hparams_set, --hparams and --data_dir are accepted
 as t2t scripts pass them; each given one must agree with the run.
 """
@@ -46,7 +55,8 @@ _define("string", "checkpoint_path", None,
         "A checkpoint prefix, e.g. an averaged one (default: output_dir's latest).")
 _define("string", "export_dir", None,
         "Parent of the versioned exports (default output_dir/export); with "
-        "--format=ctranslate2 the model directory (default output_dir/ctranslate2[_QUANT]).")
+        "--format=ctranslate2 or litert the model directory (default "
+        "output_dir/ctranslate2[_QUANT] or output_dir/litert[_QUANT]).")
 _define("string", "decode_hparams", "",
         'Decoding overrides baked into the export, e.g. "beam_size=4,alpha=0.6,extra_length=50".')
 _define("integer", "max_input_length", None,
@@ -57,10 +67,12 @@ _define("integer", "export_version", None,
 _define("bool", "overwrite", False,
         "Replace an existing export_dir/<version> (a CTranslate2 directory with --format).")
 _define("enum", "format", "savedmodel",
-        "savedmodel (TF Serving's layout) or ctranslate2 (a CTranslate2 model directory).",
-        enum_values=["savedmodel", "ctranslate2"])
+        "savedmodel (TF Serving's layout), ctranslate2 (a CTranslate2 model directory) or "
+        "litert (a LiteRT model with the search inside).",
+        enum_values=["savedmodel", "ctranslate2", "litert"])
 _define("enum", "quantization", "none",
-        "With --format=ctranslate2: CTranslate2's weight type (none keeps float32).",
+        "With --format=ctranslate2: CTranslate2's weight type (none keeps float32); with "
+        "--format=litert: none, float16 or int8 (dynamic-range int8 weights).",
         enum_values=["none", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                      "int16", "float16", "bfloat16"])
 
@@ -73,24 +85,27 @@ def main(argv):
   run_flags.check(FLAGS.output_dir)
   from absl import logging  # pylint: disable=import-outside-toplevel
   logging.set_verbosity(logging.WARNING)  # SavedModel writing logs INFO lines per function
-  if FLAGS.format == "ctranslate2":
+  if FLAGS.format in ("ctranslate2", "litert"):
     if FLAGS.export_version is not None:
-      raise app.UsageError("--export_version is for SavedModels; a CTranslate2 model is one "
-                           "directory (--export_dir)")
+      raise app.UsageError(f"--export_version is for SavedModels; a --format={FLAGS.format} "
+                           "model is one directory (--export_dir)")
     from t2t_keras import runs  # pylint: disable=import-outside-toplevel
     if runs.is_ensemble(FLAGS.output_dir):
-      raise app.UsageError("--format=ctranslate2 converts one run; export an ensemble as a "
-                           "SavedModel")
-    from t2t_keras.exporting import ct2_convert  # pylint: disable=import-outside-toplevel
-    print(ct2_convert.convert_run(FLAGS.output_dir, ct2_dir=FLAGS.export_dir,
-                                  checkpoint_path=FLAGS.checkpoint_path,
-                                  quantization=FLAGS.quantization,
-                                  decode_hparams=FLAGS.decode_hparams,
-                                  max_input_length=FLAGS.max_input_length,
-                                  overwrite=FLAGS.overwrite))
+      raise app.UsageError(f"--format={FLAGS.format} converts one run; export an ensemble "
+                           "as a SavedModel")
+    if FLAGS.format == "litert":
+      from t2t_keras.exporting import litert  # pylint: disable=import-outside-toplevel
+      convert, target = litert.convert_run, "litert_dir"
+    else:
+      from t2t_keras.exporting import ct2_convert  # pylint: disable=import-outside-toplevel
+      convert, target = ct2_convert.convert_run, "ct2_dir"
+    print(convert(FLAGS.output_dir, checkpoint_path=FLAGS.checkpoint_path,
+                  quantization=FLAGS.quantization, decode_hparams=FLAGS.decode_hparams,
+                  max_input_length=FLAGS.max_input_length, overwrite=FLAGS.overwrite,
+                  **{target: FLAGS.export_dir}))
     return
   if FLAGS.quantization != "none":
-    raise app.UsageError("--quantization is for --format=ctranslate2")
+    raise app.UsageError("--quantization is for --format=ctranslate2 or litert")
   from t2t_keras.exporting import export  # pylint: disable=import-outside-toplevel
   path = export.export_model(FLAGS.output_dir, export_dir=FLAGS.export_dir,
                              checkpoint_path=FLAGS.checkpoint_path,

@@ -320,3 +320,40 @@ def test_finetuning_an_imported_run_on_framed_pairs_lowers_the_dev_loss(tmp_path
   # A random model fitted to the pairs: 6.39 -> 2.51 nats per token on the Intel Xeon
   # family 6 model 207 (the start is fixed weights, the same on any CPU; 0.8x leaves room).
   assert last < 0.8 * first, (first, last)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("flavour", ["m2m100", "nllb"])
+def test_the_litert_export_decodes_as_the_reference(tmp_path, flavour):
+  """t2t-exporter --format=litert on an imported run: its translate_prefix signature, the
+  target language's token the prefix, gives the reference's greedy outputs; the standalone
+  translator frames lines by language codes and leaves the token out of the text."""
+  pytest.importorskip("ai_edge_litert", reason="the [litert] extra is not installed")
+  from t2t_keras.bin import exporter as exporter_bin  # pylint: disable=import-outside-toplevel
+  from t2t_keras.exporting import litert_translate  # pylint: disable=import-outside-toplevel
+  model, run = imported(tmp_path, sharpness=3, flavour=flavour)
+  code = t2t_bin.run_in_process(exporter_bin, [
+      "t2t-exporter", f"--output_dir={tmp_path / 'run'}", f"--export_dir={tmp_path / 'lite'}",
+      "--format=litert", "--decode_hparams=beam_size=1,extra_length=6"])
+  assert code == 0
+  vocab, en, de = run.vocab, model["languages"]["en"], model["languages"]["de"]
+  translator = litert_translate.LiteRTTranslator(str(tmp_path / "lite"))
+  assert translator.info["signatures"] == ["translate", "translate_prefix"]
+  prefix = vocabulary.target_side(vocab).encode(de)
+  english, _ = marian_fixture.corpus(6, seed=7)
+  outputs = set()
+  for line in english:
+    src = vocab.encode(f"{en} {line}") + [EOS_ID]
+    ids, _ = translator.search_ids(np.array([src], np.int32), np.array([prefix], np.int32))
+    ours = _hf(vocab, [int(i) for i in ids[0, 0] if i][:-1])  # EOS then 0s left out
+    theirs = reference.greedy(model["sd"], model["config"], _hf(vocab, src),
+                              model["vocab"][de], len(ours) + 1)
+    assert ours[0] == model["vocab"][de] and ours == theirs[:len(ours)], (ours, theirs)
+    outputs.add(tuple(ours))
+  assert len(outputs) > 1
+  code_en, code_de = (c for t in (en, de) for c, token in translator.language_tokens.items()
+                      if token == t)
+  texts = translator.translate(english, source_language=code_en, target_language=code_de)
+  assert all(de not in text for text, _ in texts)
+  with pytest.raises(ValueError, match="unknown language 'xx'; this model knows"):
+    translator.translate(english, source_language=code_en, target_language="xx")

@@ -134,7 +134,8 @@ def test_an_ensemble_of_two_imports_is_their_mean(imported, tmp_path, capsys):
 def test_exports_translate_as_the_decoder(imported, tmp_path, capsys):
   """t2t-exporter's SavedModel (both sentencepiece models and the label rule in the
   graph) translates as t2t-decoder; its CTranslate2 model (ct2_translate.py) gives the
-  decoder's outputs or, where the searches differ, one ours scores at least as high."""
+  decoder's outputs or, where the searches differ, one ours scores at least as high; its
+  LiteRT model (litert_translate.py) the decoder's outputs and scores (within 1e-4)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   run_dir, _ = imported[0]
   lines = _lines(6, seed=31)
@@ -165,3 +166,13 @@ def test_exports_translate_as_the_decoder(imported, tmp_path, capsys):
     else:
       assert hyp.score >= score - 1e-4, (text, score, hyp.text, hyp.score)
   assert same >= len(lines) - 2 and PAD_ID == 0
+  # LiteRT (the same search inside the model; the Marian pair's two sentencepiece models
+  # and the label rule in litert_translate.py): the decoder's texts and scores, but at ties.
+  pytest.importorskip("ai_edge_litert")
+  from t2t_keras.exporting import litert_translate  # pylint: disable=import-outside-toplevel
+  code, _, err = run_binary(capsys, exporter_bin, f"--output_dir={run_dir}", "--format=litert",
+                            f"--export_dir={tmp_path / 'litert'}", f"--decode_hparams={DECODE}")
+  assert code == 0, err
+  lite = litert_translate.LiteRTTranslator(str(tmp_path / "litert")).translate(lines)
+  assert all(abs(score - hyp.score) < 1e-4 for (_, score), hyp in zip(lite, expected)), lite
+  assert sum(text == hyp.text for (text, _), hyp in zip(lite, expected)) >= len(lines) - 1
