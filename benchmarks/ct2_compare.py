@@ -54,20 +54,26 @@ def timed(fn, repeats):
   return result, statistics.median(seconds)
 
 
+# Runs argv[1:] and prints its peak RSS (KiB): a child of a small process, because Linux
+# carries ru_maxrss across fork and exec, so a direct child of this process (TensorFlow and
+# a model loaded) would report at least this one's resident memory.
+_RSS_WRAPPER = ("import os, subprocess, sys; child = subprocess.Popen(sys.argv[1:], "
+                "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+                "_, status, usage = os.wait4(child.pid, 0); "
+                "print(usage.ru_maxrss if status == 0 else -status)")
+
+
 def peak_rss_mib(command, stdin_path):
   """Peak resident memory (MiB) of `command` run alone, its stdin the (decompressed)
-  lines of stdin_path: the child's own rusage (os.wait4), not this process's."""
+  lines of stdin_path: the command's own rusage, read by `_RSS_WRAPPER`."""
   import subprocess  # pylint: disable=import-outside-toplevel
   lines = "".join(f"{line}\n" for line in files.read_lines(stdin_path)).encode("utf-8")
-  with tempfile.TemporaryFile() as stdin:
-    stdin.write(lines)
-    stdin.seek(0)
-    child = subprocess.Popen(command, stdin=stdin, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-  if status:
-    raise RuntimeError(f"{command[0]}... exited with status {status}")
-  return usage.ru_maxrss / 1024  # Linux: KiB
+  result = subprocess.run([sys.executable, "-c", _RSS_WRAPPER, *command], input=lines,
+                          capture_output=True, check=True)
+  kib = int(result.stdout.split()[-1])
+  if kib < 0:
+    raise RuntimeError(f"{command[0]}... exited with status {-kib}")
+  return kib / 1024  # Linux: KiB
 
 
 def compare(ours, theirs):
