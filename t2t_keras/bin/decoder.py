@@ -161,12 +161,9 @@ def _check_flags():
       raise InputError(f"{flag}={path}: no such file")
   if FLAGS.score_file and not FLAGS.decode_to_file:
     raise InputError("--score_file needs --decode_to_file for the scores")
-  if FLAGS.engine == "ctranslate2" and FLAGS.decode_constraints_file:
-    raise InputError("--engine=ctranslate2 has no terminology constraints (CTranslate2 "
-                     "offers target prefixes only); use --engine=tensorflow")
-  if FLAGS.engine == "litert" and FLAGS.decode_constraints_file:
-    raise InputError("--engine=litert has no terminology constraints (its model holds beam "
-                     "and greedy search only); use --engine=tensorflow")
+  if FLAGS.engine != "tensorflow" and FLAGS.decode_constraints_file:
+    raise InputError(f"--engine={FLAGS.engine} has no terminology constraints; use "
+                     "--engine=tensorflow")
   if FLAGS.engine != "tensorflow" and (FLAGS.score_file or FLAGS.attention_plot_dir):
     raise InputError(f"--engine={FLAGS.engine} translates; --score_file and "
                      "--attention_plot_dir need --engine=tensorflow")
@@ -176,18 +173,13 @@ def _check_flags():
 
 def _search_fn(model, settings, constraint, problem):
   """The search function the flags ask for, or None for translate's default."""
-  if FLAGS.engine == "ctranslate2":
+  if FLAGS.engine != "tensorflow":
     from t2t_keras.exporting import ct2_engine  # pylint: disable=import-outside-toplevel
-    translator = ct2_engine.load(FLAGS.output_dir, settings.search, constraint,
-                                 FLAGS.ct2_model_dir)
-    print(f"decoding with CTranslate2 ({translator.model_dir}, {translator.compute_type})")
-    return translator.search_ids
-  if FLAGS.engine == "litert":
-    from t2t_keras.exporting import litert  # pylint: disable=import-outside-toplevel
-    translator = litert.load_translator(FLAGS.output_dir, settings.search, constraint,
-                                        FLAGS.litert_model_dir)
-    print(f"decoding with LiteRT ({translator.model_dir}, {translator.info['quantization']})")
-    return translator.search_ids
+    search_ids, what = ct2_engine.load_engine(
+        FLAGS.engine, FLAGS.output_dir, settings.search, constraint,
+        FLAGS.ct2_model_dir if FLAGS.engine == "ctranslate2" else FLAGS.litert_model_dir)
+    print(f"decoding with {what}")
+    return search_ids
   if FLAGS.decode_constraints_file:
     if constraint is not None:
       raise InputError(f"terminology constraints cannot be combined with "

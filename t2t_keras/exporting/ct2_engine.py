@@ -1,4 +1,5 @@
-"""t2t-decoder's --engine=ctranslate2: what CTranslate2 can decode, and its search function.
+"""t2t-decoder's --engine=ctranslate2 (and =litert): what CTranslate2 can decode, and the
+search function of the engine asked for.
 
     translator = ct2_engine.load("runs/tiny", settings.search, constraint)
     translator.search_ids   # int32 ids [batch, length] -> what translate's searches return
@@ -48,3 +49,16 @@ def load(run_dir, search_settings, constraint, model_dir=None):
       model_dir, beam_size=search_settings.beam_size, alpha=search_settings.alpha,
       extra_length=search_settings.extra_length,
       max_decode_length=search_settings.max_decode_length)
+
+
+def load_engine(engine, run_dir, search_settings, constraint, model_dir=None):
+  """(search_ids, a description) of t2t-decoder's --engine: "ctranslate2" (`load`) or
+  "litert" (`litert.load_translator`: the search is inside its model)."""
+  if engine == "litert":
+    from t2t_keras.exporting import litert  # pylint: disable=import-outside-toplevel
+    translator = litert.load_translator(run_dir, search_settings, constraint, model_dir)
+    return (translator.search_ids,
+            f"LiteRT ({translator.model_dir}, {translator.info['quantization']})")
+  translator = load(run_dir, search_settings, constraint, model_dir)
+  return (translator.search_ids,
+          f"CTranslate2 ({translator.model_dir}, {translator.compute_type})")

@@ -11,7 +11,9 @@ The model directory:
                         where it has one) in one graph of LiteRT builtin ops only (no Flex or
                         custom op: `operators` lists them, and conversion fails otherwise)
     vocabulary.json     the model's pieces in id order
-    sentencepiece.model the tokenizer (a Marian pair: source.spm and target.spm)
+    sentencepiece.model the tokenizer (a Marian pair: source.spm and target.spm); none for
+                        a vocabulary that is not sentencepiece (tensor2tensor's subwords:
+                        t2t-decoder --engine=litert tokenizes for it)
     litert_info.json    EOS / PAD ids, the decoding, the input limit, the signatures, a
                         multilingual model's languages (tags or language tokens), versions
 
@@ -243,8 +245,13 @@ def convert_run(output_dir, litert_dir=None, checkpoint_path=None, quantization=
   if os.path.exists(litert_dir) and not overwrite:
     raise FileExistsError(f"{litert_dir} exists: pass --overwrite or another --export_dir")
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
-  tokenizers = ct2_convert.tokenizer_files(vocab, "LiteRT export",
-                                           "litert_translate.py tokenizes with sentencepiece")
+  try:
+    tokenizers = ct2_convert.tokenizer_files(vocab, "litert_translate.py",
+                                             "it tokenizes with sentencepiece")
+  except ct2_convert.UnsupportedError as e:  # e.g. tensor2tensor's subwords: ids only
+    tokenizers = {}
+    log(f"note: {e}; the model is written without a tokenizer: decode it with "
+        f"t2t-decoder --engine=litert (which tokenizes), or call its signature on ids")
   constraint = decoding.constraint(vocab)
   module = SearchModule(model, decoding.settings.search, constraint,
                         with_prefix=bool(languages.language_tokens(vocab)))
@@ -256,17 +263,9 @@ def convert_run(output_dir, litert_dir=None, checkpoint_path=None, quantization=
     _frozen_saved_model(signatures, os.path.join(tmp, "frozen"))
     flatbuffer = convert_saved_model(os.path.join(tmp, "frozen"), signatures, quantization)
     shutil.rmtree(os.path.join(tmp, "frozen"))
-    with open(os.path.join(tmp, MODEL_FILE), "wb") as f:
-      f.write(flatbuffer)
-    for name, data in tokenizers.items():
-      with open(os.path.join(tmp, name), "wb") as f:
-        f.write(data)
-    with open(os.path.join(tmp, VOCABULARY_FILE), "w", encoding="utf-8") as f:
-      json.dump([vocab.id_to_piece(i) for i in range(vocab.vocab_size)], f, ensure_ascii=False)
-    with open(os.path.join(tmp, INFO_FILE), "w") as f:
-      json.dump(litert_info(decoding.settings, decoding, hparams, info, ckpt, quantization,
-                            signatures, vocab, constraint is not None), f, indent=2)
-    os.chmod(tmp, 0o755)
+    _write(tmp, flatbuffer, tokenizers, vocab,
+           litert_info(decoding.settings, decoding, hparams, info, ckpt, quantization,
+                       signatures, vocab, constraint is not None))
     if os.path.exists(litert_dir):
       shutil.rmtree(litert_dir)
     os.replace(tmp, litert_dir)
@@ -277,6 +276,20 @@ def convert_run(output_dir, litert_dir=None, checkpoint_path=None, quantization=
       f"{len(flatbuffer) / 2**20:.1f} MiB)")
   return litert_dir
 
+
+
+def _write(directory, flatbuffer, tokenizers, vocab, info):
+  """The model directory's files (module docstring) into `directory`."""
+  with open(os.path.join(directory, MODEL_FILE), "wb") as f:
+    f.write(flatbuffer)
+  for name, data in tokenizers.items():
+    with open(os.path.join(directory, name), "wb") as f:
+      f.write(data)
+  with open(os.path.join(directory, VOCABULARY_FILE), "w", encoding="utf-8") as f:
+    json.dump([vocab.id_to_piece(i) for i in range(vocab.vocab_size)], f, ensure_ascii=False)
+  with open(os.path.join(directory, INFO_FILE), "w") as f:
+    json.dump(info, f, indent=2)
+  os.chmod(directory, 0o755)  # mkdtemp makes it 0700
 
 
 def load_translator(run_dir, search_settings, constraint, model_dir=None):

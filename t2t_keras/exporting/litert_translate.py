@@ -52,7 +52,10 @@ class LiteRTTranslator:
                                    num_threads=num_threads)
     self.runners = {name: self.interpreter.get_signature_runner(name)
                     for name in self.info["signatures"]}
-    self.source_sp, self.target_sp, self.marian_pair = load_tokenizers(model_dir)
+    self.source_sp = self.target_sp = None  # no sentencepiece model: ids only (search_ids)
+    self.marian_pair = False
+    if any(name.endswith((".model", ".spm")) for name in os.listdir(model_dir)):
+      self.source_sp, self.target_sp, self.marian_pair = load_tokenizers(model_dir)
     with open(os.path.join(model_dir, VOCABULARY_FILE), encoding="utf-8") as f:
       self.pieces = json.load(f)
     self.piece_ids = {p: i for i, p in enumerate(self.pieces)}
@@ -129,6 +132,9 @@ class LiteRTTranslator:
     of each input; a language-token model's token forced first, with `source_language`'s
     token in front of each input). ValueError for a language the model does not know."""
     sentences = list(sentences)
+    if self.source_sp is None:
+      raise ValueError(f"{self.model_dir} has no sentencepiece model (the run's vocabulary "
+                       "is another kind): translate with t2t-decoder --engine=litert")
     prefixes = None
     tags = self.info.get("target_languages", [])
     if self.language_tokens:

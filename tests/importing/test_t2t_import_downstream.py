@@ -141,7 +141,8 @@ def test_an_ensemble_of_two_copies_decodes_as_one(imported, tmp_path, capsys):
 
 @pytest.mark.heavy
 def test_savedmodel_translates_as_the_decoder(imported, tmp_path, capsys):
-  """t2t-exporter's SavedModel of the imported run translates as t2t-decoder. (That it
+  """t2t-exporter's SavedModel of the imported run translates as t2t-decoder, and so does
+  its LiteRT model through t2t-decoder --engine=litert. (That the SavedModel
   loads with TensorFlow and TF Text only, t2t's subword tokenizer in its graph:
   test_t2t_subwords.py; t2t-serve answers as an export's signatures: test_server.py.)"""
   run_dir, _, _ = imported
@@ -160,6 +161,17 @@ def test_savedmodel_translates_as_the_decoder(imported, tmp_path, capsys):
   served = tf.saved_model.load(str(export_dir / "3")).signatures["serving_default"](
       inputs=tf.constant(sources))["outputs"].numpy()
   assert [t.decode() for t in served] == expected
+  # LiteRT: the model holds the search; t2t-decoder tokenizes with t2t's subwords for it.
+  pytest.importorskip("ai_edge_litert")
+  code, out, err = run_binary(capsys, "exporter", f"--output_dir={run_dir}", "--format=litert",
+                              f"--export_dir={tmp_path / 'litert'}", f"--decode_hparams={DECODE}")
+  assert code == 0 and "written without a tokenizer" in out, err
+  code, _, err = run_binary(capsys, "decoder", f"--output_dir={run_dir}", "--engine=litert",
+                            f"--litert_model_dir={tmp_path / 'litert'}",
+                            f"--decode_from_file={tmp_path / 'src.en'}",
+                            f"--decode_to_file={tmp_path / 'lite'}", f"--decode_hparams={DECODE}")
+  assert code == 0, err
+  assert (tmp_path / "lite").read_text(encoding="utf-8").splitlines() == expected
 
 
 def test_ctranslate2_export_is_refused_in_one_line(imported, tmp_path, capsys):

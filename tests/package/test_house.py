@@ -131,6 +131,7 @@ def test_training_holds_the_loop_only():
 _RENAMES_ALLOWED = {
     "exporting/export.py": "a SavedModel directory",
     "exporting/ct2_convert.py": "a CTranslate2 model directory",
+    "exporting/litert.py": "a LiteRT model directory",
     "tuning/averaging.py": "a checkpoint's data and index files",
     "tuning/selection.py": "a checkpoint's data and index files",
     "data/shards.py": "a TFRecord shard (TensorFlow's writer takes a path, not a file)",
