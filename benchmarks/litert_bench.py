@@ -204,6 +204,15 @@ def main():
           f"{r['exact_match'] if references else float('nan'):>5.1f}% "
           f"{100 * r['equal_litert_f32']:>11.1f}% {100 * r['equal_savedmodel']:>11.1f}%",
           flush=True)
+  ours, lite = outputs["savedmodel"], outputs["litert float32"]
+  differ = [abs(a[1] - b[1]) for a, b in zip(ours, lite) if a[0] != b[0]]
+  same = [abs(a[1] - b[1]) for a, b in zip(ours, lite) if a[0] == b[0]]
+  results["litert float32"]["vs_savedmodel"] = {
+      "differ": len(differ), "max_score_diff_where_equal": max(same, default=0.0),
+      "max_score_diff_where_differ": max(differ, default=0.0)}
+  print(f"litert float32 against the SavedModel: {len(differ)} of {len(sources)} outputs "
+        f"differ (largest |score difference| there {max(differ, default=0.0):.2e}: a tie "
+        f"where small); where equal, largest |score difference| {max(same, default=0.0):.2e}")
   if args.peak_rss:
     source = args.source
     if not source or args.max_inputs:
