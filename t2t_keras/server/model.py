@@ -144,7 +144,9 @@ class ServedModel:
 
   def metadata(self, model_name):
     """TF Serving's GetModelMetadataResponse as JSON (the signature defs); a multilingual
-    export's also lists its "target_languages" beside them (the web page's choice), and
+    export's also lists its "target_languages" beside them (the web page's choice), a
+    language-token model's its "language_tokens" ({code: token}: the page then sends lines
+    to the `target_language` signature, each led by its source language's token), and
     "t2t_keras" gives the versions of this server and of the program that exported it
     (None for an export that does not say)."""
     metadata = {"signature_def": {"signature_def": self.signature_defs},
@@ -152,6 +154,8 @@ class ServedModel:
                               "export_version": self.export_info.get("t2t_keras_version")}}
     if self.target_languages:
       metadata["target_languages"] = list(self.target_languages)
+    if self.export_info.get("language_tokens"):
+      metadata["language_tokens"] = dict(self.export_info["language_tokens"])
     return {"model_spec": {"name": model_name, "signature_name": "",
                            "version": str(self.version)},
             "metadata": metadata}

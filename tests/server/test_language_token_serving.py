@@ -13,7 +13,7 @@ import os
 
 import pytest
 import tensorflow as tf
-from serve_process import MODEL, Server, predict
+from serve_process import MODEL, Server, call, headless_chromium, predict
 
 import hf_m2m100_fixture as fixture
 import marian_fixture
@@ -92,3 +92,44 @@ def test_t2t_serve_answers_as_the_signature(server, expected):
                                                      "target_language": "de"}]})
   assert status == 400 and "takes no target_language for this model" in body["error"], body
   assert "send it to the 'target_language' signature" in body["error"], body
+
+
+def test_metadata_lists_the_language_tokens(server):
+  status, body = call(server.url, f"/v1/models/{MODEL}/metadata")
+  assert status == 200, body
+  assert body["metadata"]["target_languages"] == ["de", "en", "fr"]
+  assert body["metadata"]["language_tokens"] == {"de": "__de__", "en": "__en__", "fr": "__fr__"}
+
+
+def test_web_page_sends_lines_to_the_target_language_signature(server, expected):
+  """The selector lists the model's languages and the hint names a source token; each
+  line, led by `__en__`, is translated by the `target_language` signature into the chosen
+  language; a target prefix with it is refused on the page, in words."""
+  driver = headless_chromium()
+  from selenium.webdriver.common.by import By  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from selenium.common.exceptions import StaleElementReferenceException
+  from selenium.webdriver.support.ui import Select, WebDriverWait  # pylint: disable=import-outside-toplevel
+  try:
+    driver.get(server.url + "/")
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "language").is_displayed())
+    select = Select(driver.find_element(By.ID, "language"))
+    assert [o.get_attribute("value") for o in select.options] == ["de", "en", "fr"]
+    assert driver.find_element(By.ID, "token_hint").is_displayed()
+    assert driver.find_element(By.ID, "token_example").text == "__en__ ..."
+    for i in (0, 1):  # ASKED: de, fr
+      select.select_by_value(ASKED[i])
+      source = driver.find_element(By.ID, "source")
+      source.clear()
+      source.send_keys(f"__en__ {ENGLISH[i]}")
+      driver.find_element(By.ID, "translate").click()
+      WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,)).until(
+          lambda d, i=i: f"into {ASKED[i]} in " in d.find_element(By.ID, "latency").text)
+      assert driver.find_element(By.ID, "error").text == ""
+      assert driver.find_element(By.ID, "translation").text == expected[i]
+    driver.find_element(By.ID, "prefix").send_keys("Ein")
+    driver.find_element(By.ID, "translate").click()
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "error").text != "")
+    assert "target prefixes and terms are not offered" in driver.find_element(By.ID, "error").text
+  finally:
+    driver.quit()
