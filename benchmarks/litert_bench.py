@@ -142,7 +142,9 @@ def main():
   parser.add_argument("--source", help="one sentence per line (default: the problem's dev)")
   parser.add_argument("--reference")
   parser.add_argument("--decode_hparams", default="beam_size=4,alpha=0.6")
-  parser.add_argument("--repeats", type=int, default=2)
+  parser.add_argument("--repeats", type=int, default=2,
+                      help="timed passes after the warm-up (0: the warm-up's outputs only, "
+                           "for agreement and BLEU; its times are not figures)")
   parser.add_argument("--latency_inputs", type=int, default=50)
   parser.add_argument("--max_inputs", type=int, default=0, help="the first N inputs (0: all)")
   parser.add_argument("--threads", type=int, default=0, help="per engine (0: every core)")
@@ -178,15 +180,17 @@ def main():
   print(f"{args.run}; {len(sources)} inputs ({args.latency_inputs} at batch 1); decode "
         f"{args.decode_hparams}; CPU {cpu_name()}, {os.cpu_count()} cores", flush=True)
   engines = {name: load_engine(name, paths[name], args.threads) for name in ENGINES}
-  for fn in engines.values():  # warm-up: one whole pass (the SavedModel's XLA programs
-    measure(fn, sources, args.latency_inputs)  # compile for each new batch shape)
   results, outputs = {}, {}
+  for name, fn in engines.items():  # warm-up: one whole pass (the SavedModel's XLA
+    outputs[name], rate, latencies = measure(fn, sources, args.latency_inputs)  # programs
+    results[name] = {"rates": [], "latencies": []}  # compile for each new batch shape)
+    if not args.repeats:  # --repeats=0: outputs only (agreement, BLEU), no timing
+      results[name] = {"rates": [rate], "latencies": latencies or [float("nan")]}
   for _ in range(args.repeats):
     for name, fn in engines.items():
       outputs[name], rate, latencies = measure(fn, sources, args.latency_inputs)
-      r = results.setdefault(name, {"rates": [], "latencies": []})
-      r["rates"].append(rate)
-      r["latencies"] += latencies
+      results[name]["rates"].append(rate)
+      results[name]["latencies"] += latencies
   print(f"{'engine':<16} {'batch-1 median ms':>17} {'p90 ms':>7} {'sent/s @16':>10} "
         f"{'MiB':>6} {'BLEU':>6} {'exact':>6} {'= litert f32':>12} {'= SavedModel':>12}")
   for name, r in results.items():

@@ -61,39 +61,23 @@ class UnsupportedError(InputError):
   """The run cannot become a LiteRT model (the message says why)."""
 
 
-class SearchModule(tf.Module):
-  """The run's search over source ids, as the LiteRT model's signatures (module docstring).
-
-  Args:
-    model: the Transformer.
-    search_settings: a `DecodeSettings.search` (beam or greedy; sampling is refused).
-    constraint: the problem's output constraint, or None.
-    with_prefix: also `translate_prefix` (target prefixes forced).
-  """
-
-  def __init__(self, model, search_settings, constraint=None, with_prefix=False):
-    super().__init__(name="litert_search")
-    self.__dict__["_search"] = search_lib.from_settings(model, search_settings, constraint)
-    self.model_variables = list(model.variables)
-    self.with_prefix = with_prefix
-
-  def signatures(self):
-    """{name: concrete function} of the LiteRT model's signatures."""
-    ids = tf.TensorSpec([None, None], tf.int32, name="ids")
-    out = {"translate": tf.function(
-        lambda ids: self._outputs(self._search(ids)), autograph=False,
-        input_signature=[ids]).get_concrete_function()}
-    if self.with_prefix:
-      prefix = tf.TensorSpec([None, None], tf.int32, name="prefix")
-      out["translate_prefix"] = tf.function(
-          lambda ids, prefix: self._outputs(self._search(ids, prefix=prefix)),
-          autograph=False, input_signature=[ids, prefix]).get_concrete_function()
-    return out
-
-  @staticmethod
-  def _outputs(result):
-    ids, scores = result
-    return {"ids": tf.identity(ids, name="ids"), "scores": tf.identity(scores, name="scores")}
+def search_signatures(model, search_settings, constraint=None, with_prefix=False):
+  """{name: concrete function} of the LiteRT model's signatures (module docstring): the
+  run's search (`search.from_settings`; beam or greedy) over source ids, and with
+  `with_prefix` its variant with target prefixes forced; `constraint` the problem's output
+  constraint, or None."""
+  search = search_lib.from_settings(model, search_settings, constraint)
+  outputs = lambda result: {"ids": tf.identity(result[0], name="ids"),  # noqa: E731
+                            "scores": tf.identity(result[1], name="scores")}
+  ids = tf.TensorSpec([None, None], tf.int32, name="ids")
+  out = {"translate": tf.function(lambda ids: outputs(search(ids)), autograph=False,
+                                  input_signature=[ids]).get_concrete_function()}
+  if with_prefix:
+    prefix = tf.TensorSpec([None, None], tf.int32, name="prefix")
+    out["translate_prefix"] = tf.function(
+        lambda ids, prefix: outputs(search(ids, prefix=prefix)), autograph=False,
+        input_signature=[ids, prefix]).get_concrete_function()
+  return out
 
 
 def check_supported(run_dir, search_settings):
@@ -253,9 +237,8 @@ def convert_run(output_dir, litert_dir=None, checkpoint_path=None, quantization=
     log(f"note: {e}; the model is written without a tokenizer: decode it with "
         f"t2t-decoder --engine=litert (which tokenizes), or call its signature on ids")
   constraint = decoding.constraint(vocab)
-  module = SearchModule(model, decoding.settings.search, constraint,
-                        with_prefix=bool(languages.language_tokens(vocab)))
-  signatures = module.signatures()
+  signatures = search_signatures(model, decoding.settings.search, constraint,
+                                 with_prefix=bool(languages.language_tokens(vocab)))
   parent = os.path.dirname(os.path.abspath(litert_dir))
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(prefix=".litert-", dir=parent)
