@@ -11,7 +11,7 @@
 Prints one "score<TAB>translation" line per input, as translate_saved_model.py and
 ct2_translate.py do. The search is inside the model (its beam, alpha and length limits are
 the run's, fixed at conversion: MODEL_DIR/litert_info.json); this file tokenizes, batches
-(longest first, `batch_size` rows) and detokenizes. An input longer than the model's input
+(longest first, --batch_size rows, default 4) and detokenizes. An input longer than the model's input
 limit is cut to it and said on stderr, as the SavedModel cuts it and reports `truncated`.
 
 Needs ai-edge-litert, sentencepiece and numpy only; beside this file it imports
@@ -39,11 +39,13 @@ class LiteRTTranslator:
   Args:
     model_dir: the directory t2t-exporter --format=litert wrote.
     num_threads: the interpreter's threads (None: LiteRT's default).
-    batch_size: sentences per call of the model.
+    batch_size: sentences per call of the model. 4: LiteRT's beam search grows slower
+      than linearly per sentence past a few rows (16 rows took 1.7x as long as four calls
+      of 4; docs/notebook.md), unlike TensorFlow's.
   `truncated` counts the inputs cut to the input limit so far.
   """
 
-  def __init__(self, model_dir, num_threads=None, batch_size=16):
+  def __init__(self, model_dir, num_threads=None, batch_size=4):
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
     self.model_dir = model_dir
     with open(os.path.join(model_dir, INFO_FILE)) as f:
@@ -167,7 +169,7 @@ def main(argv=None):
   parser.add_argument("model_dir")
   parser.add_argument("sentences", nargs="*", help="default: the lines of stdin")
   parser.add_argument("--num_threads", type=int, default=None)
-  parser.add_argument("--batch_size", type=int, default=16)
+  parser.add_argument("--batch_size", type=int, default=4)
   parser.add_argument("--target_language", help="a multilingual model's output language")
   parser.add_argument("--source_language", help="a language-token model's input language")
   parser.add_argument("--nbest", action="store_true", help="every beam, a blank line between inputs")
