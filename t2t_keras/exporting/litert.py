@@ -32,9 +32,9 @@ dynamic-range int8 weights (`tf.lite.Optimize.DEFAULT`: int8 weights, activation
 quantized on the fly for the matmuls).
 
 The graph is the one the SavedModel's search runs (`decoding/search.py`), frozen first:
-LiteRT's converter keeps variable reads inside the search's while loop where layers read
-their weights through a custom gradient (READ_VARIABLE ops that fail at run time), so the
-variables become constants before conversion (`_frozen_saved_model`).
+left to itself, LiteRT's converter kept variable reads inside the search's while loop
+(READ_VARIABLE ops that fail at run time; docs/notebook.md), so the variables become
+constants before conversion (`_frozen_saved_model`).
 """
 
 import json
