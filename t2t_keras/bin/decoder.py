@@ -177,7 +177,8 @@ def _search_fn(model, settings, constraint, problem):
     from t2t_keras.exporting import ct2_engine  # pylint: disable=import-outside-toplevel
     search_ids, what = ct2_engine.load_engine(
         FLAGS.engine, FLAGS.output_dir, settings.search, constraint,
-        FLAGS.ct2_model_dir if FLAGS.engine == "ctranslate2" else FLAGS.litert_model_dir)
+        FLAGS.ct2_model_dir if FLAGS.engine == "ctranslate2" else FLAGS.litert_model_dir,
+        prefixes=bool(FLAGS.decode_prefix_file))
     print(f"decoding with {what}")
     return search_ids
   if FLAGS.decode_constraints_file:

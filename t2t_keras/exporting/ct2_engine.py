@@ -51,12 +51,14 @@ def load(run_dir, search_settings, constraint, model_dir=None):
       max_decode_length=search_settings.max_decode_length)
 
 
-def load_engine(engine, run_dir, search_settings, constraint, model_dir=None):
+def load_engine(engine, run_dir, search_settings, constraint, model_dir=None, prefixes=False):
   """(search_ids, a description) of t2t-decoder's --engine: "ctranslate2" (`load`) or
-  "litert" (`litert.load_translator`: the search is inside its model)."""
+  "litert" (`litert.load_translator`: the search is inside its model); `prefixes`: target
+  prefixes will be given (--decode_prefix_file)."""
   if engine == "litert":
     from t2t_keras.exporting import litert  # pylint: disable=import-outside-toplevel
-    translator = litert.load_translator(run_dir, search_settings, constraint, model_dir)
+    translator = litert.load_translator(run_dir, search_settings, constraint, model_dir,
+                                        prefixes)
     return (translator.search_ids,
             f"LiteRT ({translator.model_dir}, {translator.info['quantization']})")
   translator = load(run_dir, search_settings, constraint, model_dir)

@@ -275,10 +275,11 @@ def _write(directory, flatbuffer, tokenizers, vocab, info):
   os.chmod(directory, 0o755)  # mkdtemp makes it 0700
 
 
-def load_translator(run_dir, search_settings, constraint, model_dir=None):
+def load_translator(run_dir, search_settings, constraint, model_dir=None, prefixes=False):
   """t2t-decoder --engine=litert: the `LiteRTTranslator` of model_dir (default
   run_dir/litert), after checking that the search built into it is the one asked for
-  (beam, alpha, length limits, the problem's output constraint); InputError otherwise."""
+  (beam, alpha, length limits, the problem's output constraint) and, with `prefixes`
+  (--decode_prefix_file), that it takes target prefixes; InputError otherwise."""
   model_dir = model_dir or os.path.join(run_dir, "litert")
   if not os.path.isfile(os.path.join(model_dir, MODEL_FILE)):
     raise InputError(f"no LiteRT model in {model_dir}: convert the run first "
@@ -291,6 +292,10 @@ def load_translator(run_dir, search_settings, constraint, model_dir=None):
   from t2t_keras.exporting.litert_translate import LiteRTTranslator  # pylint: disable=import-outside-toplevel
   translator = LiteRTTranslator(model_dir)
   s, info = search_settings, translator.info
+  if prefixes and "translate_prefix" not in info["signatures"]:
+    raise InputError(f"the LiteRT model in {model_dir} takes no target prefixes (only a "
+                     "language-token model's has the translate_prefix signature); decode "
+                     "--decode_prefix_file with --engine=tensorflow")
   if s.sampling_method != "argmax":
     raise InputError("--engine=litert runs the beam or greedy search built into the model; "
                      "sample with --engine=tensorflow")

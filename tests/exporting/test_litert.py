@@ -267,6 +267,14 @@ def test_exporter_and_decoder_binaries(built, comparisons, dev_inputs, tmp_path,
                             "--decode_hparams=beam_size=6")
   assert code != 0 and len(err.strip().splitlines()) == 1, err
   assert "converted with beam_size=4, and the decoding asks for beam_size=6" in err
+  prefix_file = tmp_path / "prefix.txt"
+  prefix_file.write_text("drei\n" * 60)
+  code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={run_dir}", "--engine=litert",
+                            f"--litert_model_dir={litert_dir}", f"--decode_from_file={source}",
+                            f"--decode_prefix_file={prefix_file}",
+                            "--decode_hparams=beam_size=4,alpha=0.6")
+  assert code != 0 and len(err.strip().splitlines()) == 1, err
+  assert "takes no target prefixes" in err
 
 
 @pytest.mark.parametrize("args, message", [
