@@ -229,13 +229,7 @@ def convert_run(output_dir, litert_dir=None, checkpoint_path=None, quantization=
   if os.path.exists(litert_dir) and not overwrite:
     raise FileExistsError(f"{litert_dir} exists: pass --overwrite or another --export_dir")
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
-  try:
-    tokenizers = ct2_convert.tokenizer_files(vocab, "litert_translate.py",
-                                             "it tokenizes with sentencepiece")
-  except ct2_convert.UnsupportedError as e:  # e.g. tensor2tensor's subwords: ids only
-    tokenizers = {}
-    log(f"note: {e}; the model is written without a tokenizer: decode it with "
-        f"t2t-decoder --engine=litert (which tokenizes), or call its signature on ids")
+  tokenizers = _tokenizers(vocab, log)
   constraint = decoding.constraint(vocab)
   signatures = search_signatures(model, decoding.settings.search, constraint,
                                  with_prefix=bool(languages.language_tokens(vocab)))
@@ -259,6 +253,18 @@ def convert_run(output_dir, litert_dir=None, checkpoint_path=None, quantization=
       f"{len(flatbuffer) / 2**20:.1f} MiB)")
   return litert_dir
 
+
+
+def _tokenizers(vocab, log):
+  """{file name: sentencepiece model bytes} for litert_translate.py, or {} (said in `log`)
+  for a vocabulary that is not sentencepiece (tensor2tensor's subwords: ids only)."""
+  try:
+    return ct2_convert.tokenizer_files(vocab, "litert_translate.py",
+                                       "it tokenizes with sentencepiece")
+  except ct2_convert.UnsupportedError as e:
+    log(f"note: {e}; the model is written without a tokenizer: decode it with "
+        f"t2t-decoder --engine=litert (which tokenizes), or call its signature on ids")
+    return {}
 
 
 def _write(directory, flatbuffer, tokenizers, vocab, info):
