@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras import registry, runs
+from t2t_keras.data import datagen
 from t2t_keras.ids import EOS_ID, PAD_ID
 from t2t_keras.models.transformer import Transformer
 
@@ -56,3 +57,9 @@ def random_run(out, vocab_path, vocab_size, hparams, eos_norm, gain, encdec_gain
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), out, 1).save(checkpoint_number=1)
   runs.save_run_info(out, hp, "translate_ende_numbers", vocab_size, vocab_path)
   return out
+
+
+def numbers_vocab(data_dir):
+  """(path, size) of the numbers problem's sentencepiece vocabulary, generated in data_dir."""
+  summary = datagen.generate("translate_ende_numbers", data_dir, log=None, num_train=10000)
+  return summary["vocab_file"], summary["vocab_size"]

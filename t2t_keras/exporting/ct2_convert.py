@@ -276,11 +276,7 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   import_ctranslate2()
   hparams, info = runs.load_run_info(output_dir)
   check_supported(hparams, info.get("model", "transformer"))
-  if ct2_dir is None:
-    suffix = "" if quantization in ("none", "float32") else f"_{quantization}"
-    ct2_dir = os.path.join(output_dir, "ctranslate2" + suffix)
-  if os.path.exists(ct2_dir) and not overwrite:
-    raise FileExistsError(f"{ct2_dir} exists: pass --overwrite or another --export_dir")
+  ct2_dir = model_dir(output_dir, ct2_dir, "ctranslate2", quantization, overwrite)
   decoding = DecodingSpec.for_run(info.get("problem"), decode_hparams, hparams,
                                   max_input_length)
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
@@ -289,20 +285,41 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   spec = build_spec(model, pieces)
   settings = decoding_settings(decoding.settings.search, decoding.input_limit, hparams,
                                info.get("problem"))
-  parent = os.path.dirname(os.path.abspath(ct2_dir))
+  write_model_dir(ct2_dir, lambda tmp: _write(
+      tmp, spec, quantization, tokenizers,
+      dict(settings, checkpoint_path=os.path.basename(ckpt), quantization=quantization)))
+  log(f"converted {ckpt} to {ct2_dir} (CTranslate2, quantization {quantization})")
+  return ct2_dir
+
+
+def model_dir(output_dir, given, name, quantization, overwrite):
+  """Where a converted model goes: `given`, else output_dir/name with "_<quantization>"
+  unless it keeps float32 weights; FileExistsError where it exists and not `overwrite`
+  (the CTranslate2 and LiteRT conversions)."""
+  if given is None:
+    suffix = "" if quantization in ("none", "float32") else f"_{quantization}"
+    given = os.path.join(output_dir, name + suffix)
+  if os.path.exists(given) and not overwrite:
+    raise FileExistsError(f"{given} exists: pass --overwrite or another --export_dir")
+  return given
+
+
+def write_model_dir(directory, write):
+  """write(tmp) into a new directory beside `directory`, then that directory put in its
+  place (an existing one removed): a reader never sees a half-written model. 0755, as a
+  SavedModel's (mkdtemp makes 0700)."""
+  parent = os.path.dirname(os.path.abspath(directory))
   os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=".ct2-", dir=parent)
+  tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}-", dir=parent)
   try:
-    _write(tmp, spec, quantization, tokenizers,
-           dict(settings, checkpoint_path=os.path.basename(ckpt), quantization=quantization))
-    if os.path.exists(ct2_dir):
-      shutil.rmtree(ct2_dir)
-    os.replace(tmp, ct2_dir)
+    write(tmp)
+    os.chmod(tmp, 0o755)
+    if os.path.exists(directory):
+      shutil.rmtree(directory)
+    os.replace(tmp, directory)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
-  log(f"converted {ckpt} to {ct2_dir} (CTranslate2, quantization {quantization})")
-  return ct2_dir
 
 
 def tokenizer_files(vocab, what="CTranslate2 export",

@@ -297,10 +297,16 @@ def main(argv=None):
       prefixes = [line.rstrip("\n") for line in f]
     if len(prefixes) != len(sentences):
       parser.error(f"{len(sentences)} inputs but {len(prefixes)} lines in {args.prefix_file}")
-  for hyps in translator.translate(sentences, nbest=True, prefixes=prefixes):
-    for text, score in (hyps if args.nbest else hyps[:1]):
+  print_results(translator.translate(sentences, nbest=True, prefixes=prefixes), args.nbest)
+
+
+def print_results(results, nbest):
+  """One "score<TAB>translation" line per input (its best), or with `nbest` every beam and
+  a blank line after each input (litert_translate.py's output too)."""
+  for hyps in results:
+    for text, score in (hyps if nbest else hyps[:1]):
       print(f"{score:.4f}\t{text}")
-    if args.nbest:
+    if nbest:
       print()
 
 

@@ -41,7 +41,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 
 import tensorflow as tf
 
@@ -223,34 +222,24 @@ def convert_run(output_dir, litert_dir=None, checkpoint_path=None, quantization=
   decoding = DecodingSpec.for_run(info.get("problem"), decode_hparams, hparams,
                                   max_input_length)
   check_supported(output_dir, decoding.settings.search)
-  if litert_dir is None:
-    suffix = "" if quantization == "float32" else f"_{quantization}"
-    litert_dir = os.path.join(output_dir, "litert" + suffix)
-  if os.path.exists(litert_dir) and not overwrite:
-    raise FileExistsError(f"{litert_dir} exists: pass --overwrite or another --export_dir")
+  litert_dir = ct2_convert.model_dir(output_dir, litert_dir, "litert", quantization, overwrite)
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   tokenizers = _tokenizers(vocab, log)
   constraint = decoding.constraint(vocab)
   signatures = search_signatures(model, decoding.settings.search, constraint,
                                  with_prefix=bool(languages.language_tokens(vocab)))
-  parent = os.path.dirname(os.path.abspath(litert_dir))
-  os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=".litert-", dir=parent)
-  try:
+  info = litert_info(decoding.settings, decoding, hparams, info, ckpt, quantization,
+                     signatures, vocab, constraint is not None)
+
+  def write(tmp):
     _frozen_saved_model(signatures, os.path.join(tmp, "frozen"))
     flatbuffer = convert_saved_model(os.path.join(tmp, "frozen"), signatures, quantization)
     shutil.rmtree(os.path.join(tmp, "frozen"))
-    _write(tmp, flatbuffer, tokenizers, vocab,
-           litert_info(decoding.settings, decoding, hparams, info, ckpt, quantization,
-                       signatures, vocab, constraint is not None))
-    if os.path.exists(litert_dir):
-      shutil.rmtree(litert_dir)
-    os.replace(tmp, litert_dir)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
+    _write(tmp, flatbuffer, tokenizers, vocab, info)
+
+  ct2_convert.write_model_dir(litert_dir, write)
   log(f"converted {ckpt} to {litert_dir} (LiteRT, {quantization}, "
-      f"{len(flatbuffer) / 2**20:.1f} MiB)")
+      f"{os.path.getsize(os.path.join(litert_dir, MODEL_FILE)) / 2**20:.1f} MiB)")
   return litert_dir
 
 
@@ -278,7 +267,6 @@ def _write(directory, flatbuffer, tokenizers, vocab, info):
     json.dump([vocab.id_to_piece(i) for i in range(vocab.vocab_size)], f, ensure_ascii=False)
   with open(os.path.join(directory, INFO_FILE), "w") as f:
     json.dump(info, f, indent=2)
-  os.chmod(directory, 0o755)  # mkdtemp makes it 0700
 
 
 def load_translator(run_dir, search_settings, constraint, model_dir=None, prefixes=False):

@@ -24,10 +24,11 @@ import os
 import sys
 
 try:  # in the package, or a copy of both files side by side
-  from t2t_keras.exporting.ct2_translate import load_tokenizers, source_pieces, target_text
+  from t2t_keras.exporting.ct2_translate import (load_tokenizers, print_results, source_pieces,
+                                                  target_text)
 except ImportError:
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  from ct2_translate import load_tokenizers, source_pieces, target_text
+  from ct2_translate import load_tokenizers, print_results, source_pieces, target_text
 
 MODEL_FILE, INFO_FILE, VOCABULARY_FILE = "model.tflite", "litert_info.json", "vocabulary.json"
 UNK_ID = 2  # t2t_keras.ids' (not imported: this file stands alone)
@@ -185,11 +186,7 @@ def main(argv=None):
     print(f"litert_translate: {translator.truncated} input(s) longer than the model's input "
           f"limit of {translator.info['max_input_length']} pieces (EOS included) were cut "
           "to it", file=sys.stderr)
-  for hyps in results:
-    for text, score in (hyps if args.nbest else hyps[:1]):
-      print(f"{score:.4f}\t{text}")
-    if args.nbest:
-      print()
+  print_results(results, args.nbest)
 
 
 if __name__ == "__main__":

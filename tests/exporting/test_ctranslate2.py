@@ -30,13 +30,13 @@ ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed (pip install 't2t-keras[ctranslate2]')")
 
 import ct2_search_reference  # noqa: E402
+import random_runs  # noqa: E402
 from random_runs import random_run  # noqa: E402
 from binaries import run_binary  # noqa: E402
 from conftest import make_tiny_run  # noqa: E402
 from t2t_keras.bin import decoder as decoder_bin  # noqa: E402
 from t2t_keras.bin import exporter as exporter_bin  # noqa: E402
 from t2t_keras import registry, runs  # noqa: E402
-from t2t_keras.data import datagen  # noqa: E402
 from t2t_keras.decoding import translate, files  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.errors import InputError  # noqa: E402
@@ -61,10 +61,7 @@ SCRIPT = ct2_translate.__file__
 
 @pytest.fixture(scope="module")
 def numbers_vocab(tmp_path_factory):
-  """(path, size) of the numbers problem's sentencepiece vocabulary."""
-  data_dir = str(tmp_path_factory.mktemp("numbers"))
-  summary = datagen.generate("translate_ende_numbers", data_dir, log=None, num_train=10000)
-  return summary["vocab_file"], summary["vocab_size"]
+  return random_runs.numbers_vocab(str(tmp_path_factory.mktemp("numbers")))
 
 
 @pytest.fixture(scope="module")

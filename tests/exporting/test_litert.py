@@ -24,11 +24,11 @@ pytest.importorskip("ai_edge_litert",
                     reason="ai-edge-litert is not installed (pip install 't2t-keras[litert]')")
 
 from binaries import run_binary  # noqa: E402
+import random_runs  # noqa: E402
 from random_runs import random_run  # noqa: E402
 from t2t_keras import runs  # noqa: E402
 from t2t_keras.bin import decoder as decoder_bin  # noqa: E402
 from t2t_keras.bin import exporter as exporter_bin  # noqa: E402
-from t2t_keras.data import datagen  # noqa: E402
 from t2t_keras.decoding import files, translate  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.errors import InputError  # noqa: E402
@@ -51,9 +51,7 @@ MODELS = {
 
 @pytest.fixture(scope="module")
 def numbers_vocab(tmp_path_factory):
-  data_dir = str(tmp_path_factory.mktemp("numbers"))
-  summary = datagen.generate("translate_ende_numbers", data_dir, log=None, num_train=10000)
-  return summary["vocab_file"], summary["vocab_size"]
+  return random_runs.numbers_vocab(str(tmp_path_factory.mktemp("numbers")))
 
 
 @pytest.fixture(scope="module")

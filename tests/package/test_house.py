@@ -130,8 +130,7 @@ def test_training_holds_the_loop_only():
 # several processes may write at once (a per-process temporary name).
 _RENAMES_ALLOWED = {
     "exporting/export.py": "a SavedModel directory",
-    "exporting/ct2_convert.py": "a CTranslate2 model directory",
-    "exporting/litert.py": "a LiteRT model directory",
+    "exporting/ct2_convert.py": "a converted model's directory (CTranslate2's, LiteRT's)",
     "tuning/averaging.py": "a checkpoint's data and index files",
     "tuning/selection.py": "a checkpoint's data and index files",
     "data/shards.py": "a TFRecord shard (TensorFlow's writer takes a path, not a file)",
