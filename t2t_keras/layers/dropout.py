@@ -14,6 +14,8 @@ docs/notebook.md).
 import keras
 import tensorflow as tf
 
+from t2t_keras.layers.custom_gradient import custom_gradient
+
 _GOLDEN = 0x9E3779B9  # 2^32 / golden ratio: spreads consecutive indices apart
 
 
@@ -142,7 +144,7 @@ def dropout(x, rate, seed):
   """
   threshold, scale = drop_threshold(rate), 1.0 / (1.0 - rate)
 
-  @tf.custom_gradient
+  @custom_gradient
   def fn(x):
     y, keep = _drop(x, seed, threshold, scale)
     def grad(dy):
@@ -180,7 +182,7 @@ def bias_relu_dropout(h, bias, rate, seed):
   """
   threshold, scale = drop_threshold(rate), 1.0 / (1.0 - rate)
 
-  @tf.custom_gradient
+  @custom_gradient
   def fn(h, bias):
     y = _bias_relu_drop(h, bias, seed, threshold, scale)
     def grad(dy):

@@ -19,6 +19,7 @@ the backward hashes it again instead of storing it.
 
 import tensorflow as tf
 
+from t2t_keras.layers.custom_gradient import custom_gradient
 from t2t_keras.layers.dropout import drop_threshold, kept, masked_scale
 from t2t_keras.layers.layer_norm import normalize, normalize_grad
 
@@ -86,7 +87,7 @@ def add_dropout_norm(x, y, rate, seed, gamma, beta, epsilon, bias=None, h_dtype=
   y_dtype, bias_dtype = y.dtype, bias.dtype
   h_dtype = tf.as_dtype(h_dtype or x.dtype)
 
-  @tf.custom_gradient
+  @custom_gradient
   def fn(x, y, bias, gamma, beta):
     z, h, rstd = _forward(x, y, bias, seed, threshold, scale, gamma, beta, epsilon, h_dtype)
 

@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from t2t_keras.layers.custom_gradient import custom_gradient
+
 
 def _row_mean(x):
   """Mean over the last axis of float32 [rows, d] as a product with a column of
@@ -60,7 +62,7 @@ def layer_norm(x, gamma, beta, epsilon):
     [..., d] in x's dtype.
   """
 
-  @tf.custom_gradient
+  @custom_gradient
   def fn(x, gamma, beta):
     y, rstd = _forward(x, gamma, beta, epsilon)
 

@@ -12,8 +12,10 @@ fewer rows.
 
 import tensorflow as tf
 
+from t2t_keras.layers.custom_gradient import custom_gradient
 
-@tf.custom_gradient
+
+@custom_gradient
 def matmul(x, w):
   """x [N, k] @ w [k, n] -> [N, n]; values and gradients equal tf.matmul's.
 

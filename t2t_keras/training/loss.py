@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from t2t_keras.layers.custom_gradient import custom_gradient
+
 
 def smoothed_xent(logits, labels, smoothing):
   """Per-token label-smoothed cross-entropy with a hand-written gradient and no one-hot tensor.
@@ -68,7 +70,7 @@ def _p_minus_q(e, total, labels, dy, smoothing, skip_pad=False):
 @tf.function(jit_compile=True, autograph=False)
 def _smoothed_xent(logits, labels, smoothing):
 
-  @tf.custom_gradient
+  @custom_gradient
   def fn(z):
     xent, e, total = _smoothed_terms(z, labels, smoothing)
 
@@ -174,7 +176,7 @@ def _projected_loss(h, table, bias, labels, smoothing, skip_pad):
     return (loss, tf.matmul(dz, tf.cast(tc, grad_dtype)),
             tf.cast(tf.matmul(dz, hc, transpose_a=True), tf.float32), dbias)
 
-  @tf.custom_gradient
+  @custom_gradient
   def fn(h, table, *biases):
     # The gradient is `grad` below: nothing here is differentiated (no accumulators).
     h, table = tf.stop_gradient(h), tf.stop_gradient(table)
