@@ -80,6 +80,8 @@ LONGEST_FIRST = ("test_trainer.py", "test_server_operations.py", "test_trainer_p
 def pytest_collection_modifyitems(config, items):
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
   items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
+  if os.environ.get("T2T_SUITE_PART"):  # K/N: every N-th file from the K-th (run_tests.sh)
+    _keep_part(config, items, *map(int, os.environ["T2T_SUITE_PART"].split("/")))
   if os.environ.get("T2T_QUICK") == "1":  # the inner loop's tier: heavy tests left out
     heavy = [item for item in items if item.get_closest_marker("heavy")]
     config.hook.pytest_deselected(items=heavy)
@@ -91,6 +93,15 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     if item.get_closest_marker("slow"):
       item.add_marker(skip)
+
+
+def _keep_part(config, items, part, parts):
+  """Keeps the files at positions part-1, part-1+parts, ... of the (longest-first) order, so
+  that each of run_tests.sh's sessions gets long files first and short ones to fill its end."""
+  files = list(dict.fromkeys(str(item.fspath) for item in items))
+  kept = set(files[part - 1::parts])
+  config.hook.pytest_deselected(items=[item for item in items if str(item.fspath) not in kept])
+  items[:] = [item for item in items if str(item.fspath) in kept]
 
 
 @pytest.fixture(scope="session")
