@@ -14,6 +14,11 @@ export TF_CPP_MIN_LOG_LEVEL=3
 # file it runs (TensorFlow keeps some traced graphs for the life of the process), and one
 # session's three workers outgrew 24 GB (docs/notebook.md, "The suite's memory").
 PARTS=2
+if [ -z "${T2T_XLA_CACHE+set}" ]; then  # one XLA cache for both sessions (tests/conftest.py)
+  T2T_XLA_CACHE=$(mktemp -d -t t2t_test_xla_cache_XXXXXX)
+  export T2T_XLA_CACHE
+  trap 'rm -rf "$T2T_XLA_CACHE"' EXIT
+fi
 status=0
 empty=0
 for part in $(seq 1 $PARTS); do
