@@ -12,8 +12,11 @@ sweep, a server's hot reload or a test suite does (docs/notebook.md, "The suite'
 gradient functions the call registered onto the graph being traced and leaves in the
 registry a function that holds them weakly. The gradient is looked up while its graph is
 differentiated, so it is there whenever it can be used; once the graph is collected, its
-registry entries go with it. The registry has no public API: `ops._gradient_registry` is
-TensorFlow's, and tests/layers/test_custom_gradient.py fails if it changes.
+registry entries go with it. The call's entries are the registry's new names, so another
+thread registering custom gradients during the same trace would have its entries held by
+this graph (the package traces on one thread). The registry has no public API:
+`ops._gradient_registry` is TensorFlow's, and tests/layers/test_custom_gradient.py fails if
+it changes.
 """
 
 import functools
