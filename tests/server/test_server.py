@@ -114,8 +114,15 @@ def test_target_prefixes_in_instances_go_to_the_prefix_signature(server, loaded)
       {"inputs": lines[0], "prefix": prefixes[0]}, {"inputs": lines[1]}, lines[2]]})
   assert status == 200 and body["predictions"] == want
   assert want[0]["outputs"].startswith("neun und"), want
-  assert want[1:] == tf_serving_rows(loaded.signatures["serving_default"](
-      inputs=tf.constant(lines[1:])))
+  # An empty prefix forces nothing: serving_default's outputs. Its scores come from
+  # another graph (the prefix search's), whose float32 sums may round apart by an ulp or
+  # two on some CPUs (4.8e-7 of 6.67 seen on an AMD EPYC family 25 model 1); 1e-5
+  # relative is a hundred times that, far below what a changed search gives.
+  plain = tf_serving_rows(loaded.signatures["serving_default"](inputs=tf.constant(lines[1:])))
+  unscored = lambda rows: [{k: v for k, v in row.items() if k != "scores"} for row in rows]
+  assert unscored(want[1:]) == unscored(plain)
+  assert [r["scores"] for r in want[1:]] == pytest.approx([r["scores"] for r in plain],
+                                                          rel=1e-5)
   status, body = predict(server.url, {"inputs": {"inputs": lines, "prefix": prefixes}})
   assert status == 200 and body["outputs"] == {k: [row[k] for row in want] for k in want[0]}
 
