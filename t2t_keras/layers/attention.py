@@ -45,9 +45,6 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, training=Fals
 class MultiHeadAttention(keras.layers.Layer):
   """Multi-head attention with h projections of d_k / d_v and the output projection W^O.
 
-  Supports an incremental-decoding cache: self-attention keys/values of the
-  steps decoded so far, and precomputed keys/values of the encoder output.
-
   Args:
     num_heads: h.
     key_size: d_k per head.
@@ -62,22 +59,15 @@ class MultiHeadAttention(keras.layers.Layer):
     memory: [batch, k_len, d_model], or None for self-attention.
     attention_mask: bool, broadcastable to [batch, 1, q_len, k_len] (or
       [batch, q_len, k_len]).
-    cache: optional dict {"k": [batch, h, L, d_k], "v": [batch, h, L, d_v]}
-      (heads before length: attention reads it without transposes).
-      For self-attention, this step's keys/values are written at `cache_index`
-      (q_len must then be 1) and attention runs over the whole cache under
-      `mask`. With `memory_kv=True`, the cache holds the encoder's keys/values
-      and `memory` is not used.
-    beams: with a cache, the beam size when the cache is beam-folded: the
-      self-attention cache is [batch, h, beams, L, d] and the encoder's
-      keys/values are held once per sentence ([batch, h, src_len, d]), for a
-      query of batch * beams rows.
   Returns:
-    (output [batch, q_len, d_model], updated cache or None).
+    output [batch, q_len, d_model]; `attend` also returns the weights.
+
+  Incremental decoding (one query step over cached keys and values, plain or
+  beam-folded) is `layers/cached_decoder.py`'s, over `project` and `merge_heads`.
 
   Example:
     mha = MultiHeadAttention(8, 64, 64, 512)
-    y, _ = mha(x, attention_mask=causal_mask(10))
+    y = mha(x, attention_mask=causal_mask(10))
   """
 
   def __init__(self, num_heads, key_size, value_size, output_size, dropout=0.0,
@@ -110,7 +100,24 @@ class MultiHeadAttention(keras.layers.Layer):
     self.output_dense.build((None, self.num_heads, None, self.value_size))
     self.built = True
 
-  def _project(self, x, layers):
+  def call(self, query, memory=None, attention_mask=None, training=False):
+    return self.attend(query, memory, attention_mask, training)[0]
+
+  def attend(self, query, memory=None, attention_mask=None, training=False):
+    """`call`'s output [batch, q_len, d_model] and the attention weights float32
+    [batch, h, q_len, k_len]."""
+    if memory is None:  # self-attention: Q, K and V in one matmul
+      q, k, v = self.project(query, [self.query_dense, self.key_dense, self.value_dense])
+    else:
+      (q,) = self.project(query, [self.query_dense])
+      k, v = self.project(memory, [self.key_dense, self.value_dense])
+    if attention_mask is not None and attention_mask.shape.rank == 3:
+      attention_mask = attention_mask[:, None]
+    heads, weights = scaled_dot_product_attention(
+        q, k, v, attention_mask, self.attention_dropout, training, scale_query=False)
+    return self.merge_heads(heads), weights
+
+  def project(self, x, layers):
     """x [batch, len, d_model] -> one [batch, h, len, size] per projection layer.
 
     The layers' kernels ([d_model, h, size] each) are concatenated into one
@@ -120,6 +127,7 @@ class MultiHeadAttention(keras.layers.Layer):
     (scaling the [d_model, h * d_k] kernel, not the [batch, h, len, d_k] queries,
     forward and backward; with biases, the query's bias too).
     """
+    x = tf.cast(x, self.compute_dtype)  # as Keras' autocast (the cached path calls this)
     shape = tf.shape(x)
     width = x.shape[-1]
     kernels = [tf.reshape(tf.cast(l.kernel, self.compute_dtype), [width, -1]) for l in layers]
@@ -141,8 +149,8 @@ class MultiHeadAttention(keras.layers.Layer):
     return [tf.transpose(tf.reshape(part, [shape[0], shape[1], self.num_heads, size]),
                          [0, 2, 1, 3]) for part, size in zip(parts, sizes)]
 
-  def _output(self, attended):
-    """[batch, h, len, d_v] -> W^O -> [batch, len, d_model]."""
+  def merge_heads(self, attended):
+    """[batch, h, len, d_v] -> Concat(head_1..head_h) W^O -> [batch, len, d_model]."""
     shape = tf.shape(attended)
     merged = tf.reshape(tf.transpose(attended, [0, 2, 1, 3]),
                         [-1, self.num_heads * self.value_size])
@@ -153,116 +161,12 @@ class MultiHeadAttention(keras.layers.Layer):
       y += tf.cast(self.output_dense.bias, self.compute_dtype)
     return tf.reshape(y, [shape[0], shape[2], self.output_size])
 
-  def project_memory(self, memory):
-    """Encoder-decoder keys and values, computed once per source: a cache dict."""
-    k, v = self._project(memory, [self.key_dense, self.value_dense])
-    return {"k": k, "v": v}
-
-  def call(self, query, memory=None, attention_mask=None, cache=None, cache_index=None,
-           memory_kv=False, beams=None, training=False, return_weights=False):
-    if memory_kv and beams:
-      return self._beam_folded_memory(query, cache, beams, attention_mask, training,
-                                      return_weights)
-    if memory_kv:
-      (q,) = self._project(query, [self.query_dense])
-      k, v = cache["k"], cache["v"]
-    elif memory is None:
-      if cache is not None and beams:
-        return self._beam_folded_step(query, cache, cache_index, attention_mask,
-                                      training, return_weights)
-      q, k, v = self._project(query, [self.query_dense, self.key_dense, self.value_dense])
-      if cache is not None:
-        # Write this step's key/value at cache_index; static shapes for XLA.
-        cache = {"k": write_step(cache["k"], k, cache_index),
-                 "v": write_step(cache["v"], v, cache_index)}
-        k, v = cache["k"], cache["v"]
-    else:
-      (q,) = self._project(query, [self.query_dense])
-      k, v = self._project(memory, [self.key_dense, self.value_dense])
-    if attention_mask is not None and attention_mask.shape.rank == 3:
-      attention_mask = attention_mask[:, None]
-    out, weights = scaled_dot_product_attention(
-        q, k, v, attention_mask, self.attention_dropout, training, scale_query=False)
-    out = self._output(out)
-    if return_weights:
-      return out, cache, weights
-    return out, cache
-
-  def _beam_folded_step(self, query, cache, cache_index, mask, training, return_weights):
-    """One decoding step of self-attention over a beam-folded cache.
-
-    The cache holds every beam slot's keys/values where they were written,
-    [batch, h, beams, length, d], and is never reordered when beams swap
-    histories: `mask` (from `beam_history_mask`) lets each beam attend, at every
-    earlier step, to the slot its own history was in then. A beam search thus
-    copies no cache at all (it reorders only the [rows, length] ancestry).
-
-    query: this step's [batch * beams, 1, d_model], each sentence's beams
-    adjacent; they are projected as [batch, beams, d_model], which gives the
-    heads-first [batch, h, beams, d] with no transposes. Returns (output
-    [batch * beams, 1, d_model], the cache with k, v written at cache_index).
-    """
-    rows, width = tf.shape(query)[0], query.shape[-1]
-    batch, beams = tf.shape(cache["k"])[0], cache["k"].shape[2]
-    q, k, v = self._project(tf.reshape(query, [-1, beams, width]),
-                            [self.query_dense, self.key_dense, self.value_dense])
-    k = write_step(cache["k"], k[:, :, :, None], cache_index)  # [batch, h, beams, 1, d]
-    v = write_step(cache["v"], v[:, :, :, None], cache_index)
-    flat = lambda x, d: tf.reshape(x, [batch, self.num_heads, -1, d])
-    out, weights = scaled_dot_product_attention(
-        q, flat(k, self.key_size), flat(v, self.value_size), mask,
-        self.attention_dropout, training, scale_query=False)  # out [batch, h, beams, d_v]
-    out = tf.reshape(self._output(out), [rows, 1, self.output_size])
-    if return_weights:
-      return out, {"k": k, "v": v}, weights
-    return out, {"k": k, "v": v}
-
-  def _beam_folded_memory(self, query, cache, beams, mask, training, return_weights):
-    """One decoding step of encoder-decoder attention, keys/values once per sentence.
-
-    The cache holds each sentence's encoder keys/values once, [batch, h, src_len,
-    d] (not once per beam): the beams' queries are folded into the query axis,
-    so each (sentence, head) is one [beams, d_k] x [d_k, src_len] product and
-    the keys/values are read once per step instead of once per beam.
-
-    query: [batch * beams, 1, d_model], each sentence's beams adjacent;
-    mask: bool [batch, 1, 1, src_len]. Returns (output [batch * beams, 1,
-    d_model], the cache unchanged[, weights float32 [batch * beams, h, 1, src_len]]).
-    """
-    rows, width = tf.shape(query)[0], query.shape[-1]
-    folded = tf.reshape(query, [-1, beams, width])  # [batch, beams, d_model]
-    (q,) = self._project(folded, [self.query_dense])  # [batch, h, beams, d_k]
-    out, weights = scaled_dot_product_attention(q, cache["k"], cache["v"], mask,
-                                                self.attention_dropout, training,
-                                                scale_query=False)
-    out = tf.reshape(self._output(out), [rows, 1, self.output_size])
-    if return_weights:
-      weights = tf.reshape(tf.transpose(weights, [0, 2, 1, 3]),
-                           [rows, self.num_heads, 1, -1])
-      return out, cache, weights
-    return out, cache
-
   def get_config(self):
     config = super().get_config()
     config.update(num_heads=self.num_heads, key_size=self.key_size,
                   value_size=self.value_size, output_size=self.output_size,
                   dropout=self.dropout, use_bias=self.use_bias)
     return config
-
-
-def write_step(cache, update, index):
-  """cache [..., length, d] with update [..., 1, d] written at position `index`.
-
-  A scatter of one d-vector per leading index: XLA updates the loop's buffer
-  in place, where a select over the whole cache (tf.where) copied all of it at
-  every decoding step (a quarter of beam search's time at length 40).
-  """
-  shape = tf.shape(cache)
-  rows = tf.reduce_prod(shape[:-2])
-  flat = tf.reshape(cache, [rows, shape[-2], shape[-1]])
-  at = tf.stack([tf.range(rows), tf.fill([rows], tf.cast(index, tf.int32))], axis=1)
-  updates = tf.reshape(tf.cast(update, cache.dtype), [rows, shape[-1]])
-  return tf.reshape(tf.tensor_scatter_nd_update(flat, at, updates), shape)
 
 
 def padding_mask(ids):
@@ -295,27 +199,3 @@ def packed_masks(inputs_segmentation, targets_segmentation):
                            causal_mask(tf.shape(targets_segmentation)[1]))
   memory = tf.logical_and(same(targets_segmentation, inputs_segmentation), src_real)
   return encoder, decoder, memory
-
-
-def beam_history_mask(ancestry, beam_size, index):
-  """Self-attention mask over a beam-folded cache [batch, h, beams, length, d].
-
-  Args:
-    ancestry: int [batch * beams, length]: for each beam, the slot (0..beams-1)
-      its history occupied at every step so far.
-    beam_size: beams (static).
-    index: the decoding step; later positions are masked.
-  Returns:
-    bool [batch, 1, beams, beams * length]: beam i may attend slot j at step t
-    iff ancestry[i, t] == j and t <= index.
-  """
-  length = tf.shape(ancestry)[1]
-  history = tf.reshape(ancestry, [-1, beam_size, 1, length])
-  allowed = tf.logical_and(tf.equal(history, tf.range(beam_size)[:, None]),
-                           tf.range(length) <= index)  # [batch, beams, beams, length]
-  return tf.reshape(allowed, [-1, 1, beam_size, beam_size * length])
-
-
-def cache_step_mask(cache_length, index):
-  """bool [1, 1, 1, cache_length], True at cache positions <= index (decoding step)."""
-  return (tf.range(cache_length) <= index)[None, None, None, :]

@@ -45,20 +45,26 @@ class FeedForward(keras.layers.Layer):
     self.output_dense.build(tuple(input_shape[:-1]) + (self.filter_size,))
     self.built = True
 
-  def call(self, x, training=False, output_bias=True):
-    """[batch, len, d_model] -> [batch, len, d_model]; without `output_bias` the
-    second layer's bias (`output_dense.bias`) is left for the caller to add
-    (`Residual` adds it inside its fused kernel)."""
+  def call(self, x, training=False):
+    h = self.hidden(x, training=training)
+    y = self.project(h)
+    return y + tf.cast(self.output_dense.bias, y.dtype)
+
+  def hidden(self, x, training=False):
+    """activation(x W1 + b1), dropped out: [batch, len, d_model] -> [batch, len, d_ff]."""
+    x = tf.cast(x, self.compute_dtype)  # as Keras' autocast (the fused path calls this)
     if training and self.relu_dropout > 0 and self.activation == "relu":
       # Bias, ReLU and dropout in one fused kernel (and one for their gradient).
       dense = self.filter_dense
-      h = tf.matmul(tf.reshape(x, [-1, tf.shape(x)[-1]]), dense.kernel)
-      h = bias_relu_dropout(h, dense.bias, self.relu_dropout, self.dropout.next_seed())
-      h = tf.reshape(h, tf.concat([tf.shape(x)[:-1], [self.filter_size]], 0))
-    else:
-      h = self.dropout(self.filter_dense(x), training=training)
-    if output_bias:
-      return self.output_dense(h)
+      kernel, bias = (tf.cast(v, self.compute_dtype) for v in (dense.kernel, dense.bias))
+      h = tf.matmul(tf.reshape(x, [-1, tf.shape(x)[-1]]), kernel)
+      h = bias_relu_dropout(h, bias, self.relu_dropout, self.dropout.next_seed())
+      return tf.reshape(h, tf.concat([tf.shape(x)[:-1], [self.filter_size]], 0))
+    return self.dropout(self.filter_dense(x), training=training)
+
+  def project(self, h):
+    """h W2 without its bias b2 (`output_dense.bias`: training adds it inside the fused
+    residual kernel, `residual_chain.py`): [batch, len, d_ff] -> [batch, len, d_model]."""
     kernel = tf.cast(self.output_dense.kernel, self.compute_dtype)
     y = matmul(tf.reshape(h, [-1, self.filter_size]), kernel)
     return tf.reshape(y, tf.concat([tf.shape(h)[:-1], [self.hidden_size]], 0))

@@ -4,7 +4,6 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.layers.dropout import Dropout
-from t2t_keras.layers.fused_residual import add_dropout_norm
 from t2t_keras.layers.layer_norm import LayerNorm
 
 
@@ -53,44 +52,15 @@ class Residual(keras.layers.Layer):
     (in the stream's dtype; the sublayer casts it to its compute dtype)."""
     return self.layer_norm(x) if self.norm_type == "pre" else x
 
-  def call(self, x, sublayer_output, training=False, bias=None):
-    """Residual add of the sublayer output [batch, len, d] to x [batch, len, d], in x's dtype.
-
-    bias: optional [d], added to the sublayer output before the dropout (the
-      FFN's output bias: the fused kernel adds it, no pass of its own).
-    Training post-norm, the add, bias, dropout and the LayerNorm run as one XLA
-    kernel each way (`fused_add_norm`); a pre-norm stack fuses its LayerNorms the
-    same way in `residual_chain.py`.
-    """
-    if training and self.norm_type == "post" and self.layer_norm.fusable(x):
-      return fused_add_norm(x, sublayer_output, self.dropout, self.layer_norm, bias=bias,
-                            keep_stream=False)
-    z = self.add(x, sublayer_output, training=training, bias=bias)
+  def call(self, x, sublayer_output, training=False):
+    """x [batch, len, d] plus the dropped-out sublayer output [batch, len, d], in x's
+    dtype; post-norm, then the LayerNorm. (Training, the model's stacks run the same
+    through the fused kernels of `residual_chain.py`.)"""
+    z = x + tf.cast(self.dropout(sublayer_output, training=training), x.dtype)
     return self.layer_norm(z) if self.norm_type == "post" else z
-
-  def add(self, x, sublayer_output, training=False, bias=None):
-    """x + dropout(sublayer_output + bias), in x's dtype: the add without a LayerNorm."""
-    y = sublayer_output if bias is None else sublayer_output + tf.cast(
-        bias, sublayer_output.dtype)
-    return x + tf.cast(self.dropout(y, training=training), x.dtype)
 
   def get_config(self):
     config = super().get_config()
     config.update(dropout=self.dropout_rate, norm_type=self.norm_type, epsilon=self.epsilon)
     return config
 
-
-def fused_add_norm(x, y, dropout, norm, bias=None, keep_stream=True):
-  """Training: (x + dropout(y + bias), norm of that) as one kernel each way, or the
-  norm alone without keep_stream (`fused_residual.add_dropout_norm`).
-
-  x: the stream [batch, len, d]; y [batch, len, d]; dropout: a `Dropout`
-  layer (its rate, and its next seed); norm: a `LayerNorm` over the last axis
-  (built here if it is not yet); the normalized output in its compute dtype.
-  """
-  if not norm.built:
-    norm.build(y.shape)
-  seed = dropout.next_seed() if dropout.rate else None
-  return add_dropout_norm(x, y, dropout.rate, seed, norm.gamma, norm.beta,
-                          float(norm.epsilon), bias=bias, h_dtype=norm.compute_dtype,
-                          keep_stream=keep_stream)

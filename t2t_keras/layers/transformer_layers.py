@@ -1,37 +1,21 @@
 """One encoder layer and one decoder layer of the Transformer (section 3.1).
 
-A layer is a list of sublayers, each wrapped in a residual connection (`Residual`):
+A layer is its sublayers in the paper's order, each wrapped in a residual connection
+(`Residual`: post-norm LayerNorm(x + Dropout(f(x))) or pre-norm x + Dropout(f(LayerNorm(x)))):
 
-    for residual, f in sublayers:  x = residual(x, f(residual.sublayer_input(x)))
+    x = residual(x, sublayer(residual.sublayer_input(x)))
 
-`call` runs exactly that (`run_sublayers`): the paper's layer, post-norm or pre-norm.
-`sublayers()` hands the list out, so that a pre-norm stack can train through the fused
-path of `layers/residual_chain.py` (each LayerNorm computed inside the residual add
-before it) without the layers knowing about it.
+`call` runs exactly that, top to bottom. Beside the layers: the training path of a
+model's stack with each residual add, dropout and LayerNorm fused
+(`layers/residual_chain.py`) and the decoder layer one step at a time over a cache
+(`layers/cached_decoder.py`), each the same sublayers in the same order.
 """
 
-import collections
-
 import keras
-import tensorflow as tf
 
 from t2t_keras.layers.attention import MultiHeadAttention
 from t2t_keras.layers.feed_forward import FeedForward
 from t2t_keras.layers.residual import Residual
-
-Sublayer = collections.namedtuple("Sublayer", ["residual", "fn", "bias"])
-Sublayer.__doc__ = """One sublayer and its residual connection.
-
-residual: its `Residual`; fn: h [batch, len, d_model] -> y [batch, len, d_model]
-(the sublayer's output before its residual add); bias: None or [d_model], added to y
-inside the residual (the FFN's output bias, so a fused kernel adds it).
-"""
-
-def run_sublayers(x, sublayers, training=False):
-  """x [batch, len, d_model] through each `Sublayer` in turn with its residual connection."""
-  for s in sublayers:
-    x = s.residual(x, s.fn(s.residual.sublayer_input(x)), training=training, bias=s.bias)
-  return x
 
 
 class _Layer(keras.layers.Layer):
@@ -83,12 +67,6 @@ class _Layer(keras.layers.Layer):
     return FeedForward(a["hidden_size"], a["filter_size"], a["relu_dropout"],
                        a["ffn_activation"], name="ffn", dtype=self.dtype_policy)
 
-  def _ffn_sublayer(self, training):
-    """The FFN as a `Sublayer`: its output bias is added by the residual."""
-    return Sublayer(self.ffn_residual,
-                    lambda h: self.ffn(h, training=training, output_bias=False),
-                    self.ffn.output_dense.bias)
-
   def get_config(self):
     config = super().get_config()
     config.update(self._args)
@@ -115,15 +93,12 @@ class EncoderLayer(_Layer):
       layer.build(input_shape)
     self.built = True
 
-  def sublayers(self, attention_mask=None, training=False):
-    """[self-attention, FFN] as `Sublayer`s."""
-    attend = lambda h: self.self_attention(h, attention_mask=attention_mask,
-                                           training=training)[0]
-    return [Sublayer(self.self_attention_residual, attend, None),
-            self._ffn_sublayer(training)]
-
   def call(self, x, attention_mask=None, training=False):
-    return run_sublayers(x, self.sublayers(attention_mask, training), training)
+    r = self.self_attention_residual
+    x = r(x, self.self_attention(r.sublayer_input(x), attention_mask=attention_mask,
+                                 training=training), training=training)
+    r = self.ffn_residual
+    return r(x, self.ffn(r.sublayer_input(x), training=training), training=training)
 
 
 class DecoderLayer(_Layer):
@@ -163,52 +138,18 @@ class DecoderLayer(_Layer):
       layer.build(input_shape)
     self.built = True
 
-  def init_cache(self, memory, max_decode_length, beam_size=None):
-    """Zeroed self-attention cache of max_decode_length steps and the memory's keys/values.
+  def call(self, x, memory, self_mask=None, memory_mask=None, training=False):
+    return self.call_with_attention(x, memory, self_mask, memory_mask, training)[0]
 
-    Without `beam_size`: memory [rows, src_len, d_model], the self-attention
-    cache [rows, h, max_decode_length, d]. With `beam_size`: memory [batch,
-    src_len, d_model], one row per sentence; the self-attention cache is the
-    beam-folded [batch, h, beam_size, max_decode_length, d], which a beam
-    search never reorders, and the memory's keys/values [batch, h, src_len, d]
-    serve all of a sentence's beams (see MultiHeadAttention).
-    """
-    a = self._args
-    rows = tf.shape(memory)[0]
-    beams = [beam_size] if beam_size else []
-    zeros = lambda size: tf.zeros([rows, a["num_heads"]] + beams + [max_decode_length, size],
-                                  self.compute_dtype)
-    return {"self": {"k": zeros(a["key_size"]), "v": zeros(a["value_size"])},
-            "memory": self.encdec_attention.project_memory(memory)}
-
-  def sublayers(self, memory, self_mask=None, memory_mask=None, cache=None,
-                cache_index=None, beams=None, training=False):
-    """([self-attention, encoder-decoder attention, FFN] as `Sublayer`s, a dict that
-    running them fills: "self_cache" (the self-attention cache after this step, with a
-    cache) and "attention" (the encoder-decoder attention weights))."""
-    out = {}
-
-    def attend_self(h):
-      y, out["self_cache"] = self.self_attention(
-          h, attention_mask=self_mask, cache=cache and cache["self"], cache_index=cache_index,
-          beams=beams, training=training)
-      return y
-
-    def attend_memory(h):
-      y, _, out["attention"] = self.encdec_attention(
-          h, memory, attention_mask=memory_mask, cache=cache and cache["memory"],
-          memory_kv=cache is not None, beams=beams, training=training, return_weights=True)
-      return y
-
-    return [Sublayer(self.self_attention_residual, attend_self, None),
-            Sublayer(self.encdec_attention_residual, attend_memory, None),
-            self._ffn_sublayer(training)], out
-
-  def call(self, x, memory=None, self_mask=None, memory_mask=None, cache=None,
-           cache_index=None, beams=None, training=False):
-    sublayers, out = self.sublayers(memory, self_mask, memory_mask, cache, cache_index, beams,
-                                    training)
-    x = run_sublayers(x, sublayers, training)
-    if cache is not None:
-      cache = {"self": out["self_cache"], "memory": cache["memory"]}
-    return x, cache, out["attention"]
+  def call_with_attention(self, x, memory, self_mask=None, memory_mask=None, training=False):
+    """`call`'s output and the encoder-decoder attention weights float32 [batch, heads,
+    tgt_len, src_len]."""
+    r = self.self_attention_residual
+    x = r(x, self.self_attention(r.sublayer_input(x), attention_mask=self_mask,
+                                 training=training), training=training)
+    r = self.encdec_attention_residual
+    y, weights = self.encdec_attention.attend(r.sublayer_input(x), memory, memory_mask,
+                                              training)
+    x = r(x, y, training=training)
+    r = self.ffn_residual
+    return r(x, self.ffn(r.sublayer_input(x), training=training), training=training), weights

@@ -3,8 +3,8 @@
     cache = init_cache(decoder_layers, memory, max_decode_length, beam_size=4)
     self_mask, new_cache, beams = step_mask(cache, index)
 
-The cache is {"layer_i": {"self": {"k", "v"}, "memory": {"k", "v"}}} (`DecoderLayer.
-init_cache`). Without a beam size there is one decoder row per memory row and step i
+The cache is {"layer_i": {"self": {"k", "v"}, "memory": {"k", "v"}}} (`layers/cached_decoder.py`'s
+`init_layer_cache`). Without a beam size there is one decoder row per memory row and step i
 attends to cache positions 0..i. With a beam size the self-attention caches are
 beam-folded ([batch, h, beams, length, d]) and never reordered by a beam search: the
 cache's "ancestry" int32 [batch * beams, length] records which beam slot each beam's
@@ -13,14 +13,15 @@ history occupied at every step, and is the only part a beam search reorders.
 
 import tensorflow as tf
 
-from t2t_keras.layers import beam_history_mask, cache_step_mask
+from t2t_keras.layers.cached_decoder import (beam_history_mask, cache_step_mask,
+                                             init_layer_cache)
 
 
 def init_cache(decoder_layers, memory, max_decode_length, beam_size=None):
   """The cache of `decoder_layers` for `max_decode_length` steps over `memory` [batch,
   src_len, d]; with `beam_size`, for batch * beam_size decoder rows (each sentence's beams
   adjacent) over the untiled memory, beam-folded, with the ancestry."""
-  cache = {f"layer_{i}": layer.init_cache(memory, max_decode_length, beam_size)
+  cache = {f"layer_{i}": init_layer_cache(layer, memory, max_decode_length, beam_size)
            for i, layer in enumerate(decoder_layers)}
   if beam_size:
     cache["ancestry"] = tf.zeros([tf.shape(memory)[0] * beam_size, max_decode_length],

@@ -37,7 +37,8 @@ from t2t_keras.hparams_lib import HParams
 from t2t_keras.layers import (DecoderLayer, Dropout, EncoderLayer, LayerNorm, PositionalEncoding,
                               SharedEmbedding, TargetSpaceEmbedding, causal_mask, packed_masks,
                               padding_mask)
-from t2t_keras.layers.residual_chain import run_chained
+from t2t_keras.layers.cached_decoder import decoder_layer_step
+from t2t_keras.layers.residual_chain import decoder_sublayers, encoder_sublayers, run_chained
 from t2t_keras.models.decode_cache import init_cache, step_mask
 
 
@@ -140,6 +141,8 @@ class Transformer(keras.Model):
           epsilon=hp.norm_epsilon, name=name, dtype=self.dtype_policy)
       self.encoder_norm = norm("encoder_norm")
       self.decoder_norm = norm("decoder_norm")
+    else:  # post-norm: each residual ends with its own LayerNorm
+      self.encoder_norm = self.decoder_norm = None
 
   @property
   def source_embedding(self):
@@ -188,8 +191,9 @@ class Transformer(keras.Model):
     if self.target_space is not None:
       x = self.target_space(x)
     x = self.encoder_positions(x, positions=positions)
-    if self._chained(training, self.encoder_layers, x):
-      sublayers = [s for layer in self.encoder_layers for s in layer.sublayers(mask, True)]
+    if training and self.encoder_layers:  # the fused path: the same as the layers' `call`
+      self._build(self.encoder_layers, x)
+      sublayers = [s for layer in self.encoder_layers for s in encoder_sublayers(layer, mask)]
       x = run_chained(x, self.encoder_dropout, sublayers, self.encoder_norm,
                       self.dtype_policy.variable_dtype)
     else:
@@ -200,16 +204,13 @@ class Transformer(keras.Model):
         x = self.encoder_norm(x)
     return tf.cast(x, self.compute_dtype), mask
 
-  def _chained(self, training, layers, x):
-    """Whether the stack of `layers` runs the pre-norm training path of `residual_chain`
-    (each LayerNorm fused into the add before it; the same values as the layers' `call`).
-    If so, builds the layers that are not yet (for input `x`), as their `call` would."""
-    if not (training and self.pre_norm and layers):
-      return False
+  @staticmethod
+  def _build(layers, x):
+    """Builds the `layers` that are not yet, for input `x`, as their `__call__` would
+    (the fused and cached paths call their parts, not the layers)."""
     for layer in layers:
       if not layer.built:
         layer.build(x.shape)
-    return True
 
   def init_cache(self, memory, max_decode_length, beam_size=None):
     """Per-layer decoding cache for `max_decode_length` steps over `memory` [batch,
@@ -218,63 +219,83 @@ class Transformer(keras.Model):
 
   def decode(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
              training=False, return_attention=False, self_mask=None, positions=None):
-    """Decoder stack and tied softmax (`decoder_stack`, then `embedding.logits`).
+    """Decoder stack and tied softmax: teacher forcing (`decoder_stack`), or one step
+    over a cache (`decoder_step`); then `embedding.logits`.
 
     Args:
       decoder_input: int [batch, tgt_len] (shifted targets; tgt_len 1 with a cache).
       memory, memory_mask: from `encode` (memory may be None with a cache).
       cache: from `init_cache`, or None for teacher forcing.
       cache_index: int scalar, the step being decoded (with a cache).
+      training: dropout on (teacher forcing only: a cache decodes without it).
       return_attention: also return each layer's encoder-decoder attention
-        weights, float32 [batch, heads, tgt_len, src_len].
+        weights, float32 [batch, heads, tgt_len, src_len] (teacher forcing,
+        not training).
       self_mask: decoder self-attention mask (default: causal, or the cache
         steps so far); positions: optional int [batch, tgt_len] (packed rows).
     Returns:
       (logits float32 [batch, tgt_len, vocab], updated cache or None[, attention list]).
     """
-    x, new_cache, attention = self.decoder_stack(
-        decoder_input, memory, memory_mask, cache=cache, cache_index=cache_index,
-        training=training, self_mask=self_mask, positions=positions)
+    attention = None
+    if cache is None:
+      x, attention = self.decoder_stack(decoder_input, memory, memory_mask,
+                                        training=training, self_mask=self_mask,
+                                        positions=positions)
+    else:
+      x, cache = self.decoder_step(decoder_input, memory_mask, cache, cache_index, self_mask)
     logits = self.softmax_embedding.logits(x)
     if return_attention:
-      return logits, new_cache, attention
-    return logits, new_cache
+      if attention is None:
+        raise ValueError("return_attention: the attention weights come from teacher "
+                         "forcing without training")
+      return logits, cache, attention
+    return logits, cache
 
-  def decoder_stack(self, decoder_input, memory, memory_mask, cache=None, cache_index=None,
-                    training=False, self_mask=None, positions=None):
-    """`decode` up to the pre-softmax: (x [batch, tgt_len, d_model] in the compute dtype,
-    updated cache or None, the encoder-decoder attention weights of each layer)."""
-    start = 0 if cache is None else cache_index
+  def _embed_targets(self, decoder_input, start, positions=None):
+    """The decoder's input ids [batch, tgt_len] -> embeddings with positions from `start`."""
     if self.decoder_start_id:  # the start symbol (id 0 in the shifted input) is another id
       decoder_input = tf.where(tf.equal(decoder_input, 0),
                                tf.cast(self.decoder_start_id, decoder_input.dtype),
                                decoder_input)
-    x = self.decoder_positions(self.target_embedding(decoder_input), start_index=start,
-                               positions=positions)
-    if cache is None and self_mask is None:
+    return self.decoder_positions(self.target_embedding(decoder_input), start_index=start,
+                                  positions=positions)
+
+  def decoder_stack(self, decoder_input, memory, memory_mask, training=False, self_mask=None,
+                    positions=None):
+    """Teacher forcing up to the pre-softmax: (x [batch, tgt_len, d_model] in the compute
+    dtype, the encoder-decoder attention weights of each layer, or None when training)."""
+    x = self._embed_targets(decoder_input, 0, positions)
+    if self_mask is None:
       self_mask = causal_mask(tf.shape(decoder_input)[1])
-    if self._chained(training, self.decoder_layers, x):
-      runs = [layer.sublayers(memory, self_mask, memory_mask, training=True)
-              for layer in self.decoder_layers]
-      x = run_chained(x, self.decoder_dropout, [s for sublayers, _ in runs for s in sublayers],
-                      self.decoder_norm, self.dtype_policy.variable_dtype)
-      return tf.cast(x, self.compute_dtype), None, [out["attention"] for _, out in runs]
-    new_cache, beams = None, None
-    if cache is not None:
-      self_mask, new_cache, beams = step_mask(cache, cache_index, self_mask)
+    self._build(self.decoder_layers, x)
+    if training and self.decoder_layers:  # the fused path: the same as the layers' `call`
+      sublayers = [s for layer in self.decoder_layers
+                   for s in decoder_sublayers(layer, memory, self_mask, memory_mask)]
+      x = run_chained(x, self.decoder_dropout, sublayers, self.decoder_norm,
+                      self.dtype_policy.variable_dtype)
+      return tf.cast(x, self.compute_dtype), None
     x = self._stream(self.decoder_dropout(x, training=training))
     attention = []
-    for i, layer in enumerate(self.decoder_layers):
-      x, layer_cache, weights = layer(
-          x, memory, self_mask=self_mask, memory_mask=memory_mask,
-          cache=None if cache is None else cache[f"layer_{i}"], cache_index=cache_index,
-          beams=beams, training=training)
+    for layer in self.decoder_layers:
+      x, weights = layer.call_with_attention(x, memory, self_mask, memory_mask, training)
       attention.append(weights)
-      if cache is not None:
-        new_cache[f"layer_{i}"] = layer_cache
     if self.pre_norm:
       x = self.decoder_norm(x)
-    return tf.cast(x, self.compute_dtype), new_cache, attention
+    return tf.cast(x, self.compute_dtype), attention
+
+  def decoder_step(self, decoder_input, memory_mask, cache, cache_index, self_mask=None):
+    """One decoding step up to the pre-softmax (`cached_decoder.decoder_layer_step` for
+    each layer): (x [rows, 1, d_model] in the compute dtype, the updated cache)."""
+    x = self._embed_targets(decoder_input, cache_index)
+    self._build(self.decoder_layers, x)
+    self_mask, new_cache, beams = step_mask(cache, cache_index, self_mask)
+    x = self._stream(self.decoder_dropout(x))
+    for i, layer in enumerate(self.decoder_layers):
+      x, new_cache[f"layer_{i}"] = decoder_layer_step(
+          layer, x, cache[f"layer_{i}"], cache_index, self_mask, memory_mask, beams)
+    if self.pre_norm:
+      x = self.decoder_norm(x)
+    return tf.cast(x, self.compute_dtype), new_cache
 
   def call(self, features, training=False):
     """Teacher forcing: {"inputs" [batch, src_len], "targets" [batch, tgt_len]} -> logits [batch, tgt_len, vocab].
@@ -296,15 +317,15 @@ class Transformer(keras.Model):
     compute dtype (the trainer projects it inside its loss, `projected_cross_entropy`)."""
     if "inputs_segmentation" not in features:
       memory, mask = self.encode(features["inputs"], training=training)
-      x, _, _ = self.decoder_stack(shift_right(features["targets"]), memory, mask,
-                                   training=training)
+      x, _ = self.decoder_stack(shift_right(features["targets"]), memory, mask,
+                                training=training)
       return x
     encoder_mask, decoder_mask, memory_mask = packed_masks(
         features["inputs_segmentation"], features["targets_segmentation"])
     memory, _ = self.encode(features["inputs"], training=training, mask=encoder_mask,
                             positions=features["inputs_position"])
     positions = features["targets_position"]
-    x, _, _ = self.decoder_stack(shift_right(features["targets"], positions), memory,
+    x, _ = self.decoder_stack(shift_right(features["targets"], positions), memory,
                                  memory_mask, training=training, self_mask=decoder_mask,
                                  positions=positions)
     return x

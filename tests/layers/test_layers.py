@@ -65,8 +65,8 @@ def test_masks():
 
 def test_multi_head_attention_weight_shapes():
   mha = layers.MultiHeadAttention(num_heads=4, key_size=3, value_size=5, output_size=8)
-  y, cache = mha(tf.zeros([2, 6, 8]))
-  assert y.shape == (2, 6, 8) and cache is None
+  y = mha(tf.zeros([2, 6, 8]))
+  assert y.shape == (2, 6, 8)
   shapes = sorted(tuple(w.shape) for w in mha.weights)
   assert shapes == sorted([(8, 4, 3), (8, 4, 3), (8, 4, 5), (4, 5, 8)])
 
@@ -79,7 +79,7 @@ def test_multi_head_attention_is_the_paper_formula():
   x, memory = rng.randn(2, 5, 6).astype("f"), rng.randn(2, 7, 6).astype("f")
   mask = np.ones([2, 1, 5, 7], bool)
   mask[0, ..., 4:] = False
-  y, _ = mha(tf.constant(x), memory=tf.constant(memory), attention_mask=tf.constant(mask))
+  y = mha(tf.constant(x), memory=tf.constant(memory), attention_mask=tf.constant(mask))
   wq, wk, wv, wo = (l.kernel.numpy() for l in (mha.query_dense, mha.key_dense,
                                                mha.value_dense, mha.output_dense))
   q = np.einsum("btd,dhk->bhtk", x, wq)
@@ -89,7 +89,7 @@ def test_multi_head_attention_is_the_paper_formula():
   w /= w.sum(-1, keepdims=True)
   want = np.einsum("bhqk,bhkd,hdo->bqo", w, v, wo)
   np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
-  y_self, _ = mha(tf.constant(x))
+  y_self = mha(tf.constant(x))
   q, k, v = (np.einsum("btd,dhk->bhtk", x, m) for m in (wq, wk, wv))
   logits = np.einsum("bhqd,bhkd->bhqk", q, k) / 2.0
   w = np.exp(logits - logits.max(-1, keepdims=True))
@@ -143,7 +143,7 @@ def test_transformer_stream_is_float32_and_stacks_return_the_compute_dtype():
   layer.call = lambda x, **kw: (seen.append(x.dtype), original(x, **kw))[1]
   memory, _ = model.encode(ids)
   assert seen == [tf.float32] and memory.dtype == tf.bfloat16
-  x, _, _ = model.decoder_stack(ids, memory, None)
+  x, _ = model.decoder_stack(ids, memory, None)
   assert x.dtype == tf.bfloat16
   assert model({"inputs": ids, "targets": ids}).dtype == tf.float32  # logits
 
@@ -174,7 +174,7 @@ def test_encoder_stack_is_x_plus_sublayer_of_its_own_layer_norm(norm_type):
   pre = norm_type == "pre"
   for layer in model.encoder_layers:
     for res, sub in ((layer.self_attention_residual,
-                      lambda h: layer.self_attention(h, attention_mask=mask)[0]),
+                      lambda h: layer.self_attention(h, attention_mask=mask)),
                      (layer.ffn_residual, layer.ffn)):
       y = sub(res.layer_norm(x) if pre else x)
       x = x + y if pre else res.layer_norm(x + y)
@@ -232,8 +232,10 @@ def test_encoder_and_decoder_layer_shapes_and_weight_counts():
   # 4 attention kernels, 2 dense kernels + 2 biases, 2 LayerNorms x (gamma, beta)
   assert len(enc.weights) == 4 + 4 + 4
   dec = layers.DecoderLayer(8, 16, 2, 4, 4)
-  y, cache, weights = dec(tf.zeros([2, 3, 8]), tf.zeros([2, 5, 8]))
-  assert y.shape == (2, 3, 8) and cache is None and weights.shape == (2, 2, 3, 5)
+  y = dec(tf.zeros([2, 3, 8]), tf.zeros([2, 5, 8]))
+  same, weights = dec.call_with_attention(tf.zeros([2, 3, 8]), tf.zeros([2, 5, 8]))
+  assert y.shape == (2, 3, 8) and weights.shape == (2, 2, 3, 5)
+  np.testing.assert_array_equal(same, y)
   assert len(dec.weights) == 8 + 4 + 6
 
 
@@ -294,7 +296,7 @@ def test_random_bits_look_independent_across_bits_elements_and_seeds():
 
 
 def test_write_step_writes_one_position():
-  from t2t_keras.layers.attention import write_step
+  from t2t_keras.layers.cached_decoder import write_step
   cache = tf.reshape(tf.range(2 * 3 * 4 * 2, dtype=tf.float32), [2, 3, 4, 2])
   update = -tf.ones([2, 3, 1, 2])
   got = write_step(cache, update, tf.constant(2)).numpy()
@@ -304,7 +306,7 @@ def test_write_step_writes_one_position():
 
 
 def test_beam_history_mask():
-  from t2t_keras.layers.attention import beam_history_mask
+  from t2t_keras.layers.cached_decoder import beam_history_mask
   # One sentence, 2 beams, length 3: beam 0 came from slots 1, 0 (step 0, 1); beam 1 from 1, 1.
   ancestry = tf.constant([[1, 0, 0], [1, 1, 1]])
   mask = beam_history_mask(ancestry, 2, tf.constant(1)).numpy().reshape(2, 2, 3)

@@ -333,16 +333,36 @@ def test_no_module_imports_another_modules_private_names():
   assert bad == []
 
 
-def test_the_paper_layers_carry_no_fast_path_arguments():
-  """The encoder and decoder layers' `call` take the paper's inputs (and a decoding cache);
-  the pre-norm training fast path lives in layers/residual_chain.py, not in their
-  signatures."""
-  source = (ROOT / "layers" / "transformer_layers.py").read_text()
-  calls = {cls.name: [a.arg for a in node.args.args] for cls in ast.parse(source).body
-           if isinstance(cls, ast.ClassDef) for node in cls.body
-           if isinstance(node, ast.FunctionDef) and node.name == "call"}
-  assert calls and all(len(args) <= 9 and not {"h", "next_norm"} & set(args)
-                       for args in calls.values()), calls
+# Arguments of a fast path (a decoding cache, a fused kernel's bias or hand-off, a second
+# output on request): they belong beside the layers, not in a layer's `call`.
+FAST_PATH_ARGUMENTS = {"cache", "cache_index", "beams", "memory_kv", "return_weights",
+                       "bias", "output_bias", "h", "next_norm"}
+
+
+def _layer_call_faults(layers_dir):
+  """["file: Class.call takes cache", "file:line: Class.call returns 3 values", ...] for
+  the Keras layers' `call` methods in `layers_dir`."""
+  bad = []
+  for path in sorted(layers_dir.glob("*.py")):
+    classes = [node for node in ast.parse(path.read_text()).body
+               if isinstance(node, ast.ClassDef)]
+    for cls in classes:
+      for call in [node for node in cls.body
+                   if isinstance(node, ast.FunctionDef) and node.name == "call"]:
+        args = {a.arg for a in call.args.args + call.args.kwonlyargs}
+        bad += [f"{path.name}: {cls.name}.call takes {arg}"
+                for arg in sorted(args & FAST_PATH_ARGUMENTS)]
+        bad += [f"{path.name}:{r.lineno}: {cls.name}.call returns {len(r.value.elts)} values"
+                for r in ast.walk(call)
+                if isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)]
+  return bad
+
+
+def test_the_paper_layers_call_takes_no_fast_path_and_returns_one_thing():
+  """Each layer's `call` takes the paper's inputs (and `training`) and returns one tensor,
+  reading in the paper's order: the fused training path (layers/residual_chain.py) and
+  the cached decoding step (layers/cached_decoder.py) live beside the layers."""
+  assert _layer_call_faults(ROOT / "layers") == []
 
 
 MAX_README_CELL = 200  # characters of a README table cell, markdown included
