@@ -53,8 +53,9 @@ SHARED_DATA = os.path.normpath(
 def pytest_configure(config):
   config.addinivalue_line(
       "markers", "heavy: the full suite only, left out of the quick tier (T2T_QUICK=1): "
-                 "a test of about 7 s or more, or a file whose module fixtures build "
-                 "servers, exports, CTranslate2 models, worker processes or trainings")
+                 "a test of about 5 CPU-seconds or more on the slowest CPU seen, or a file "
+                 "whose module fixtures build servers, exports, CTranslate2 models, worker "
+                 "processes or trainings")
   config.addinivalue_line(
       "markers", "slow: a long test whose behaviour a faster default test also covers; "
                  "run with T2T_SLOW_TESTS=1 (e.g. T2T_SLOW_TESTS=1 ./run_tests.sh -k sigkill)")

@@ -45,6 +45,7 @@ def test_gpu_check_tiny_runs_every_step(tmp_path):
   assert "MULTI_DEVICE N=4 CPU" in text[done:]
 
 
+@pytest.mark.heavy
 def test_gpu_check_without_a_gpu_refuses_to_measure(tmp_path):
   env = dict(os.environ, PYTHON=sys.executable, TF_CPP_MIN_LOG_LEVEL="3")
   proc = subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "gpu_check.sh"),

@@ -296,6 +296,7 @@ def test_decoder_and_exporter_accept_agreeing_t2t_flags(capsys, places, tmp_path
     assert json.load(f)["max_input_length"] == 6
 
 
+@pytest.mark.heavy
 def test_score_file_equals_beam_score_of_the_same_output(capsys, places, tmp_path):
   """Scores are log p(target|source): beam search's own score of its output (alpha 0)."""
   model, vocab, *_ = runs.load(places["run"])
@@ -427,6 +428,7 @@ def test_version_in_process(module, capsys):
   assert (code, out.out, out.err) == (0, launcher.version_line(binary.NAME) + "\n", "")
 
 
+@pytest.mark.heavy
 def test_trainer_help_as_a_process():
   """The console script, as a user types it (absl exits 1 after --help)."""
   import subprocess

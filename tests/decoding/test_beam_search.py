@@ -41,6 +41,7 @@ def test_length_penalty_formula():
     assert float(bs.length_penalty(length, alpha)) == pytest.approx(((5 + length) / 6) ** alpha)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("prefix_only", [False, True])
 def test_cached_equals_uncached_beam(model, prefix_only):
   ids, scores, steps = _search(model)
@@ -139,6 +140,7 @@ def test_max_length_without_eos():
       / ((5 + 4) / 6) ** 0.6, rel=1e-4)
 
 
+@pytest.mark.heavy
 def test_sentence_result_does_not_depend_on_batch(model):
   ids, scores, _ = _search(model)
   for b in range(SRC.shape[0]):
@@ -149,6 +151,7 @@ def test_sentence_result_does_not_depend_on_batch(model):
     np.testing.assert_allclose(scores1.numpy()[0], scores.numpy()[b], rtol=1e-5)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("jit", [False, True])
 def test_compiles_in_tf_function(model, jit):
   options = SearchOptions(beam_size=3, extra_length=5)

@@ -71,6 +71,7 @@ def test_batched_decoding_equals_one_by_one(model, vocab):
   assert translate.decode_lines(model, vocab, SENTENCES, _hp()) == [h[0].text for h in batched]
 
 
+@pytest.mark.heavy
 def test_decode_file_with_reference_and_plots(model, vocab, tmp_path):
   src, ref = tmp_path / "in.en", tmp_path / "ref.de"
   src.write_text("\n".join(SENTENCES[:3]) + "\n")

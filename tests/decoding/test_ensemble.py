@@ -37,6 +37,7 @@ def models():
   return _model(1), _model(2, num_decoder_layers=3, norm_type="post")
 
 
+@pytest.mark.heavy
 def test_a_model_with_itself_is_that_model(models):
   model = models[0]
   pair = Ensemble([model, model])

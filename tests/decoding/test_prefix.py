@@ -123,6 +123,7 @@ def test_a_prefix_longer_than_the_output_buffer_is_refused(model):
                   prefix=_padded([[5, 6, 7, 8, 9, 10]]))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("beam", [1, 3])
 def test_xla_and_graph_give_the_same_outputs(model, beam):
   prefix = _padded(PREFIXES)

@@ -131,6 +131,7 @@ def test_the_greedy_limits_equal_greedy_search(model, settings):
   np.testing.assert_allclose(scores, greedy_scores, rtol=1e-6)
 
 
+@pytest.mark.heavy
 def test_a_seed_repeats_and_a_sentence_samples_alike_in_any_batch(model):
   settings = search.Sampling(1.0, 0, 1.0, 7)
   ids, scores = _search(model, settings, beam_size=3)

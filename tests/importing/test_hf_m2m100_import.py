@@ -41,6 +41,7 @@ def _hf(vocab, ids):
   return [vocab.marian_ids[i] for i in ids]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("flavour", ["m2m100", "nllb"])
 def test_logits_equal_transformers_computation(tmp_path, flavour):
   model, run = imported(tmp_path, sharpness=1, flavour=flavour)
@@ -61,6 +62,7 @@ def test_logits_equal_transformers_computation(tmp_path, flavour):
   assert worst < TOL, worst
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("flavour", ["m2m100", "nllb"])
 def test_greedy_outputs_with_the_target_language_forced(tmp_path, flavour):
   """translate_lines with the prefix "__de__" (NLLB: "deu_Latn"): the reference's generate

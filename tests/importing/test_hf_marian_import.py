@@ -99,6 +99,7 @@ def check_greedy(model, run, lines=8, limit=20):
     ("safetensors", "swish", True),
     *(pytest.param(*case, marks=pytest.mark.heavy) for case in (  # the full suite only
         ("fp16", "swish", True), ("h5", "swish", True), ("safetensors", "relu", False)))])
+@pytest.mark.heavy
 def test_logits_and_greedy_outputs_equal_transformers_computation(weights, activation, tied,
                                                                   tmp_path):
   """float16 weights come with the sorted vocabulary, as in the tc-big repositories."""
@@ -266,6 +267,7 @@ def test_transformers_tf_marian_reads_our_fixture_and_writes_what_we_read(tmp_pa
     assert np.abs(ours[:, 1:] - theirs).max() < TOL
 
 
+@pytest.mark.heavy
 def test_ids_equal_marian_tokenizers(tmp_path):
   """transformers' MarianTokenizer and our pair (Python and in-graph) give the same ids
   for source and target lines: Multi30k's English, German, French and Czech where the

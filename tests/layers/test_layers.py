@@ -348,6 +348,7 @@ def test_attention_dropout_drops_weights_not_the_returned_map():
   assert not np.allclose(again.numpy(), out.numpy())  # a new mask each call
 
 
+@pytest.mark.heavy
 def test_attention_dropout_is_live_in_the_model_and_alone_when_others_are_zero():
   """With every other dropout at 0, the model's training output differs from its
   inference output exactly when attention_dropout > 0 (the rate reaches every attention)."""

@@ -168,6 +168,7 @@ def test_beam_folded_cache_equals_tiled_cache(changes):
                                   np.arange(2 * beams) % beams)
 
 
+@pytest.mark.heavy
 def test_cached_decoding_compiles_in_while_loop():
   model = _tiny()
   rng = np.random.RandomState(3)
@@ -252,6 +253,7 @@ def _scaled(hp):
   return hp.replace(**{k: v // SCALE for k, v in sizes.items()})
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", SETS)
 def test_param_count_matches_formula(name):
   hp = _scaled(registry.hparams(name))
@@ -260,6 +262,7 @@ def test_param_count_matches_formula(name):
   assert model.count_params() == analytic_param_count(hp, 370)
 
 
+@pytest.mark.heavy
 def test_param_count_matches_formula_at_the_papers_base_size():
   hp = registry.hparams("transformer_base")
   model = Transformer(37000, hp)

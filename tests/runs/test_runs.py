@@ -55,6 +55,7 @@ def test_a_run_trained_in_bf16_loads_as_float32(tmp_path):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+@pytest.mark.heavy
 def test_load_gives_model_vocabulary_hparams_info_and_checkpoint(tmp_path):
   """A real sentencepiece vocabulary beside a checkpoint: `load` restores both; a run
   without its vocabulary copy is refused naming the file."""

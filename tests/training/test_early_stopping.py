@@ -72,6 +72,7 @@ def test_stops_at_the_right_step_and_keeps_the_best(copy_data, tmp_path):  # noq
   assert json.loads((out / runs.RUN_FILE).read_text())["best"]["step"] == 10
 
 
+@pytest.mark.heavy
 def test_a_higher_is_better_metric_and_a_run_that_never_stops(copy_data, tmp_path):  # noqa: F811
   bleu = {4: 10.0, 8: 12.0, 12: 11.0, 16: 12.5}
   trainer = _scripted(make_trainer(copy_data, tmp_path / "run", eval_every=4,

@@ -1,5 +1,6 @@
 """t2t_keras.training.precision: the float32 / bfloat16 choice that recipes/multi30k.sh makes."""
 
+import pytest
 
 from t2t_keras.training import precision
 
@@ -21,6 +22,7 @@ def test_matmul_gflops_counts_two_flops_per_multiply_add(monkeypatch):
   assert abs(rate - 2 * 8 * 4 * 2 * 5 / 1e9) < 1e-15
 
 
+@pytest.mark.heavy
 def test_the_command_prints_one_choice_and_the_measured_rates(capsys):
   precision.main()  # `python -m t2t_keras.training.precision`, in this process
   out, err = capsys.readouterr()

@@ -350,6 +350,7 @@ def test_float16_overflow_skips_the_update_and_halves_the_loss_scale(copy_data, 
   assert max(np.abs(x - w).max() for x, w in zip(_weights(t), start)) > 1e-5
 
 
+@pytest.mark.heavy
 def test_replicas_draw_different_dropout_masks(copy_data, tmp_path, two_cpu_strategy):
   hp = tiny_hparams(layer_prepostprocess_dropout=0.5)
   two = make_trainer(copy_data, tmp_path / "two", hp,
@@ -406,6 +407,7 @@ def test_an_unstable_recipe_warns_once_naming_step_lr_and_hparams(copy_data, tmp
   assert step > hp.learning_rate_warmup_steps
 
 
+@pytest.mark.heavy
 def test_non_finite_weights_are_never_saved(copy_data, tmp_path):
   """An update that leaves a NaN weight behind a finite loss: the save refuses, the last good
   checkpoint stays the newest."""
@@ -444,6 +446,7 @@ def test_ctrl_c_saves_and_returns_interrupted(copy_data, tmp_path):
   assert signal.getsignal(signal.SIGINT) is before
 
 
+@pytest.mark.heavy
 def test_time_based_saves_follow_the_clock(copy_data, tmp_path, monkeypatch):
   """save_every_minutes=1 with a clock at 25 s a step: a save once more than 60 s passed
   since the last, at steps 3, 6 and 9, and the final one at 10 (save_every far away)."""

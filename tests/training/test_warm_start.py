@@ -141,6 +141,7 @@ def test_resolve_takes_a_run_a_checkpoint_or_a_checkpoint_dir(source, tmp_path):
       warm_start.resolve(bad)
 
 
+@pytest.mark.heavy
 def test_t2t_trainer_flags(copy_data, source, tmp_path, capsys):  # noqa: F811
   """No --hparams_set: the source run's hparams; one-line errors for bad flags."""
   src_dir, _ = source

@@ -137,6 +137,7 @@ def test_t2t_sweep_binary_refuses_a_bad_row_in_one_line(capsys, tmp_path):
   assert not os.path.exists(tmp_path / "s")
 
 
+@pytest.mark.heavy
 def test_a_row_whose_trainer_refuses_its_input_is_named(tmp_path):
   with pytest.raises(InputError, match=r"sweep row transformer_tiny: train: .*no_data"):
     sweep.run_sweep([sweep.parse_row("transformer_tiny")], problem=PROBLEM,
