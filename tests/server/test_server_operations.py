@@ -427,7 +427,9 @@ def test_new_versions_are_polled_warmed_and_swapped_in_under_load(run_dir, tmp_p
       answered[0] += 1
       if status != 200:
         failures.append(answer)
-      stop.wait(0.05)  # steady traffic that leaves the loading version some CPU
+      # Steady traffic, 2 requests a second from each client: at 20 a second each, the
+      # two kept a 2-core machine's CPU busy and version 8 took minutes to load.
+      stop.wait(0.5)
 
   def publish(version, broken=False):
     staging = tmp_path / f".tmp-{version}"
