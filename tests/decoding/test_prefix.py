@@ -139,7 +139,9 @@ def test_xla_and_graph_give_the_same_outputs(model, beam):
 @pytest.mark.heavy
 def test_translate_lines_with_prefixes_in_input_order_across_batches_and_shards(tmp_path):
   """The Python API: text prefixes ("" for none) line by line, sorted and batched with
-  their sources (batch 2, two search shards), every output starting with its prefix."""
+  their sources (batch 2, two search shards), every output starting with its prefix. In
+  graph mode: XLA with prefixes is test_xla_and_graph_give_the_same_outputs', and with
+  shards test_export.py's test_prefix_signature_equals_the_decoders_prefixed_outputs."""
   from conftest import make_tiny_run
   from t2t_keras import runs
   from t2t_keras.decoding import translate
@@ -147,7 +149,8 @@ def test_translate_lines_with_prefixes_in_input_order_across_batches_and_shards(
   model, vocab, *_ = runs.load(make_tiny_run(tmp_path))
   lines = ["one hundred and five", "nine", "twenty three", "one"]
   prefixes = ["drei", "", "neun und", ""]
-  settings = parse_decode_hparams("beam_size=2,batch_size=2,search_shards=2,extra_length=12")
+  settings = parse_decode_hparams(
+      "beam_size=2,batch_size=2,search_shards=2,extra_length=12,jit=false")
   steered = translate.translate_lines(model, vocab, lines, settings, prefixes=prefixes)
   free = translate.translate_lines(model, vocab, lines, settings)
   for line, prefix, hyps, free_hyps in zip(lines, prefixes, steered, free):
@@ -162,13 +165,13 @@ def test_translate_lines_with_prefixes_in_input_order_across_batches_and_shards(
   long_prefix = "neun " * 20
   want = vocab.encode(long_prefix)
   long_hyps, _ = translate.translate_lines(model, vocab, lines[:2], parse_decode_hparams(
-      "beam_size=2,extra_length=1"), prefixes=[long_prefix, ""])
+      "beam_size=2,extra_length=1,jit=false"), prefixes=[long_prefix, ""])
   assert len(want) > len(vocab.encode(lines[0])) + 2
   assert all(h.ids[:len(want)] == want and len(h.ids) <= len(want) + 1 for h in long_hyps)
   with pytest.raises(ValueError, match="longer than the output limit of 8 ids "
                                        r"\(max_decode_length\)"):
     translate.translate_lines(model, vocab, lines[:1], parse_decode_hparams(
-        "beam_size=2,max_decode_length=8"), prefixes=[long_prefix])
+        "beam_size=2,max_decode_length=8,jit=false"), prefixes=[long_prefix])
 
 
 @pytest.mark.heavy
@@ -219,7 +222,8 @@ def test_multi30k_prefixes_on_a_tiny_run(tmp_path):
   model, vocab, *_ = runs.load(make_tiny_run(tmp_path))
   sources = ["one hundred and five", "nine", "twenty three"]
   refs = ["einhundertfünf", "neun", "drei und zwanzig"]
-  rows = recipe.evaluate_split(model, vocab, parse_decode_hparams("beam_size=2,extra_length=8"),
+  rows = recipe.evaluate_split(model, vocab,
+                               parse_decode_hparams("beam_size=2,extra_length=8,jit=false"),
                                sources, refs, [1, 2])
   assert [(k, n) for k, n, _ in rows] == [(0, 3), (1, 1), ("0 on k=1's", 1), (2, 1),
                                           ("0 on k=2's", 1)]

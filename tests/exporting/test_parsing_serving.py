@@ -112,6 +112,11 @@ def test_decoder_and_export_give_the_same_well_formed_trees(capsys, parsing_run,
   for sentence, tree in zip(SENTENCES, parsed):
     assert Tree.fromstring(tree).leaves() == sentence.split()  # well-formed, words as leaves
 
+  # The export's half for the _words problem only: its graph holds the same TreeBuilder
+  # and presets as the XX problem's, and the output constraint too; TreeBuilder on XX
+  # leaves is test_tree_builder_equals_delinearize_on_the_sample[False]'s.
+  if not problem.endswith("_words"):
+    return
   path = export.export_model(parsing_run, export_dir=str(tmp_path / "export"),
                              decode_hparams=DECODE, log=None)
   with open(os.path.join(path, "assets", "export_info.json")) as f:

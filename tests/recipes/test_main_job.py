@@ -104,7 +104,7 @@ def test_a_model_that_did_not_learn_fails_the_main_job_in_one_line(tmp_path,
   """run_main.sh's check step on an untrained model: exit 1 and one FAILED line naming
   every figure."""
   (tmp_path / "run").mkdir()
-  run = make_tiny_run(tmp_path / "run")
+  run = make_tiny_run(tmp_path / "run", num_encoder_layers=1, num_decoder_layers=1)
   translations = tmp_path / "decode_test.de"
   translations.write_text("eins\n" * len(split_references), encoding="utf-8")
   proc = subprocess.run(
