@@ -40,14 +40,14 @@ def resolve(export_dir):
 def translate(export_dir, sentences, nbest=False, target_language=None):
   """[(translation(s), score(s))] of each sentence, from the export's signatures; a
   multilingual export's `target_language` signature where `target_language` is given."""
+  if target_language and nbest:  # refused before the model loads
+    raise SystemExit("--nbest and --target_language do not combine: tag the lines "
+                     "(<2fr> ...) and use --nbest alone")
   model = tf.saved_model.load(resolve(export_dir))
   inputs = tf.constant(list(sentences), tf.string)
   if target_language:
     if "target_language" not in model.signatures:
       raise SystemExit("this export has one target language (no target_language signature)")
-    if nbest:
-      raise SystemExit("--nbest and --target_language do not combine: tag the lines "
-                       "(<2fr> ...) and use --nbest alone")
     out = model.signatures["target_language"](
         inputs=inputs, target_language=tf.fill(tf.shape(inputs), target_language))
   else:

@@ -282,7 +282,8 @@ def test_decoder_and_exporter_accept_agreeing_t2t_flags(capsys, places, tmp_path
   common = [f"--data_dir={places['data']}", f"--problem={PROBLEM}", "--model=transformer",
             "--hparams_set=transformer_tiny", f"--hparams={TINY}", f"--output_dir={run}"]
   out = str(tmp_path / "t.txt")
-  code, _, err = run_binary(capsys, "decoder", *common, "--decode_hparams=beam_size=2,alpha=0.6",
+  code, _, err = run_binary(capsys, "decoder", *common,
+                            "--decode_hparams=beam_size=2,alpha=0.6,jit=false",
                             f"--decode_from_file={places['in']}", f"--decode_to_file={out}")
   assert code == 0, err
   assert len(open(out).read().splitlines()) == 2

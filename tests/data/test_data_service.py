@@ -103,8 +103,11 @@ def test_trainer_through_the_service_saves_no_input_position_and_resumes(problem
   def trainer(service_address, lines):
     config = TrainerConfig(use_xla=False, eval_every=0, eval_bleu_sentences=0, save_every=2,
                            data_service_address=service_address)
-    return trainer_lib.Trainer(problem, HP.replace(train_steps=8), data_dir, str(tmp_path),
-                               config, log=lines.append)
+    # 1+1 layers at width 32: what is checked is the checkpoints' content, not the model.
+    hparams = HP.replace(train_steps=8, hidden_size=32, filter_size=64, num_heads=2,
+                         num_encoder_layers=1, num_decoder_layers=1)
+    return trainer_lib.Trainer(problem, hparams, data_dir, str(tmp_path), config,
+                               log=lines.append)
 
   lines = []
   summary = trainer(dispatcher, lines).train(2)

@@ -140,9 +140,10 @@ def test_beam_outputs_are_ctranslate2s_rule_over_our_model(sharp):
   registers an ending among the wider 2 * beam candidates of a step, which CTranslate2's
   never does (docs/ctranslate2.md): where the two outputs differ, ours scores at least as
   high. CTranslate2's rule replayed over *our* model's log probs
-  (tests/ct2_search_reference.py) gives CTranslate2's output on at least 99 % of the
-  inputs, and where it does not, the replay met a near-tie (float32 may order it either
-  way): the two engines compute the same model."""
+  (tests/ct2_search_reference.py) gives CTranslate2's output on all but at most 2 of the
+  inputs replayed (every one whose outputs differ, and the first 50: the replay runs the
+  model step by step in Python), and where it does not, the replay met a near-tie
+  (float32 may order it either way): the two engines compute the same model."""
   run, translator, _ = sharp
   english, _ = fixture.corpus(200, seed=19)
   sources = _encode(run.vocab, english)
@@ -155,8 +156,8 @@ def test_beam_outputs_are_ctranslate2s_rule_over_our_model(sharp):
     for o, t in zip(score_ids(run.model, picked, pick(ours)),
                     score_ids(run.model, picked, pick(theirs))):
       assert o >= t - TOL, (o, t)
-  replayed = 0
-  for source, output in zip(sources, theirs):
+  replayed, checked = 0, sorted(set(differ) | set(range(50)))
+  for source, output in ((sources[i], theirs[i]) for i in checked):
     hyps, gap = ct2_search_reference.beam_search(
         ct2_search_reference.next_log_probs(run.model, source), 4, LIMIT, 1, EOS_ID)
     if [i for i in hyps[0][0] if i != EOS_ID] == output:
@@ -164,5 +165,5 @@ def test_beam_outputs_are_ctranslate2s_rule_over_our_model(sharp):
     else:
       assert gap < TOL, (source, hyps, output, gap)
   print(f"{len(differ)} of {len(sources)} outputs differ from ours; CTranslate2's rule over "
-        f"our model gives {replayed} of CTranslate2's outputs")
-  assert replayed >= 0.99 * len(sources)
+        f"our model gives {replayed} of the {len(checked)} CTranslate2 outputs replayed")
+  assert replayed >= len(checked) - 2

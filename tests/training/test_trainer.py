@@ -169,13 +169,20 @@ def test_an_output_dir_removed_mid_run_stops_without_writing_a_stray_run(copy_da
 @pytest.mark.heavy
 def test_mixed_precision_trains_close_to_float32(copy_data, tmp_path):
   """GPU paths on CPU: bf16, and fp16 with loss scaling, stay finite and near fp32.
-  Packed rows: one batch shape, so one trace per precision instead of one per step."""
+  Packed rows: one batch shape, so one trace per precision instead of one per step; the
+  float32 run's rows are packed (segment ids) and its dev metrics work. float32 last:
+  Keras's dtype policy is global, and a float32 run built after a mixed one is float32."""
   losses = {}
-  for precision in ("float32", "mixed_bfloat16", "mixed_float16"):
+  for precision in ("mixed_bfloat16", "mixed_float16", "float32"):
     hp = tiny_hparams(precision=precision, layer_prepostprocess_dropout=0.0, packed_length=32)
-    t = make_trainer(copy_data, tmp_path / precision, hp, use_xla=False)
+    t = make_trainer(copy_data, tmp_path / precision, hp, use_xla=False, eval_steps=2,
+                     eval_bleu_sentences=8)
     assert t.model.compute_dtype == precision.replace("mixed_", "")
     losses[precision] = [t.train_step()[0] for _ in range(5)]
+  batch = next(t.iterator)
+  assert batch["inputs"].shape == (512 // 32, 32) and "targets_segmentation" in batch
+  dev = t.evaluate()
+  assert dev["dev_perplexity"] > 1.0 and "dev_bleu" in dev, dev
   # Step 1 has the same weights and batch on all three: its loss differs only by the
   # forward's rounding, bf16 (2^-8 relative per op) and fp16 (2^-11) summed over a few
   # layers; later steps add diverging updates, hence 5%.
@@ -184,21 +191,6 @@ def test_mixed_precision_trains_close_to_float32(copy_data, tmp_path):
     np.testing.assert_allclose(losses[mixed][0], losses["float32"][0], rtol=first_rtol)
     np.testing.assert_allclose(losses[mixed], losses["float32"], rtol=0.05)
   assert losses["float32"][-1] < losses["float32"][0]
-  # Keras's dtype policy is global: a float32 run built after a mixed one is float32.
-  t = make_trainer(copy_data, tmp_path / "float32_again", tiny_hparams(), use_xla=False)
-  assert t.model.compute_dtype == "float32"
-
-
-@pytest.mark.heavy
-def test_packed_rows_train_and_evaluate(copy_data, tmp_path):
-  """packed_length > 0: the trainer feeds packed rows (one shape) and its dev metrics work."""
-  lines = []
-  t = make_trainer(copy_data, tmp_path / "packed", tiny_hparams(packed_length=32),
-                   eval_every=10, eval_steps=2, eval_bleu_sentences=8, log=lines.append)
-  batch = next(t.iterator)
-  assert batch["inputs"].shape == (512 // 32, 32) and "targets_segmentation" in batch
-  s = t.train(20)
-  assert s["step"] == 20 and np.isfinite(s["loss"]) and s["dev_perplexity"] > 1.0
 
 
 def _feed(trainer, batches, replicas=1):

@@ -21,7 +21,6 @@ from t2t_keras.errors import InputError
 from t2t_keras.hparams import table3_cpu
 from t2t_keras.hparams.transformer import TABLE3
 from t2t_keras.tuning import sweep, sweep_report
-from t2t_keras.training import trainer as trainer_lib
 
 PROBLEM = "algorithmic_copy"
 PROBLEM_ARGS = dict(num_train=200, num_dev=12, num_test=12, max_length=5, num_symbols=5)
@@ -86,43 +85,6 @@ def data_dir(tmp_path_factory):
   path = str(tmp_path_factory.mktemp("sweep_data"))
   datagen.generate(PROBLEM, path, log=None, **PROBLEM_ARGS)
   return path
-
-
-@pytest.mark.heavy
-def test_sweep_trains_evaluates_resumes_and_skips(data_dir, tmp_path):
-  out = str(tmp_path / "sweep")
-  rows = [sweep.parse_row("transformer_tiny"), sweep.parse_row("transformer_tiny seed=2")]
-  # The second row was interrupted at step 2 of 4 in an earlier sitting.
-  trainer_lib.train(PROBLEM, "transformer_tiny", data_dir, os.path.join(out, rows[1].id),
-                    hparams=TINY, train_steps=2, seed=2, eval_every=0, eval_bleu_sentences=0,
-                    use_xla=False, log=lambda *a: None)
-  lines = []
-  results = sweep.run_sweep(rows, problem=PROBLEM, data_dir=data_dir, output_dir=out,
-                            train_steps=4, hparams=TINY,
-                            decode_overrides="beam_size=2,alpha=0.6,jit=false",
-                            log=lines.append)
-  text = "\n".join(lines)
-  assert "resumed from" in text and "at step 2" in text
-  assert [r["row"] for r in results] == [r.id for r in rows]
-  for r in results:
-    assert r["steps"] == 4 and r["seed"] in (1, 2) and r["dev_sentences"] == 12
-    assert math.isfinite(r["dev_perplexity"]) and r["dev_perplexity"] > 1.0
-    assert math.isclose(r["dev_perplexity"], math.exp(r["dev_loss"]), rel_tol=1e-9)
-    assert 0.0 <= r["dev_bleu"] <= 100.0 and r["params"] > 0
-    assert r["checkpoint"].endswith("ckpt-4")
-  assert results[0]["dev_loss"] != results[1]["dev_loss"]  # different seeds, different models
-  with open(os.path.join(out, "results.csv")) as f:
-    table = list(csv.DictReader(f))
-  assert [t["row"] for t in table] == [r.id for r in rows]
-  assert float(table[0]["dev_perplexity"]) == pytest.approx(results[0]["dev_perplexity"])
-  assert "| transformer_tiny-seed2 |" in open(os.path.join(out, "results.md")).read()
-
-  # The same command again: nothing is retrained.
-  lines.clear()
-  again = sweep.run_sweep(rows, problem=PROBLEM, data_dir=data_dir, output_dir=out,
-                          train_steps=4, hparams=TINY, log=lines.append)
-  assert sum("done earlier (step 4), skipped" in line for line in lines) == 2
-  assert again == results
 
 
 def test_t2t_sweep_binary_refuses_a_bad_row_in_one_line(capsys, tmp_path):
@@ -287,7 +249,8 @@ def test_a_killed_sweep_stops_its_trainer_and_runs_again(data_dir, tmp_path):
   is told by the kernel (PR_SET_PDEATHSIG: SIGTERM), saves and exits, instead of training
   on unseen (it saves and prints nothing for 100,000 steps here) beside the next sweep's
   trainer of the same row; the same command then resumes the row from the checkpoint that
-  SIGTERM saved and finishes both rows."""
+  SIGTERM saved, trains and evaluates both rows, and writes their tables; run again, it
+  retrains nothing."""
   out = tmp_path / "sweep"
   args = [sys.executable, "-m", "t2t_keras.bin.sweep", f"--problem={PROBLEM}",
           f"--data_dir={data_dir}", f"--output_dir={out}", f"--hparams={TINY}",
@@ -319,6 +282,24 @@ def test_a_killed_sweep_stops_its_trainer_and_runs_again(data_dir, tmp_path):
                           check=False)
   assert result.returncode == 0, result.stdout + result.stderr
   assert f"resumed from {row}/ckpt-{saved} at step {saved}" in result.stdout, result.stdout
+  rows = [sweep.parse_row("transformer_tiny"), sweep.parse_row("transformer_tiny seed=2")]
   with open(out / "results.csv") as f:
-    assert [t["row"] for t in csv.DictReader(f)] == ["transformer_tiny",
-                                                     "transformer_tiny-seed2"]
+    table = list(csv.DictReader(f))
+  assert [t["row"] for t in table] == [r.id for r in rows] == ["transformer_tiny",
+                                                               "transformer_tiny-seed2"]
+  assert "| transformer_tiny-seed2 |" in (out / "results.md").read_text()
+
+  # The same sweep again, in this process: nothing is retrained; the rows' results.
+  lines = []
+  results = sweep.run_sweep(rows, problem=PROBLEM, data_dir=data_dir, output_dir=str(out),
+                            train_steps=saved + 2, hparams=TINY, log=lines.append)
+  assert sum(f"done earlier (step {saved + 2}), skipped" in line for line in lines) == 2
+  assert [r["row"] for r in results] == [t["row"] for t in table]
+  for r, t in zip(results, table):
+    assert r["steps"] == saved + 2 and r["seed"] in (1, 2) and r["dev_sentences"] == 12
+    assert math.isfinite(r["dev_perplexity"]) and r["dev_perplexity"] > 1.0
+    assert math.isclose(r["dev_perplexity"], math.exp(r["dev_loss"]), rel_tol=1e-9)
+    assert float(t["dev_perplexity"]) == pytest.approx(r["dev_perplexity"])
+    assert 0.0 <= r["dev_bleu"] <= 100.0 and r["params"] > 0
+    assert r["checkpoint"].endswith(f"ckpt-{saved + 2}")
+  assert results[0]["dev_loss"] != results[1]["dev_loss"]  # different seeds, different models
