@@ -14,10 +14,17 @@ export TF_CPP_MIN_LOG_LEVEL=3
 # file it runs (TensorFlow keeps some traced graphs for the life of the process), and one
 # session's three workers outgrew 24 GB (docs/notebook.md, "The suite's memory").
 PARTS=2
+CREATED=()  # the directories made here, removed at exit
+trap 'rm -rf "${CREATED[@]}"' EXIT
 if [ -z "${T2T_XLA_CACHE+set}" ]; then  # one XLA cache for both sessions (tests/conftest.py)
   T2T_XLA_CACHE=$(mktemp -d -t t2t_test_xla_cache_XXXXXX)
   export T2T_XLA_CACHE
-  trap 'rm -rf "$T2T_XLA_CACHE"' EXIT
+  CREATED+=("$T2T_XLA_CACHE")
+fi
+if [ -z "${T2T_TEST_SHARED+set}" ]; then  # what both sessions share (tests/serve_process.py)
+  T2T_TEST_SHARED=$(mktemp -d -t t2t_test_shared_XXXXXX)
+  export T2T_TEST_SHARED
+  CREATED+=("$T2T_TEST_SHARED")
 fi
 status=0
 empty=0

@@ -7,6 +7,8 @@ something that touches a device.
 """
 
 import atexit
+import functools
+import glob
 import os
 import shutil
 import tempfile
@@ -78,11 +80,37 @@ LONGEST_FIRST = ("test_trainer.py", "test_server_operations.py", "test_trainer_p
                  "test_model_gradient.py", "test_beam_search.py", "test_prefix.py")
 
 
-def pytest_collection_modifyitems(config, items):
+def _rank(path):
+  """A test file's place in the suite's order: LONGEST_FIRST's, then the rest."""
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-  items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
-  if os.environ.get("T2T_SUITE_PART"):  # K/N: every N-th file from the K-th (run_tests.sh)
-    _keep_part(config, items, *map(int, os.environ["T2T_SUITE_PART"].split("/")))
+  return rank.get(os.path.basename(str(path)), len(rank))
+
+
+@functools.lru_cache(maxsize=None)
+def _part_files(part, parts):
+  """The test files of run_tests.sh's session K of N (T2T_SUITE_PART=K/N): every N-th of
+  them in the suite's order from the K-th, so that each session gets long files first and
+  short ones to fill its end."""
+  files = sorted(os.path.realpath(f) for f in glob.glob(
+      os.path.join(os.path.dirname(os.path.abspath(__file__)), "**", "test_*.py"),
+      recursive=True))
+  files.sort(key=_rank)
+  return set(files[part - 1::parts])
+
+
+def pytest_ignore_collect(collection_path, config):
+  """A session's workers collect only its part's files (each worker imports every file it
+  collects: half the files, half that time)."""
+  del config
+  part = os.environ.get("T2T_SUITE_PART")
+  if part and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+    if os.path.realpath(collection_path) not in _part_files(*map(int, part.split("/"))):
+      return True
+  return None
+
+
+def pytest_collection_modifyitems(config, items):
+  items.sort(key=lambda item: _rank(item.fspath))
   if os.environ.get("T2T_QUICK") == "1":  # the inner loop's tier: heavy tests left out
     heavy = [item for item in items if item.get_closest_marker("heavy")]
     config.hook.pytest_deselected(items=heavy)
@@ -94,15 +122,6 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     if item.get_closest_marker("slow"):
       item.add_marker(skip)
-
-
-def _keep_part(config, items, part, parts):
-  """Keeps the files at positions part-1, part-1+parts, ... of the (longest-first) order, so
-  that each of run_tests.sh's sessions gets long files first and short ones to fill its end."""
-  files = list(dict.fromkeys(str(item.fspath) for item in items))
-  kept = set(files[part - 1::parts])
-  config.hook.pytest_deselected(items=[item for item in items if str(item.fspath) not in kept])
-  items[:] = [item for item in items if str(item.fspath) in kept]
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 import fcntl
 import json
 import os
+import pathlib
 import select
 import shutil
 import signal
@@ -59,14 +60,16 @@ class Server:
 def exported_tiny_run(tmp_path_factory, **run_kwargs):
   """conftest's tiny run (MAX_LENGTH, 1+1 layers, then `run_kwargs`) exported with DECODE as
   version 7;
-  returns its directory. The plain run (no `run_kwargs`) is made once per test session and
-  shared by the pytest-xdist workers (a file lock in the session's directory; the first
-  worker builds it in a temporary directory and renames it into place); tests only read it
-  (one that changes it copies it first)."""
+  returns its directory. The plain run (no `run_kwargs`) is made once and shared by the
+  pytest-xdist workers of a session, and by run_tests.sh's sessions ($T2T_TEST_SHARED): a
+  file lock; the first worker builds it in a temporary directory and renames it into
+  place. Tests only read it (one that changes it copies it first)."""
   if run_kwargs:
     return _export_tiny_run(tmp_path_factory.mktemp("run"), run_kwargs)
   root = tmp_path_factory.getbasetemp()
-  if os.environ.get("PYTEST_XDIST_WORKER"):
+  if os.environ.get("T2T_TEST_SHARED"):
+    root = pathlib.Path(os.environ["T2T_TEST_SHARED"])
+  elif os.environ.get("PYTEST_XDIST_WORKER"):
     root = root.parent  # the session's directory, above each worker's own
   shared = root / "shared_exported_tiny_run"
   with open(root / "shared_exported_tiny_run.lock", "w") as lock:
