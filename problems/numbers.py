@@ -124,11 +124,17 @@ class TranslateEndeNumbers(Text2TextProblem):
     super().__init__(was_reversed, **kwargs)
     self.sizes = {"train": num_train, "dev": num_dev, "test": num_test}
     self.seed = seed
-    self._pairs = {}  # split -> list of (en, de); num2words is the slow part of datagen.
+    # split -> (its numbers, the (en, de) pairs worded so far): num2words is the slow part
+    # of datagen, so each number is worded once, and only as far as a pass reads
+    # (t2t-datagen --max_pairs stops early).
+    self._pairs = {}
 
   def generate_forward_samples(self, split, tmp_dir=None):
     if split not in self._pairs:
-      self._pairs[split] = [(num2words(n, lang="en"), num2words(n, lang="de"))
-                            for n in sample_numbers(split, self.sizes[split], self.seed)]
-    for en, de in self._pairs[split]:
+      self._pairs[split] = (sample_numbers(split, self.sizes[split], self.seed), [])
+    numbers, pairs = self._pairs[split]
+    for i, n in enumerate(numbers):
+      if i == len(pairs):
+        pairs.append((num2words(n, lang="en"), num2words(n, lang="de")))
+      en, de = pairs[i]
       yield {"inputs": en, "targets": de}
