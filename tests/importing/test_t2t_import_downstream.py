@@ -82,17 +82,25 @@ def reference_log_prob(variables, hparams, src_ids, tgt_ids):
   return float(log_probs[np.arange(len(tgt_ids)), tgt_ids].sum())
 
 
+@pytest.fixture(scope="module")
+def decoded(imported, tmp_path_factory):
+  """(5 Multi30k val sources, a file of them, t2t-decoder's beams of each: [text, score,
+  ...] best first), decoded once for the tests below."""
+  base = tmp_path_factory.mktemp("decoded")
+  sources = lines("val", "en", 5)
+  (base / "src.en").write_text("\n".join(sources) + "\n", encoding="utf-8")
+  assert t2t_bin.run_in_process(decoder_bin, [
+      "t2t-decoder", f"--output_dir={imported[0]}", f"--decode_from_file={base / 'src.en'}",
+      f"--decode_to_file={base / 'beams'}", f"--decode_hparams={DECODE},return_beams=true"]) == 0
+  rows = [l.split("\t") for l in (base / "beams").read_text(encoding="utf-8").splitlines()]
+  return sources, base / "src.en", rows
+
+
 @pytest.mark.heavy
-def test_beams_and_score_file_match_the_reference(imported, tmp_path, capsys):
+def test_beams_and_score_file_match_the_reference(imported, decoded, tmp_path, capsys):
   run_dir, variables, t2t_hp = imported
-  sources, targets = lines("val", "en", 5), lines("val", "de", 5)
-  (tmp_path / "src.en").write_text("\n".join(sources) + "\n", encoding="utf-8")
-  code, _, err = run_binary(capsys, "decoder", f"--output_dir={run_dir}",
-                            f"--decode_from_file={tmp_path / 'src.en'}",
-                            f"--decode_to_file={tmp_path / 'beams'}",
-                            f"--decode_hparams={DECODE},return_beams=true")
-  assert code == 0, err
-  rows = [l.split("\t") for l in (tmp_path / "beams").read_text(encoding="utf-8").splitlines()]
+  sources, _, rows = decoded
+  targets = lines("val", "de", 5)
   run = runs.load(run_dir)
   expected = translate.translate_lines(run.model, run.vocab, sources,
                                      parse_decode_hparams(DECODE + ",return_beams=true"))
@@ -140,19 +148,14 @@ def test_an_ensemble_of_two_copies_decodes_as_one(imported, tmp_path, capsys):
 
 
 @pytest.mark.heavy
-def test_savedmodel_translates_as_the_decoder(imported, tmp_path, capsys):
-  """t2t-exporter's SavedModel of the imported run translates as t2t-decoder, and so does
-  its LiteRT model through t2t-decoder --engine=litert. (That the SavedModel
-  loads with TensorFlow and TF Text only, t2t's subword tokenizer in its graph:
+def test_savedmodel_translates_as_the_decoder(imported, decoded, tmp_path, capsys):
+  """t2t-exporter's SavedModel of the imported run translates as t2t-decoder (its best
+  beams), and so does its LiteRT model through t2t-decoder --engine=litert. (That the
+  SavedModel loads with TensorFlow and TF Text only, t2t's subword tokenizer in its graph:
   test_t2t_subwords.py; t2t-serve answers as an export's signatures: test_server.py.)"""
   run_dir, _, _ = imported
-  sources = lines("val", "en", 4)
-  (tmp_path / "src.en").write_text("\n".join(sources) + "\n", encoding="utf-8")
-  code, _, err = run_binary(capsys, "decoder", f"--output_dir={run_dir}",
-                            f"--decode_from_file={tmp_path / 'src.en'}",
-                            f"--decode_to_file={tmp_path / 'out'}", f"--decode_hparams={DECODE}")
-  assert code == 0, err
-  expected = (tmp_path / "out").read_text(encoding="utf-8").splitlines()
+  sources, source_file, rows = decoded
+  expected = [row[0] for row in rows]
   export_dir = tmp_path / "export"
   code, _, err = run_binary(capsys, "exporter", f"--output_dir={run_dir}",
                             f"--export_dir={export_dir}", f"--decode_hparams={DECODE}",
@@ -168,7 +171,7 @@ def test_savedmodel_translates_as_the_decoder(imported, tmp_path, capsys):
   assert code == 0 and "written without a tokenizer" in out, err
   code, _, err = run_binary(capsys, "decoder", f"--output_dir={run_dir}", "--engine=litert",
                             f"--litert_model_dir={tmp_path / 'litert'}",
-                            f"--decode_from_file={tmp_path / 'src.en'}",
+                            f"--decode_from_file={source_file}",
                             f"--decode_to_file={tmp_path / 'lite'}", f"--decode_hparams={DECODE}")
   assert code == 0, err
   assert (tmp_path / "lite").read_text(encoding="utf-8").splitlines() == expected
@@ -242,7 +245,7 @@ def test_finetune_on_a_t2t_data_dir(imported, tmp_path, capsys):
       capsys, "trainer", "--problem=translate_ende_wmt8k", f"--data_dir={data_dir}",
       f"--warm_start_from={run_dir}", f"--output_dir={tmp_path / 'ft'}", "--train_steps=30",
       "--hparams=batch_size=512,learning_rate_warmup_steps=10,layer_prepostprocess_dropout=0.0",
-      "--eval_every=30", "--eval_steps=2", "--seed=1")
+      "--eval_every=30", "--eval_steps=2", "--eval_bleu_sentences=0", "--seed=1")
   assert code == 0, err
   tuned = runs.load(str(tmp_path / "ft"))
   assert tuned.info["warm_start"]["from"].startswith(run_dir)

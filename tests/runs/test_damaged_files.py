@@ -111,18 +111,13 @@ def test_a_damaged_checkpoint_index_is_read_from_the_files(capsys, tiny_run, sou
 
 
 @pytest.mark.heavy
-def test_the_trainer_writes_a_damaged_index_back_and_resumes(capsys, tmp_path):
-  data = str(tmp_path / "data")
-  datagen.generate(PROBLEM, data, log=None, num_train=300, num_dev=20, num_test=20,
-                   max_length=6, num_symbols=5)
-  run = str(tmp_path / "run")
-  train = [f"--output_dir={run}", f"--problem={PROBLEM}", f"--data_dir={data}",
-           f"--hparams={TINY}", "--save_every=2", "--eval_every=0", "--eval_bleu_sentences=0"]
-  code, _, err = run_binary(capsys, trainer_bin, *train, "--train_steps=4")
-  assert code == 0, err
+def test_the_trainer_writes_a_damaged_index_back_and_resumes(capsys, tmp_path, clean_run):
+  data, run = clean_run[0], str(tmp_path / "run")
+  shutil.copytree(clean_run[1], run)  # ckpt-2, ckpt-4
   with open(os.path.join(run, "checkpoint"), "wb") as f:
     f.write(b'model_checkpoint_path: "ckpt-4"\nall_model_checkpoint_paths: "ck')  # cut short
-  code, out, err = run_binary(capsys, trainer_bin, *train, "--train_steps=6")
+  code, out, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *_train_flags(data),
+                              "--train_steps=6")
   assert code == 0, err
   assert (f"warning: {run}/checkpoint was missing or damaged; written again from the "
           "checkpoint files: ckpt-2, ckpt-4") in out
@@ -149,27 +144,26 @@ def _train_flags(data):
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("name", ["run.json", "hparams.json"])
-def test_a_damaged_run_file_stops_the_trainer_resuming_with_one_line(capsys, tmp_path, name):
-  data, run = str(tmp_path / "data"), str(tmp_path / "run")
-  _generate(data)
+def test_a_damaged_run_file_stops_the_trainer_resuming_with_one_line(capsys, tmp_path, name,
+                                                                     clean_run):
+  data, run = clean_run[0], str(tmp_path / "run")
+  shutil.copytree(clean_run[1], run)  # ckpt-2, ckpt-4
   train = [f"--output_dir={run}", *_train_flags(data)]
-  code, _, err = run_binary(capsys, trainer_bin, *train, "--train_steps=2")
-  assert code == 0, err
   path = os.path.join(run, name)
   with open(path, "rb") as f:
     whole = f.read()
   with open(path, "wb") as f:
     f.write(whole[:len(whole) // 2])
   before = {n: os.path.getmtime(os.path.join(run, n)) for n in os.listdir(run)}
-  code, _, err = run_binary(capsys, trainer_bin, *train, "--train_steps=4")
+  code, _, err = run_binary(capsys, trainer_bin, *train, "--train_steps=6")
   assert code == 1 and err.count("\n") == 1, err
   assert err.startswith(f"t2t-trainer: error: {path} is damaged: not valid JSON ("), err
   after = {n: os.path.getmtime(os.path.join(run, n)) for n in os.listdir(run)}
   assert after == before  # nothing written, nothing removed
   with open(path, "wb") as f:  # restored, as the line says: the run resumes
     f.write(whole)
-  code, out, err = run_binary(capsys, trainer_bin, *train, "--train_steps=4")
-  assert code == 0 and f"resumed from {run}/ckpt-2 at step 2" in out, out + err
+  code, out, err = run_binary(capsys, trainer_bin, *train, "--train_steps=6")
+  assert code == 0 and f"resumed from {run}/ckpt-4 at step 4" in out, out + err
 
 
 def _damage(data, split, damage):
@@ -255,7 +249,9 @@ def test_a_train_record_flipped_mid_run_is_named_and_the_run_goes_on(capsys, tmp
   record, the run resumes with its data order and ends with the clean run's weights."""
   data, clean = str(tmp_path / "data"), str(tmp_path / "clean")
   shutil.copytree(clean_run[0], data)
-  train, run = _train_flags(data), str(tmp_path / "run")
+  # No evaluation (every 2 steps in _train_flags, for the dev shard's case): up to 40 steps
+  # a run here, and evaluating changes no weight.
+  train, run = _train_flags(data) + ["--eval_every=0"], str(tmp_path / "run")
   code, _, err = run_binary(capsys, trainer_bin, f"--output_dir={run}", *train,
                             "--train_steps=2")
   assert code == 0, err
