@@ -66,6 +66,7 @@ class Evaluator:
     self.chief, self.from_chief = chief, from_chief or (lambda values: values)
     self._step = None
     self._dev_pairs = None
+    self._greedy = None  # (settings, search function): made once, then reused
     self.languages = languages_lib.languages_of(vocab) if vocab is not None else ()
     source_vocab = getattr(vocab, "source", vocab)
     self._tag_ids = [source_vocab.piece_to_id(languages_lib.tag(x)) for x in self.languages]
@@ -126,8 +127,10 @@ class Evaluator:
                                                 vocab=self.vocab)
       self._dev_pairs = _first_of_each(sources, references, sentences, self.languages)
     sources, references, groups = self._dev_pairs
-    hyps = translate.decode_lines(self.model, self.vocab, sources,
-                                parse_decode_hparams("beam_size=1"))
+    if self._greedy is None:  # one tf.function for every evaluation: traced (and compiled)
+      settings = parse_decode_hparams("beam_size=1")  # once per shape, not every time
+      self._greedy = settings, translate.make_search_fn(self.model, settings.search)
+    hyps = translate.decode_lines(self.model, self.vocab, sources, *self._greedy)
     if not self.languages:
       report = bleu.bleu_report(hyps, references)
       return {"dev_bleu": report["bleu"], "dev_char_bleu": report["char_bleu"]}
