@@ -167,8 +167,24 @@ class Transformer(keras.Model):
   def decoder_layers(self):
     return [getattr(self, f"decoder_layer_{i}") for i in range(self.hparams.num_decoder_layers)]
 
+  def build(self, features_shape=None):
+    """Creates every variable from the hparams: each part built for the residual
+    stream's shape [batch, len, d_model], in the order `call` first uses them, so a
+    seed gives the same initial weights as building by a call. (Without this method
+    Keras traces the whole `call` symbolically before the first call, most of a model's
+    set-up time.) features_shape: Keras' shapes of `call`'s features, not needed."""
+    stream = (None, None, self.hparams.hidden_size)
+    parts = [self.source_embedding, self.target_space, self.encoder_positions,
+             *self.encoder_layers, self.encoder_norm, self.target_embedding,
+             self.decoder_positions, *self.decoder_layers, self.decoder_norm,
+             self.softmax_embedding]
+    for part in parts:
+      if part is not None and not part.built:
+        part.build(stream)
+    self.built = True
+
   def build_for_ids(self):
-    """Creates every variable by running a one-token batch through the model."""
+    """Creates every variable (`build`) and runs a one-token batch through the model."""
     ids = tf.ones([1, 1], tf.int32)
     self({"inputs": ids, "targets": ids})
 

@@ -211,6 +211,42 @@ def test_shared_embedding_is_one_variable_used_three_ways():
   assert {0, 3, 4, 5, 7} <= set(rows)
 
 
+class _KerasBuilt(Transformer):
+  """Built as Keras builds a model without a `build`: by tracing `call` symbolically."""
+  build = keras.layers.Layer.build
+
+
+@pytest.mark.parametrize("changes", [
+    dict(norm_type="post"), dict(norm_type="pre", pos="emb"),
+    dict(shared_embedding_and_softmax_weights=False, shared_source_target_embedding=False,
+         logit_bias=True, num_target_spaces=3, target_space_id=1),
+    dict(separate_source_embedding=True, num_encoder_layers=0)],
+    ids=["post", "pre_learned_pos", "separate_tables_bias_space", "source_table_no_encoder"])
+def test_build_creates_the_variables_a_traced_call_creates(changes):
+  """`Transformer.build` (no trace) against Keras' own build by a symbolic call: the same
+  variables in the same order with the same initial values from one seed; and no call
+  (training, eval, a cached decoding step) creates another."""
+  hp = registry.hparams("transformer_tiny").replace(
+      hidden_size=16, filter_size=32, num_heads=2, **changes)
+  built = []
+  for cls in (Transformer, _KerasBuilt):
+    keras.utils.set_random_seed(0)
+    model = cls(VOCAB, hp)
+    model.build_for_ids()
+    built.append(model)
+  ours, keras_built = ({w.path.split("/", 1)[1]: w.numpy() for w in m.weights} for m in built)
+  assert list(ours) == list(keras_built)
+  for name in ours:
+    np.testing.assert_array_equal(ours[name], keras_built[name], err_msg=name)
+  model = built[0]
+  count = len(model.weights)
+  ids = tf.constant([[3, 4, 1]])
+  model({"inputs": ids, "targets": ids}, training=True)
+  memory, mask = model.encode(ids)
+  model.decode(ids[:, :1], memory, mask, model.init_cache(memory, 4), 0)
+  assert len(model.weights) == count
+
+
 def test_get_config_round_trip():
   model = _tiny(norm_type="pre")
   config = model.get_config()
