@@ -372,8 +372,9 @@ def _parse_fn(problem, b):
   def parse(records):
     ex, len_in, len_out = _parse_chunk(problem, records)
     keep = tf.maximum(len_in, len_out) <= b.limit
-    ex = {k: tf.ragged.boolean_mask(v, keep) for k, v in ex.items()}
-    len_in, len_out = len_in[keep], len_out[keep]
+    kept = tf.where(keep)[:, 0]
+    ex = {k: tf.gather(v, kept) for k, v in ex.items()}
+    len_in, len_out = tf.gather(len_in, kept), tf.gather(len_out, kept)
     if b.packed_length <= 0:
       if b.bucket_mode == "max":
         len_in = len_out = tf.maximum(len_in, len_out)
