@@ -98,10 +98,10 @@ def test_sigkill_then_resume_equals_uninterrupted_run(copy_data, tmp_path, packi
 
 @pytest.mark.slow
 def test_sigterm_saves_and_exits_cleanly(copy_data, tmp_path):
-  """Slow: test_sigterm_on_one_worker_stops_both_at_the_same_step sends SIGTERM to real
-  t2t-trainer processes (both save at the step and exit 0), and test_trainer.py's
-  test_ctrl_c_saves_and_returns_interrupted takes the same handler (StopSignals: SIGTERM
-  and SIGINT alike) through the save at the step."""
+  """Slow: test_two_workers_equal_one_process_and_stop_together_on_one_workers_signal
+  sends SIGTERM to real t2t-trainer processes (both save at the step and exit 0), and
+  test_trainer.py's test_ctrl_c_saves_and_returns_interrupted takes the same handler
+  (StopSignals: SIGTERM and SIGINT alike) through the save at the step."""
   out = tmp_path / "run"
   proc = subprocess.Popen(trainer_cmd(copy_data, out, "--train_steps=100000", "--save_every=100000"),
                           env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -163,25 +163,42 @@ def start_workers(data_dir, tmp_path, args, hparams=HPARAMS, attempts=3,
   raise AssertionError(f"{attempts} attempts at free ports: {BIND_FAILURE}")
 
 
-def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_path,
-                                                               two_cpu_strategy):
-  """Two MultiWorkerMirrored workers end at the same weights; from their step-2 state, one
-  process with 2 logical CPUs fed the workers' batches (replica i <- worker i's shard) ends
-  at the weights the workers reach at step 4, with dropout on: each mask depends only on
-  the seed generators' state, the shape and the global replica id.
+def _wait_for_files(paths, procs, log, timeout=240):
+  deadline = time.time() + timeout
+  while not all(os.path.exists(p) for p in paths):
+    assert time.time() < deadline and all(p.poll() is None for p in procs), log.read_text()
+    time.sleep(0.2)
 
-  (This test once ran with dropout 0 because the two differed by 6e-3 at step 4: it
-  restored model, optimizer and step but not the dropout generators' states, which the
-  trainer checkpoints beside the model as "rng_states", so the one process drew step 1
-  and 2's masks again.)
+
+def test_two_workers_equal_one_process_and_stop_together_on_one_workers_signal(
+    copy_data, tmp_path, two_cpu_strategy):
+  """Two MultiWorkerMirrored workers, dropout on, evaluating every 2 steps and saving every
+  2 steps and every 0.3 s on the chief's clock (--save_every_minutes=0.005):
+
+  - SIGTERM on the non-chief worker: both save at the same step and exit 0, none hangs;
+    they saved at the same steps (the chief decides the time-based saves; an all-reduce
+    tells the other) and end at the same weights.
+  - From their step-2 state, one process with 2 logical CPUs fed the workers' batches
+    (replica i <- worker i's shard) ends at the weights the workers reach at step 4: each
+    dropout mask depends only on the seed generators' state, the shape and the global
+    replica id. (This once ran with dropout 0 because the two differed by 6e-3 at step
+    4: the dropout generators' states, which the trainer checkpoints beside the model as
+    "rng_states", were not restored, so the one process drew step 1 and 2's masks again.)
+  - The chief writes one metrics line per evaluation; the dev loss over the dev set
+    sharded across the workers is one process's over all of it.
+  - A resume where one worker's state is missing fails on both, in one line, at once.
   """
   out = tmp_path / "run"
   hparams = HPARAMS + ",layer_prepostprocess_dropout=0.1,relu_dropout=0.1,attention_dropout=0.1"
   evaluation = ["--eval_every=2", "--eval_steps=1000", "--eval_bleu_sentences=4"]
-  procs, logs, _ = start_workers(copy_data, tmp_path, ["--train_steps=4", "--save_every=2",
-                                                       *evaluation], hparams)
+  procs, logs, _ = start_workers(copy_data, tmp_path, [
+      "--train_steps=100000", "--save_every=2", "--save_every_minutes=0.005",
+      "--keep_checkpoints=1000", *evaluation], hparams)
   try:
-    codes = [p.wait(timeout=300) for p in procs]
+    _wait_for_files([out / "ckpt-4.index", out / "worker_tmp_1" / "ckpt-4.index"], procs,
+                    logs[0])
+    procs[1].send_signal(signal.SIGTERM)
+    codes = [p.wait(timeout=120) for p in procs]
   finally:
     for p in procs:
       if p.poll() is None:
@@ -189,10 +206,15 @@ def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_p
   outputs = [log.read_text() for log in logs]
   assert codes == [0, 0], outputs
   assert "on 2 replica(s)" in outputs[0]
-  chief = model_weights(str(out / "ckpt-4"), out)  # the workers agree with each other
-  other = model_weights(str(out / "worker_tmp_1" / "ckpt-4"), out)
-  for name in chief:
-    np.testing.assert_allclose(chief[name], other[name], atol=1e-6, err_msg=name)
+  assert "another worker was stopped at step" in outputs[0]  # (only the chief logs)
+  saved = [[int(p.rsplit("-", 1)[1]) for p in tf.train.get_checkpoint_state(
+      str(d)).all_model_checkpoint_paths] for d in (out, out / "worker_tmp_1")]
+  assert saved[0] == saved[1] and {2, 4} < set(saved[0]), saved  # together, and more
+  stop = saved[0][-1]
+  last = [model_weights(str(d / f"ckpt-{stop}"), out) for d in (out, out / "worker_tmp_1")]
+  for name in last[0]:
+    np.testing.assert_allclose(last[0][name], last[1][name], atol=1e-6, err_msg=name)
+
   hp = registry.hparams("transformer_tiny").override(hparams)
   problem = datagen.make_problem("algorithmic_copy", **PROBLEM_ARGS)
   one = trainer_lib.Trainer(problem, hp, copy_data, str(tmp_path / "one"),
@@ -215,66 +237,30 @@ def test_two_workers_equal_one_process_on_the_same_global_batch(copy_data, tmp_p
   one.iterator = (next(it) for _ in range(1000) for it in iterators)
   one.train_step()
   one.train_step()
-  workers_end = model_weights(str(out / "ckpt-4"), out)
+  workers_at_4 = model_weights(str(out / "ckpt-4"), out)
   mine = {w.path.split("/", 1)[1]: w.numpy() for w in one.model.weights}
-  for name, value in workers_end.items():
+  for name, value in workers_at_4.items():
     if "seed_generator" not in name:
       np.testing.assert_allclose(mine[name], value, atol=2e-5, err_msg=name)
 
-  # Evaluation on: one metrics line per evaluation (the chief writes metrics.jsonl), and
-  # the dev loss over the dev set sharded across the workers is one process's over all of it.
   records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
   dev = [r for r in records if "dev_loss" in r]
-  assert [r["step"] for r in dev] == [2, 4] and all("dev_bleu" in r for r in dev)
-  assert outputs[0].count("BLEU") == 2 and "BLEU" not in outputs[1]
+  assert [r["step"] for r in dev][:2] == [2, 4] and all("dev_bleu" in r for r in dev)
+  assert outputs[0].count("BLEU") == len(dev) and "BLEU" not in outputs[1]
   one_dev = one.evaluate(steps=1000)
-  assert one_dev["dev_tokens"] == dev[-1]["dev_tokens"]
-  np.testing.assert_allclose(dev[-1]["dev_loss"], one_dev["dev_loss"], rtol=1e-4)
+  assert one_dev["dev_tokens"] == dev[1]["dev_tokens"]
+  np.testing.assert_allclose(dev[1]["dev_loss"], one_dev["dev_loss"], rtol=1e-4)
 
-  # A resume where one worker's state is missing fails on both, in one line, at once.
   shutil.rmtree(out / "worker_tmp_1")
-  procs, logs, _ = start_workers(copy_data, tmp_path, ["--train_steps=6", "--save_every=2",
-                                                       *evaluation], hparams,
-                                 wait_for="resumed from")
+  procs, logs, _ = start_workers(copy_data, tmp_path, [f"--train_steps={stop + 2}",
+                                                       "--save_every=2", *evaluation],
+                                 hparams, wait_for="resumed from")
   codes = [p.wait(timeout=300) for p in procs]
   texts = [log.read_text() for log in logs]
   assert codes == [1, 1], texts
-  last = texts[0].strip().splitlines()[-1]
-  assert last == ("t2t-trainer: error: 1 worker(s) restored another step than the chief's 4 "
-                  f"(this worker: 4): their state in {out}/worker_tmp_<i> is missing or from "
-                  "another point of the run; put it back, or start the run afresh in a new "
-                  "--output_dir"), texts[0][-2000:]
-
-
-def test_sigterm_on_one_worker_stops_both_at_the_same_step(copy_data, tmp_path):
-  """A signal on the non-chief worker: both save at the same step and exit 0, none hangs.
-  Saves every 0.3 s on the chief's clock (--save_every_minutes=0.005): both workers save
-  at the same steps (the chief decides; an all-reduce tells the other)."""
-  out = tmp_path / "run"
-  procs, _, _ = start_workers(
-      copy_data, tmp_path, ["--train_steps=100000", "--save_every=100000",
-                            "--save_every_minutes=0.005", "--keep_checkpoints=1000"])
-  try:
-    deadline = time.time() + 240
-    while "step       3" not in (tmp_path / "worker0.log").read_text():
-      assert time.time() < deadline and procs[0].poll() is None, \
-          (tmp_path / "worker0.log").read_text()
-      time.sleep(0.2)
-    procs[1].send_signal(signal.SIGTERM)
-    codes = [p.wait(timeout=120) for p in procs]
-  finally:
-    for p in procs:
-      if p.poll() is None:
-        p.kill()
-  texts = [(tmp_path / f"worker{i}.log").read_text() for i in range(2)]
-  assert codes == [0, 0], texts
-  assert "another worker was stopped at step" in texts[0]  # (only the chief logs)
-  chief = tf.train.latest_checkpoint(str(out))
-  other = tf.train.latest_checkpoint(str(out / "worker_tmp_1"))
-  assert chief.rsplit("-", 1)[1] == other.rsplit("-", 1)[1]  # the same step
-  saved = [[int(p.rsplit("-", 1)[1]) for p in tf.train.get_checkpoint_state(
-      str(d)).all_model_checkpoint_paths] for d in (out, out / "worker_tmp_1")]
-  assert saved[0] == saved[1] and len(saved[0]) >= 3, saved  # time-based saves, together
-  weights = model_weights(chief, out), model_weights(other, out)
-  for name in weights[0]:
-    np.testing.assert_allclose(weights[0][name], weights[1][name], atol=1e-6, err_msg=name)
+  last_line = texts[0].strip().splitlines()[-1]
+  assert last_line == (
+      f"t2t-trainer: error: 1 worker(s) restored another step than the chief's {stop} "
+      f"(this worker: {stop}): their state in {out}/worker_tmp_<i> is missing or from "
+      "another point of the run; put it back, or start the run afresh in a new "
+      "--output_dir"), texts[0][-2000:]
