@@ -8,7 +8,7 @@ tokenizer_config.json, vocab.json (Marian's joint vocabulary with `<pad>` append
 last id, as `convert_marian_to_pytorch.py` does; two target-language labels, `>>fra<<`
 and `>>deu<<`, among its pieces), source.spm / target.spm
 (`marian_fixture`'s sentencepiece models) and the weights: model.safetensors (float32,
-or float16 as the hub's tc-big repositories), or tf_model.h5 in the layout
+float16 as the hub's tc-big repositories, or bfloat16), or tf_model.h5 in the layout
 transformers 4.57's `TFMarianMTModel.save_pretrained` writes (Keras 2 weights: a
 `layer_names` attribute, groups `model` and `final_logits_bias`, each with its
 `weight_names`; TF names, kernels [in, out]; the sinusoid tables saved).
@@ -23,6 +23,7 @@ import json
 import os
 
 import h5py
+import ml_dtypes
 import numpy as np
 from safetensors.numpy import save_file
 
@@ -163,8 +164,9 @@ def write_hf_dir(directory, seed=1, weights="safetensors", activation="swish", s
   vocab = {p: i for i, p in enumerate(pieces)}
   config = model_config(vocab, activation, tie_word_embeddings)
   sd = random_state_dict(config, seed, sharpness, eos_bias)
-  if weights == "fp16":
-    sd = {k: v.astype(np.float16) for k, v in sd.items()}
+  if weights in ("fp16", "bf16"):
+    sd = {k: v.astype(np.float16 if weights == "fp16" else ml_dtypes.bfloat16)
+          for k, v in sd.items()}
   if weights == "h5":
     write_h5(os.path.join(directory, "tf_model.h5"), sd, config)
   else:

@@ -5,8 +5,8 @@ as float32 NumPy arrays under PyTorch's parameter names, whichever file holds th
     tensors, path = read_weights(hf_dir)    # {"model.shared.weight": [V, d], ...}
 
 The weights are read from, in this order: `model.safetensors` (or the shards that
-`model.safetensors.index.json` lists), with the `safetensors` package's NumPy API, any
-float dtype NumPy has (the hub's tc-big repositories ship float16); `tf_model.h5`, the
+`model.safetensors.index.json` lists), parsed by the `safetensors` package, in float32,
+float16 (the hub's tc-big repositories) or bfloat16; `tf_model.h5`, the
 Keras 2 weights file `TF*ForConditionalGeneration.save_pretrained` wrote, its TF names
 mapped to PyTorch's by `pt_name` (the scopes from `model/encoder` or `model/decoder` on,
 joined with dots; any `shared` scope is `model.shared.weight`; the leaves renamed as
@@ -70,19 +70,32 @@ def _float32(tensors, path):
   return out
 
 
+# safetensors' dtype names -> the NumPy dtypes they are read as (bfloat16: TensorFlow's
+# NumPy type for it, which safetensors' NumPy API lacks); any other dtype is refused.
+_SAFETENSORS_FLOATS = {"F64": np.float64, "F32": np.float32, "F16": np.float16}
+
+
 def read_safetensors(path):
-  """{name: float32 array} of one .safetensors file."""
-  from safetensors import SafetensorError  # pylint: disable=import-outside-toplevel
-  from safetensors.numpy import load  # pylint: disable=import-outside-toplevel
-  data = fileio.read_bytes(path)
+  """{name: float32 array} of one .safetensors file: float64, float32, float16 or
+  bfloat16 tensors (float64 rounded to float32, the others widened exactly)."""
+  from safetensors import SafetensorError, deserialize  # pylint: disable=import-outside-toplevel
   try:
-    tensors = load(data)
-  except KeyError as e:  # a dtype NumPy lacks: safetensors' numpy API raises KeyError('BF16')
-    raise InputError(f"{path}: dtype {e} has no NumPy equivalent (bfloat16 does not): "
-                     "save the model as float32 or float16") from None
+    views = deserialize(fileio.read_bytes(path))
   except SafetensorError as e:
     raise InputError(f"{path}: not a safetensors file ({e})") from None
-  return _float32(tensors, path)
+  out = {}
+  for name, view in views:
+    dtype = (_bfloat16() if view["dtype"] == "BF16"
+             else _SAFETENSORS_FLOATS.get(view["dtype"]))
+    if dtype is None:
+      raise InputError(f"{path}: tensor {name} is {view['dtype']}, not a float")
+    out[name] = np.frombuffer(view["data"], dtype).reshape(view["shape"]).astype(np.float32)
+  return out
+
+
+def _bfloat16():
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.bfloat16.as_numpy_dtype
 
 
 def read_shards(index_path):

@@ -1,5 +1,5 @@
 """t2t-import --from=hf on OPUS-MT in Hugging Face's layout: random models written as the
-hub serves them (`hf_marian_fixture.py`: model.safetensors float32 and float16,
+hub serves them (`hf_marian_fixture.py`: model.safetensors float32, float16 and bfloat16,
 tf_model.h5) against a float64 NumPy model written from transformers' source
 (`hf_marian_reference.py`, no code shared with the package): logits within 1e-5 and
 equal greedy outputs; bad input, one line each.
@@ -98,14 +98,17 @@ def check_greedy(model, run, lines=8, limit=20):
 @pytest.mark.parametrize("weights, activation, tied", [
     ("safetensors", "swish", True),
     *(pytest.param(*case, marks=pytest.mark.heavy) for case in (  # the full suite only
-        ("fp16", "swish", True), ("h5", "swish", True), ("safetensors", "relu", False)))])
+        ("fp16", "swish", True), ("bf16", "swish", True), ("h5", "swish", True),
+        ("safetensors", "relu", False)))])
 @pytest.mark.heavy
 def test_logits_and_greedy_outputs_equal_transformers_computation(weights, activation, tied,
                                                                   tmp_path):
-  """float16 weights come with the sorted vocabulary, as in the tc-big repositories."""
+  """float16 and bfloat16 weights come with the sorted vocabulary, as in the tc-big
+  repositories."""
+  tc_big = weights in ("fp16", "bf16")
   model, run = imported(tmp_path / "sharp1", weights=weights, activation=activation,
-                        tie_word_embeddings=tied, sharpness=1, sorted_layout=weights == "fp16")
-  if weights == "fp16":
+                        tie_word_embeddings=tied, sharpness=1, sorted_layout=tc_big)
+  if tc_big:
     assert model["vocab"]["</s>"] > 1 and model["vocab"]["<unk>"] > 1
   hp = run.hparams
   assert (hp.pos, hp.norm_epsilon, hp.norm_type, hp.ffn_activation) == (
@@ -113,7 +116,7 @@ def test_logits_and_greedy_outputs_equal_transformers_computation(weights, activ
   assert run.vocab.vocab_size == len(model["vocab"]) and not run.vocab.pad_added
   assert check_logits(model, run) < TOL
   model, run = imported(tmp_path / "sharp3", weights=weights, activation=activation,
-                        tie_word_embeddings=tied, sharpness=3, sorted_layout=weights == "fp16")
+                        tie_word_embeddings=tied, sharpness=3, sorted_layout=tc_big)
   outputs = check_greedy(model, run)
   assert len(outputs) > 1 and any(o[-1] == model["config"]["eos_token_id"] for o in outputs)
 
@@ -152,16 +155,21 @@ def _break(hf, case):
       size = len(json.load(f))
     _edit(vocab_path, **{"extra▁piece": size})
     _edit(config, vocab_size=size + 1, decoder_vocab_size=size + 1)
-  elif case in ("missing", "extra"):
+  elif case in ("missing", "extra", "int_tensor"):
     from safetensors.numpy import load_file, save_file  # pylint: disable=import-outside-toplevel
     tensors = load_file(weights)
     if case == "missing":
       del tensors["model.decoder.layers.1.fc2.bias"]
+    elif case == "int_tensor":
+      tensors["final_logits_bias"] = tensors["final_logits_bias"].astype(np.int64)
     else:
       tensors["model.decoder.layers.2.fc2.bias"] = tensors["model.decoder.layers.1.fc2.bias"]
     save_file(tensors, weights)
   elif case == "separate_vocabs":
     _edit(os.path.join(hf, "tokenizer_config.json"), separate_vocabs=True)
+  elif case == "not_safetensors":
+    with open(weights, "wb") as f:
+      f.write(b"PK\x03\x04 a zip file, as torch.save writes")
   elif case == "no_scale":
     with open(config, encoding="utf-8") as f:
       value = json.load(f)
@@ -213,6 +221,8 @@ def _state_dict(hf):
     ("table_rows", "the weights' model.shared.weight has"),
     ("missing", "the weights have no model.decoder.layers.1.fc2.bias, which config.json needs"),
     ("extra", "1 tensor(s) the model has no place for: model.decoder.layers.2.fc2.bias"),
+    ("int_tensor", "model.safetensors: tensor final_logits_bias is I64, not a float"),
+    ("not_safetensors", "model.safetensors: not a safetensors file ("),
     ("separate_vocabs", "separate source and target vocabularies are not supported"),
     ("no_scale", "config.json: scale_embedding: absent (false) is not supported"),
     ("pad_row", "the weights' <pad> row is not zero"),
