@@ -14,6 +14,11 @@ from t2t_keras.errors import InputError
 from t2t_keras.importing import hf_files, hf_m2m100, hf_marian
 
 FAMILIES = {"marian": hf_marian, "m2m_100": hf_m2m100}
+# Families refused with their own reason (config.json's model_type -> why).
+REFUSED = {"nllb-moe": "NLLB-MoE's feed-forward layers are mixtures of experts, which "
+                       "t2t-keras does not have; the dense NLLB-200 models "
+                       "(model_type m2m_100, e.g. facebook/nllb-200-distilled-600M) are "
+                       "supported"}
 
 
 def import_run(hf_dir, output_dir, *, problem="translate_parallel_text", overrides=None,
@@ -25,6 +30,9 @@ def import_run(hf_dir, output_dir, *, problem="translate_parallel_text", overrid
                      "give a new directory")
   config = hf_files.read_json(hf_dir, "config.json")
   family = config.get("model_type")
+  if family in REFUSED:
+    raise InputError(f"{os.path.join(hf_dir, 'config.json')}: model_type {family!r} is not "
+                     f"supported: {REFUSED[family]}")
   if family not in FAMILIES:
     raise InputError(f"{os.path.join(hf_dir, 'config.json')}: model_type {family!r} is not "
                      f"supported (supported: {', '.join(sorted(FAMILIES))})")

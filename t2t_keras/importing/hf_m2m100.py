@@ -214,6 +214,11 @@ def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
   vocab_data = yaml.safe_dump({p: i for i, p in enumerate(pieces)}, allow_unicode=True,
                               sort_keys=False).encode("utf-8")
   tensors, weights = hf_files.read_weights(hf_dir)
+  dropped = {k: config[k] for k in ("encoder_layerdrop", "decoder_layerdrop")
+             if config.get(k)}
+  if dropped:  # a training setting: decoding never drops layers
+    log(f"config.json: {', '.join(f'{k} {v}' for k, v in dropped.items())} ignored: "
+        "t2t-keras has no layer drop, so fine-tuning trains every layer at every step")
   return hf_marian.write_run(
       output_dir, hparams, (spm, spm, vocab_data, languages),
       lambda model, marian_ids: load_weights(model, tensors, marian_ids),

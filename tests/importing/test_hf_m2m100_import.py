@@ -210,6 +210,8 @@ def test_a_bad_nllb_tokenizer_gets_one_line_and_exit_1(case, message, tmp_path, 
     ("gelu", "config.json: activation_function: 'gelu' is not supported"),
     ("start", "config.json: decoder_start_token_id: 0 is not supported (M2M-100's is 2)"),
     ("no_spm", "sentencepiece.bpe.model: no such file"),
+    ("moe", "config.json: model_type 'nllb-moe' is not supported: NLLB-MoE's feed-forward "
+     "layers are mixtures of experts"),
 ])
 def test_a_bad_directory_gets_one_line_and_exit_1(case, message, tmp_path, capsys):
   hf = tmp_path / "hf"
@@ -232,6 +234,8 @@ def test_a_bad_directory_gets_one_line_and_exit_1(case, message, tmp_path, capsy
     edit("config.json", decoder_start_token_id=0)
   elif case == "no_spm":
     os.remove(hf / "sentencepiece.bpe.model")
+  elif case == "moe":
+    edit("config.json", model_type="nllb-moe")
   _refused(capsys, hf, tmp_path / "run", message)
 
 
@@ -240,10 +244,14 @@ def test_the_decoder_binary_takes_source_and_target_languages(tmp_path, capsys):
   """t2t-decoder --source_language=en --target_language=de (greedy): the reference's
   outputs as text (the language token left out); lines that carry their own source token
   need no --source_language; an unknown code lists the known ones; no target language is
-  one line saying so."""
+  one line saying so. The import says that the config's layer drop is ignored."""
   from binaries import run_binary  # pylint: disable=import-outside-toplevel
   from t2t_keras.bin import decoder as decoder_bin  # pylint: disable=import-outside-toplevel
+  capsys.readouterr()
   model, run = imported(tmp_path, sharpness=3)
+  said = capsys.readouterr()
+  assert ("config.json: encoder_layerdrop 0.05, decoder_layerdrop 0.05 ignored: t2t-keras "
+          "has no layer drop" in said.out + said.err), said
   vocab = run.vocab
   english, _ = marian_fixture.corpus(5, seed=11)
   source = tmp_path / "in.en"
