@@ -189,11 +189,18 @@ def test_translate_lines_and_the_decoder_take_terminology_constraints(tmp_path, 
 
 
 def test_failure_links_in_tf_equal_the_python_ones():
-  """failure_links (TF ops, for the SavedModel) against constraint_tensors' KMP tables."""
-  phrases = [[[2, 2, 3, 2, 2, 2], [3, 2, 3, 2]], [[5, 5, 5, 5, 5, 5, 5]], [[2, 3, 4]]]
-  c = lexical.constraint_tensors(phrases)
-  np.testing.assert_array_equal(lexical.failure_links(c.tokens, c.lengths).numpy(),
-                                c.fail.numpy())
+  """failure_links (TF ops, for the SavedModel) against constraint_tensors' KMP tables:
+  phrases by hand, and 200 random ones over 2 or 3 tokens (many repeats), eagerly and
+  XLA-compiled."""
+  rng = np.random.RandomState(0)
+  random = [[list(rng.randint(2, 2 + rng.randint(2, 4), size=rng.randint(1, 17)))
+             for _ in range(8)] for _ in range(25)]
+  for phrases in ([[[2, 2, 3, 2, 2, 2], [3, 2, 3, 2]], [[5, 5, 5, 5, 5, 5, 5]], [[2, 3, 4]]],
+                  random):
+    c = lexical.constraint_tensors(phrases)
+    for fn in (lexical.failure_links,
+               tf.function(lexical.failure_links, jit_compile=True, autograph=False)):
+      np.testing.assert_array_equal(fn(c.tokens, c.lengths).numpy(), c.fail.numpy())
 
 
 def test_multi30k_terms_dictionary_and_terms_by_hand():
