@@ -67,8 +67,9 @@ def failure_links(tokens, lengths):
   """KMP's failure function in TF ops: int32 [..., T] of phrases tokens int32 [..., T]
   (static T) of `lengths` int32 [...], as `_failure` gives for each phrase (0 past its end).
 
-  `_failure`'s loops as tf.while_loops (a graph of the same few ops whatever T; unrolled,
-  T = 16 took 2,450 ops and 1.6 CPU-s to trace in every export)."""
+  `_failure`'s loops as tf.while_loops: a graph of the same few ops whatever T (unrolled,
+  thousands of ops at the export's T, each traced and XLA-compiled again in every export
+  and server; docs/notebook.md, "The suite's time")."""
   width = tokens.shape[-1]
   phrases = tf.reshape(tokens, [-1, width])                                      # [N, T]
   at = lambda table, k: tf.gather(table, k, batch_dims=1)                        # [N]

@@ -667,8 +667,8 @@ def _save(translator, export_info, directory):
   for name in ("constrained", "target_language"):
     if _has_signature(translator, name):
       signatures[name] = getattr(translator, name)
-  # No gradient functions: a served model is never differentiated (tracing them took a
-  # fifth of an export).
+  # No gradient functions: a served model is never differentiated (tracing them was a
+  # good part of an export's time).
   tf.saved_model.save(translator, directory, signatures=signatures,
                       options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
   os.remove(info_path)
