@@ -80,7 +80,7 @@ def failure_links(tokens, lengths):
     k, = tf.while_loop(  # fall back while the next token differs
         lambda k: tf.reduce_any(mismatch(k)),
         lambda k: (tf.where(mismatch(k), at(fail, tf.maximum(k - 1, 0)), k),),
-        (at(fail, tf.fill(tf.shape(token), j - 1)),))
+        (fail[:, j - 1],))
     k = tf.where(tf.equal(at(phrases, k), token), k + 1, k)
     return j + 1, fail + tf.one_hot(j, width, dtype=fail.dtype) * k[:, None]
 
