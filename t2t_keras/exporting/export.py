@@ -667,10 +667,9 @@ def _save(translator, export_info, directory):
   for name in ("constrained", "target_language"):
     if _has_signature(translator, name):
       signatures[name] = getattr(translator, name)
-  # No gradient functions: a served model is never differentiated (tracing them was a
-  # good part of an export's time).
-  tf.saved_model.save(translator, directory, signatures=signatures,
-                      options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+  # The signatures hold no custom-gradient op (the layers take their custom gradients only
+  # when training), so save has no gradient functions to trace and a load has none to miss.
+  tf.saved_model.save(translator, directory, signatures=signatures)
   os.remove(info_path)
   os.chmod(directory, 0o755)  # mkdtemp makes it 0700
 

@@ -47,7 +47,7 @@ class FeedForward(keras.layers.Layer):
 
   def call(self, x, training=False):
     h = self.hidden(x, training=training)
-    y = self.project(h)
+    y = self.project(h, differentiable=training)
     return y + tf.cast(self.output_dense.bias, y.dtype)
 
   def hidden(self, x, training=False):
@@ -62,11 +62,17 @@ class FeedForward(keras.layers.Layer):
       return tf.reshape(h, tf.concat([tf.shape(x)[:-1], [self.filter_size]], 0))
     return self.dropout(self.filter_dense(x), training=training)
 
-  def project(self, h):
+  def project(self, h, differentiable=True):
     """h W2 without its bias b2 (`output_dense.bias`: training adds it inside the fused
-    residual kernel, `residual_chain.py`): [batch, len, d_ff] -> [batch, len, d_model]."""
+    residual kernel, `residual_chain.py`): [batch, len, d_ff] -> [batch, len, d_model].
+
+    `differentiable`: through `matmul`, whose custom gradient takes W2's gradient in the
+    faster layout; False (evaluation, search, exports) is the same product as a plain
+    tf.matmul, so a graph that is never differentiated holds no custom-gradient op (a
+    SavedModel would keep them as ops whose gradients were not saved, and warn at load)."""
     kernel = tf.cast(self.output_dense.kernel, self.compute_dtype)
-    y = matmul(tf.reshape(h, [-1, self.filter_size]), kernel)
+    rows = tf.reshape(h, [-1, self.filter_size])
+    y = matmul(rows, kernel) if differentiable else tf.matmul(rows, kernel)
     return tf.reshape(y, tf.concat([tf.shape(h)[:-1], [self.hidden_size]], 0))
 
   def get_config(self):

@@ -83,7 +83,10 @@ class LayerNorm(keras.layers.LayerNormalization):
   The same variables (gamma, beta), config and results (to float rounding);
   other axes, rms_scaling or no center/scale take Keras' own path.
 
-  Call: [..., d] -> [..., d] in the compute dtype.
+  Call: [..., d] -> [..., d] in the compute dtype; `training` (gradients will be taken):
+  through `layer_norm`'s custom gradient, else the forward kernel alone, the same values
+  (a graph that is never differentiated, a search or an export, holds no custom-gradient
+  op: a SavedModel would keep such ops without their gradients, and warn at load).
   """
 
   def fusable(self, inputs):
@@ -91,8 +94,14 @@ class LayerNorm(keras.layers.LayerNormalization):
     return (self.axis in (-1, [-1], [len(inputs.shape) - 1]) and not self.rms_scaling
             and self.center and self.scale)
 
-  def call(self, inputs):
+  def call(self, inputs, training=False):
     if not self.fusable(inputs):
       return super().call(inputs)
-    return tf.cast(layer_norm(inputs, self.gamma, self.beta, float(self.epsilon)),
-                   self.compute_dtype)
+    if training:
+      y = layer_norm(inputs, self.gamma, self.beta, float(self.epsilon))
+    else:
+      rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
+      y, _ = _forward(rows, tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta),
+                      float(self.epsilon))
+      y = tf.reshape(y, tf.shape(inputs))
+    return tf.cast(y, self.compute_dtype)

@@ -57,7 +57,7 @@ class Residual(keras.layers.Layer):
     dtype; post-norm, then the LayerNorm. (Training, the model's stacks run the same
     through the fused kernels of `residual_chain.py`.)"""
     z = x + tf.cast(self.dropout(sublayer_output, training=training), x.dtype)
-    return self.layer_norm(z) if self.norm_type == "post" else z
+    return self.layer_norm(z, training=training) if self.norm_type == "post" else z
 
   def get_config(self):
     config = super().get_config()

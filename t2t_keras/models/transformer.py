@@ -217,7 +217,7 @@ class Transformer(keras.Model):
       for layer in self.encoder_layers:
         x = layer(x, attention_mask=mask, training=training)
       if self.pre_norm:
-        x = self.encoder_norm(x)
+        x = self.encoder_norm(x, training=training)
     return tf.cast(x, self.compute_dtype), mask
 
   @staticmethod
@@ -296,7 +296,7 @@ class Transformer(keras.Model):
       x, weights = layer.call_with_attention(x, memory, self_mask, memory_mask, training)
       attention.append(weights)
     if self.pre_norm:
-      x = self.decoder_norm(x)
+      x = self.decoder_norm(x, training=training)
     return tf.cast(x, self.compute_dtype), attention
 
   def decoder_step(self, decoder_input, memory_mask, cache, cache_index, self_mask=None):
