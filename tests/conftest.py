@@ -182,6 +182,19 @@ def make_tiny_run(out, max_length=12, step=7, seed=3, user_defined_symbols=(), *
   return str(out)
 
 
+def custom_gradient_ops(saved_model_dir):
+  """(function, node) names of the custom-gradient ops in a SavedModel's functions (a load
+  warns once for each function holding one: their gradients are not saved)."""
+  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=no-name-in-module
+  proto = saved_model_pb2.SavedModel()
+  with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+    proto.ParseFromString(f.read())
+  functions = proto.meta_graphs[0].graph_def.library.function
+  assert len(functions) > 5, "no search in this SavedModel: the check would check nothing"
+  return [(f.signature.name, n.name) for f in functions for n in f.node_def
+          if "_gradient_op_type" in n.attr]
+
+
 def make_two_checkpoint_run(out, **hparams):
   """`make_tiny_run` in `out` (its `hparams`) with checkpoints 7 and 9 (random weights);
   returns str(out)."""

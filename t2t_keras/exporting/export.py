@@ -667,9 +667,12 @@ def _save(translator, export_info, directory):
   for name in ("constrained", "target_language"):
     if _has_signature(translator, name):
       signatures[name] = getattr(translator, name)
-  # The signatures hold no custom-gradient op (the layers take their custom gradients only
-  # when training), so save has no gradient functions to trace and a load has none to miss.
-  tf.saved_model.save(translator, directory, signatures=signatures)
+  # Without gradient functions: a served model is never differentiated. The package's
+  # layers put no custom-gradient op in these graphs (they take custom gradients only when
+  # training; a test reads the SavedModel for one), so a load has none to warn about; a
+  # user's layer that does is saved too, with a warning at load instead of a failed save.
+  tf.saved_model.save(translator, directory, signatures=signatures,
+                      options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
   os.remove(info_path)
   os.chmod(directory, 0o755)  # mkdtemp makes it 0700
 

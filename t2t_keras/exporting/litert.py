@@ -103,7 +103,8 @@ def _frozen_saved_model(signatures, directory):
     functions[name] = tf.function(call, autograph=False,
                                   input_signature=function.structured_input_signature[0])
     setattr(holder, name, functions[name])
-  tf.saved_model.save(holder, directory, signatures=functions)
+  tf.saved_model.save(holder, directory, signatures=functions,
+                      options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
 
 
 def convert_saved_model(directory, signature_names, quantization="none"):

@@ -7,8 +7,8 @@ import tensorflow as tf
 from t2t_keras.layers.dropout import Dropout, bias_relu_dropout
 from t2t_keras.layers.matmul import matmul
 
-# Our names -> Keras' (Marian's "swish" is Keras' "silu": x * sigmoid(x)).
-ACTIVATIONS = {"relu": "relu", "swish": "silu"}
+# The activations (Marian's "swish" is x * sigmoid(x), TensorFlow's and Keras' "silu").
+ACTIVATIONS = ("relu", "swish")
 
 
 class FeedForward(keras.layers.Layer):
@@ -33,9 +33,7 @@ class FeedForward(keras.layers.Layer):
     self.filter_size = filter_size
     self.relu_dropout = relu_dropout
     self.activation = activation
-    self.filter_dense = keras.layers.Dense(
-        filter_size, activation=ACTIVATIONS[activation], name="filter",
-        dtype=self.dtype_policy)
+    self.filter_dense = keras.layers.Dense(filter_size, name="filter", dtype=self.dtype_policy)
     self.output_dense = keras.layers.Dense(
         hidden_size, name="output", dtype=self.dtype_policy)
     self.dropout = Dropout(relu_dropout, dtype=self.dtype_policy)
@@ -60,7 +58,15 @@ class FeedForward(keras.layers.Layer):
       h = tf.matmul(tf.reshape(x, [-1, tf.shape(x)[-1]]), kernel)
       h = bias_relu_dropout(h, bias, self.relu_dropout, self.dropout.next_seed())
       return tf.reshape(h, tf.concat([tf.shape(x)[:-1], [self.filter_size]], 0))
-    return self.dropout(self.filter_dense(x), training=training)
+    return self.dropout(self.activate(self.filter_dense(x), training), training=training)
+
+  def activate(self, h, training=False):
+    """The activation on x W1 + b1: ReLU, or swish as `tf.nn.silu` when training (its custom
+    gradient keeps no intermediate) and as h * sigmoid(h) otherwise: the same values, and no
+    custom-gradient op in a graph that is never differentiated (see `project`)."""
+    if self.activation == "relu":
+      return tf.nn.relu(h)
+    return tf.nn.silu(h) if training else h * tf.sigmoid(h)
 
   def project(self, h, differentiable=True):
     """h W2 without its bias b2 (`output_dense.bias`: training adds it inside the fused

@@ -18,6 +18,7 @@ import hf_marian_fixture as fixture
 import hf_marian_reference as reference
 import marian_fixture
 from binaries import run_binary
+from conftest import custom_gradient_ops
 from t2t_keras import bin as t2t_bin, runs
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
@@ -150,6 +151,7 @@ def test_exports_translate_as_the_decoder(imported, tmp_path, capsys):
   served = tf.saved_model.load(str(export_dir / "1")).signatures["serving_default"](
       inputs=tf.constant(lines))["outputs"].numpy()
   assert [t.decode() for t in served] == [h.text for h in expected]
+  assert custom_gradient_ops(str(export_dir / "1")) == []  # swish: not tf.nn.silu's
   pytest.importorskip("ctranslate2")
   from t2t_keras.exporting import ct2_translate  # pylint: disable=import-outside-toplevel
   ct2_dir = tmp_path / "ct2"

@@ -59,7 +59,7 @@ def test_feed_forward_training_path_is_dense_relu_dropout_dense():
   y = ffn(x, training=True)
   ffn.dropout.seed_generator.state.assign(state)
   seed = ffn.dropout.next_seed()
-  h = ffn.filter_dense(x)  # dense + ReLU
+  h = tf.nn.relu(ffn.filter_dense(x))  # dense, then ReLU
   keep = keep_mask(tf.shape(h), 0.2, seed)
   want = ffn.output_dense(tf.where(keep, h / 0.8, 0.0))
   np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
