@@ -7,8 +7,6 @@ something that touches a device.
 """
 
 import atexit
-import functools
-import glob
 import os
 import shutil
 import tempfile
@@ -84,29 +82,6 @@ def _rank(path):
   """A test file's place in the suite's order: LONGEST_FIRST's, then the rest."""
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
   return rank.get(os.path.basename(str(path)), len(rank))
-
-
-@functools.lru_cache(maxsize=None)
-def _part_files(part, parts):
-  """The test files of run_tests.sh's session K of N (T2T_SUITE_PART=K/N): every N-th of
-  them in the suite's order from the K-th, so that each session gets long files first and
-  short ones to fill its end."""
-  files = sorted(os.path.realpath(f) for f in glob.glob(
-      os.path.join(os.path.dirname(os.path.abspath(__file__)), "**", "test_*.py"),
-      recursive=True))
-  files.sort(key=_rank)
-  return set(files[part - 1::parts])
-
-
-def pytest_ignore_collect(collection_path, config):
-  """A session's workers collect only its part's files (each worker imports every file it
-  collects: half the files, half that time)."""
-  del config
-  part = os.environ.get("T2T_SUITE_PART")
-  if part and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
-    if os.path.realpath(collection_path) not in _part_files(*map(int, part.split("/"))):
-      return True
-  return None
 
 
 def pytest_collection_modifyitems(config, items):

@@ -61,9 +61,9 @@ def exported_tiny_run(tmp_path_factory, **run_kwargs):
   """conftest's tiny run (MAX_LENGTH, 1+1 layers, then `run_kwargs`) exported with DECODE as
   version 7;
   returns its directory. The plain run (no `run_kwargs`) is made once and shared by the
-  pytest-xdist workers of a session, and by run_tests.sh's sessions ($T2T_TEST_SHARED): a
-  file lock; the first worker builds it in a temporary directory and renames it into
-  place. Tests only read it (one that changes it copies it first)."""
+  pytest-xdist workers of a session (in run_tests.sh's $T2T_TEST_SHARED, else the session's
+  base directory): a file lock; the first worker builds it in a temporary directory and
+  renames it into place. Tests only read it (one that changes it copies it first)."""
   if run_kwargs:
     return _export_tiny_run(tmp_path_factory.mktemp("run"), run_kwargs)
   root = tmp_path_factory.getbasetemp()
