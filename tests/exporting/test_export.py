@@ -243,7 +243,7 @@ def test_loads_and_translates_without_this_package(exported, loaded):
   assert result.returncode == 0, result.stderr[-3000:]
   # A load logs nothing: TensorFlow warns once per function holding custom-gradient ops
   # whose gradients were not saved ("Importing a function ... with ops with unsaved custom
-  # gradients"); the signatures hold none (the layers take custom gradients only training).
+  # gradients"); the signatures hold none (layers take custom gradients only when training).
   assert "custom gradients" not in result.stderr, result.stderr[-3000:]
   out = result.stdout.splitlines()
   assert "T2T_KERAS_IMPORTABLE" not in out
