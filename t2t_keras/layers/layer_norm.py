@@ -46,7 +46,7 @@ def _backward(dy, x, gamma, rstd):
   return tf.cast(dx, x.dtype), tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, gamma.dtype)
 
 
-def layer_norm(x, gamma, beta, epsilon):
+def layer_norm(x, gamma, beta, epsilon, differentiable=True):
   """(x - mean) / sqrt(var + epsilon) * gamma + beta over the last axis.
 
   Statistics and arithmetic in float32 whatever x's dtype; the result in x's.
@@ -58,6 +58,8 @@ def layer_norm(x, gamma, beta, epsilon):
     x: float [..., d].
     gamma, beta: [d].
     epsilon: a Python float.
+    differentiable: through the custom gradient (the one-kernel backward); False: the
+      forward kernel alone, the same values and no custom-gradient op in the graph.
   Returns:
     [..., d] in x's dtype.
   """
@@ -73,7 +75,9 @@ def layer_norm(x, gamma, beta, epsilon):
 
   # Tensors, not variables: the gradient is returned for them as for x. Rows
   # flattened: the kernels compile per row count, not per [batch, length].
-  y = fn(tf.reshape(x, [-1, x.shape[-1]]), tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta))
+  rows = tf.reshape(x, [-1, x.shape[-1]])
+  gamma, beta = tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta)
+  y = fn(rows, gamma, beta) if differentiable else _forward(rows, gamma, beta, epsilon)[0]
   return tf.reshape(y, tf.shape(x))
 
 
@@ -97,11 +101,5 @@ class LayerNorm(keras.layers.LayerNormalization):
   def call(self, inputs, training=False):
     if not self.fusable(inputs):
       return super().call(inputs)
-    if training:
-      y = layer_norm(inputs, self.gamma, self.beta, float(self.epsilon))
-    else:
-      rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
-      y, _ = _forward(rows, tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta),
-                      float(self.epsilon))
-      y = tf.reshape(y, tf.shape(inputs))
+    y = layer_norm(inputs, self.gamma, self.beta, float(self.epsilon), differentiable=training)
     return tf.cast(y, self.compute_dtype)
