@@ -138,7 +138,7 @@ async def _models(request, rest_path, phase, versions, model_name, limits):
   mergeable = model.mergeable(signature)
   parsed = rest.parse_predict(parsed_body, model.input_names(signature), limits,
                               model.list_inputs(signature), mergeable, model.target_languages,
-                              tags="language_tokens" not in model.export_info)
+                              language_tokens=model.export_info.get("language_tokens"))
   outputs = await lifecycle.unless_client_leaves(
       request.receive, batcher.enqueue(signature, parsed.inputs))
   # Off the event loop: a large answer (attention) must not stall /healthz.

@@ -21,6 +21,12 @@ A multilingual export's target language (its export_info.json lists target_langu
 (columns too): the server puts its tag ("<2fr> ", replacing a tag s starts with) in front
 of s before the call, so it combines with "prefix" and "constraints" and batches with
 requests to the same signature; an instance without it (or with "") is sent as it is.
+
+A language-token export (M2M-100, NLLB: its export_info.json lists language_tokens, {code:
+token}) reads its source language from the token that leads each input:
+{"inputs": s, "source_language": "en"} in any signature puts that token ("__en__ ") in front
+of s, replacing a language token s starts with, as t2t-decoder's --source_language does; an
+instance without it (or with "") is sent as it is, led by its own token.
 """
 
 import base64
@@ -73,8 +79,11 @@ _FIELDS = ("signature_name", "instances", "inputs")
 # instance's "inputs" with it, as data/languages.py's with_tag (the server imports nothing
 # of t2t_keras), unless the signature takes it itself (the export's `target_language`).
 TARGET_LANGUAGE = "target_language"
+# The input that gives a language-token model's source language: the server leads the
+# instance's "inputs" with its token, as data/languages.py's frame_with_tokens.
+SOURCE_LANGUAGE = "source_language"
 # Inputs an instance may leave out, with the value it then has.
-OPTIONAL_INPUTS = {"prefix": "", "constraints": [], TARGET_LANGUAGE: ""}
+OPTIONAL_INPUTS = {"prefix": "", "constraints": [], TARGET_LANGUAGE: "", SOURCE_LANGUAGE: ""}
 # The signature an input names when the request gives none.
 STEERING_INPUTS = {"prefix": "prefix", "constraints": "constrained"}
 _LEADING_TAG = re.compile(r"^\s*<2([a-z]{2,3}(?:_[A-Za-z]{2,4})?)>(?:\s+|$)")
@@ -120,7 +129,7 @@ def parse_body(body):
 
 
 def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True,
-                  target_languages=(), tags=True):
+                  target_languages=(), language_tokens=None):
   """A JSON object from `parse_body` -> PredictRequest; BadRequest naming what is wrong.
 
   Args:
@@ -132,9 +141,11 @@ def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True,
       to limits.max_attention_instances and max_attention_chars.
     target_languages: the export's target languages (() for a bilingual one); a
       "target_language" the signature does not take becomes a tag in front of "inputs".
-    tags: False for an export whose target language is its output's first token
-      (export_info.json's language_tokens: M2M-100, NLLB), which only its own
-      `target_language` signature takes: a "target_language" elsewhere is a BadRequest.
+    language_tokens: {code: token} of an export whose languages are tokens
+      (export_info.json's language_tokens: M2M-100, NLLB), else None or {}. Its target
+      language is its output's first token, which only its own `target_language`
+      signature takes (a "target_language" elsewhere is a BadRequest); a
+      "source_language" puts that language's token in front of "inputs".
   """
   if not mergeable:
     limits = dataclasses.replace(
@@ -145,12 +156,15 @@ def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True,
     flags = ("--max_instances", "--max_sentence_chars")
   name = signature_name(request)
   tagging = TARGET_LANGUAGE not in input_names and _carries(request, TARGET_LANGUAGE)
-  if tagging and not tags:
+  framing = _carries(request, SOURCE_LANGUAGE)
+  if tagging and language_tokens:
     raise BadRequest(f"{name!r} takes no target_language for this model, which starts its "
                      "output with the target language's token: send it to the "
                      "'target_language' signature")
   if tagging:
     input_names = sorted(input_names + [TARGET_LANGUAGE])
+  if framing:
+    input_names = sorted(input_names + [SOURCE_LANGUAGE])
   if "instances" in request:
     inputs = _rows(request["instances"], input_names)
   else:
@@ -166,6 +180,8 @@ def parse_predict(request, input_names, limits, list_inputs=(), mergeable=True,
                  for i, v in enumerate(values)] for k, values in inputs.items()}
   if tagging:
     _tag_inputs(encoded, target_languages)
+  if framing:
+    _frame_sources(encoded, language_tokens or {})
   return PredictRequest(name, encoded, "instances" in request)
 
 
@@ -194,6 +210,32 @@ def _tag_inputs(inputs, languages):
                        f"knows {', '.join(languages)}")
     if "inputs" in inputs:
       inputs["inputs"][i] = with_tag(inputs["inputs"][i], language)
+
+
+def _frame_sources(inputs, tokens):
+  """Takes "source_language" out of parsed `inputs` and leads each row's "inputs" with that
+  language's token (a code of `tokens`, or a token itself), replacing a language token the
+  row starts with (a row with "" is left as it is); BadRequest naming the instance for an
+  unknown language, or for any language asked of a model without language tokens."""
+  wanted = inputs.pop(SOURCE_LANGUAGE)
+  known = set(tokens.values())
+  for i, language in enumerate(wanted):
+    if not language:
+      continue
+    language = language.decode("utf-8", errors="replace")
+    if not tokens:
+      raise BadRequest(f"instance {i}: source language {language!r} asked of a model "
+                       "without language tokens (its export lists no language_tokens): "
+                       "send the text alone")
+    token = tokens.get(language, language if language in known else None)
+    if token is None:
+      raise BadRequest(f"instance {i}: unknown source language {language!r}; this model "
+                       f"knows {', '.join(sorted(tokens))}")
+    if "inputs" in inputs:
+      line = inputs["inputs"][i].decode("utf-8", errors="surrogateescape").strip()
+      first, _, rest = line.partition(" ")
+      framed = f"{token} {rest if first in known else line}".rstrip()
+      inputs["inputs"][i] = framed.encode("utf-8", errors="surrogateescape")
 
 
 def with_tag(data, language):

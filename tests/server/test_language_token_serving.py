@@ -88,6 +88,19 @@ def test_t2t_serve_answers_as_the_signature(server, expected):
                     for line, code in zip(ENGLISH, ASKED)]})
   assert status == 200, body
   assert [p["outputs"] for p in body["predictions"]] == expected
+  # The source language's code instead of its token: the server puts the token in front,
+  # replacing one a line starts with (here another language's).
+  status, body = predict(server.url, {
+      "signature_name": "target_language",
+      "instances": [{"inputs": line if i % 2 else f"__fr__ {line}", "source_language": "en",
+                     "target_language": code}
+                    for i, (line, code) in enumerate(zip(ENGLISH, ASKED))]})
+  assert status == 200, body
+  assert [p["outputs"] for p in body["predictions"]] == expected
+  status, body = predict(server.url, {"signature_name": "target_language", "instances": [
+      {"inputs": "nine", "source_language": "xx", "target_language": "de"}]})
+  assert status == 400 and body["error"] == ("instance 0: unknown source language 'xx'; "
+                                             "this model knows de, en, fr"), body
   status, body = predict(server.url, {"instances": [{"inputs": "__en__ nine",
                                                      "target_language": "de"}]})
   assert status == 400 and "takes no target_language for this model" in body["error"], body
@@ -102,9 +115,10 @@ def test_metadata_lists_the_language_tokens(server):
 
 
 def test_web_page_sends_lines_to_the_target_language_signature(server, expected):
-  """The selector lists the model's languages and the hint names a source token; each
-  line, led by `__en__`, is translated by the `target_language` signature into the chosen
-  language; a target prefix with it is refused on the page, in words."""
+  """Both selectors list the model's languages, the source's set to English; each line is
+  sent with that source_language (the server leads it with `__en__`, replacing a token the
+  line starts with) to the `target_language` signature, into the chosen language; a target
+  prefix with it is refused on the page, in words."""
   driver = headless_chromium()
   from selenium.webdriver.common.by import By  # pylint: disable=import-outside-toplevel
   # pylint: disable-next=import-outside-toplevel
@@ -116,12 +130,14 @@ def test_web_page_sends_lines_to_the_target_language_signature(server, expected)
     select = Select(driver.find_element(By.ID, "language"))
     assert [o.get_attribute("value") for o in select.options] == ["de", "en", "fr"]
     assert driver.find_element(By.ID, "token_hint").is_displayed()
-    assert driver.find_element(By.ID, "token_example").text == "__en__ ..."
-    for i in (0, 1):  # ASKED: de, fr
+    source_select = Select(driver.find_element(By.ID, "source_language"))
+    assert [o.get_attribute("value") for o in source_select.options] == ["de", "en", "fr"]
+    assert source_select.first_selected_option.get_attribute("value") == "en"
+    for i in (0, 1):  # ASKED: de, fr; the second line led by a wrong token
       select.select_by_value(ASKED[i])
       source = driver.find_element(By.ID, "source")
       source.clear()
-      source.send_keys(f"__en__ {ENGLISH[i]}")
+      source.send_keys(ENGLISH[i] if i == 0 else f"__de__ {ENGLISH[i]}")
       driver.find_element(By.ID, "translate").click()
       WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,)).until(
           lambda d, i=i: f"into {ASKED[i]} in " in d.find_element(By.ID, "latency").text)

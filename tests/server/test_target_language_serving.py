@@ -17,6 +17,7 @@ from test_server import tf_serving_rows
 from t2t_keras import runs
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import exporter as exporter_bin
+from t2t_keras.data import languages
 from t2t_keras.data.languages import with_tag
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
@@ -116,6 +117,51 @@ def test_parse_predict_tags_the_inputs(body, names, inputs):
 def test_parse_predict_refuses_bad_languages(body, languages, message):
   with pytest.raises(rest.BadRequest) as e:
     rest.parse_predict(body, ["inputs"], LIMITS, target_languages=languages)
+  assert str(e.value) == message and e.value.status == 400
+
+
+# A language-token model's codes and tokens (M2M-100's `__fr__`, NLLB's `fra_Latn` as it is).
+TOKENS = {"de": "__de__", "en": "__en__", "fra_Latn": "fra_Latn"}
+SOURCES = ["nine", "  __de__ neun ", "fra_Latn neuf", "__en__", "two words", "__xx__ nine"]
+
+
+@pytest.mark.parametrize("language", ["en", "__en__", "fra_Latn"])
+def test_source_language_frames_the_inputs_as_the_decoder(language):
+  """Each row led by the language's token (a leading language token replaced), as
+  t2t-decoder's --source_language frames a file (`languages.frame_with_tokens`)."""
+  body = {"signature_name": "target_language",
+          "instances": [{"inputs": s, "source_language": language, "target_language": "de"}
+                        for s in SOURCES]}
+  parsed = rest.parse_predict(body, ["inputs", "target_language"], LIMITS,
+                              target_languages=tuple(TOKENS), language_tokens=TOKENS)
+  framed, _ = languages.frame_with_tokens(SOURCES, None, language, "de", TOKENS, "lines")
+  assert parsed.inputs == {"inputs": [f.encode() for f in framed],
+                           "target_language": [b"de"] * len(SOURCES)}
+  assert framed[0] == f"{TOKENS.get(language, language)} nine"  # not a no-op
+  columns = {"inputs": {"inputs": SOURCES, "source_language": [language] * len(SOURCES)}}
+  assert rest.parse_predict(columns, ["inputs"], LIMITS,
+                            language_tokens=TOKENS).inputs["inputs"] == parsed.inputs["inputs"]
+
+
+def test_an_instance_without_a_source_language_is_sent_as_it_is():
+  body = {"instances": [{"inputs": "__de__ neun", "source_language": ""},
+                        "__de__ zwei", {"inputs": "nine", "source_language": "en"}]}
+  assert rest.parse_predict(body, ["inputs"], LIMITS, language_tokens=TOKENS).inputs == {
+      "inputs": [b"__de__ neun", b"__de__ zwei", b"__en__ nine"]}
+
+
+@pytest.mark.parametrize("body, tokens, message", [
+    ({"instances": ["two", {"inputs": "nine", "source_language": "es"}]}, TOKENS,
+     "instance 1: unknown source language 'es'; this model knows de, en, fra_Latn"),
+    ({"instances": [{"inputs": "nine", "source_language": "en"}]}, None,
+     "instance 0: source language 'en' asked of a model without language tokens (its export "
+     "lists no language_tokens): send the text alone"),
+    ({"instances": [{"inputs": "nine", "source_language": ["en"]}]}, TOKENS,
+     "instance 0 input 'source_language': expected a string or {\"b64\": ...}, got list"),
+], ids=["unknown", "no-tokens", "not-a-string"])
+def test_parse_predict_refuses_bad_source_languages(body, tokens, message):
+  with pytest.raises(rest.BadRequest) as e:
+    rest.parse_predict(body, ["inputs"], LIMITS, language_tokens=tokens)
   assert str(e.value) == message and e.value.status == 400
 
 
