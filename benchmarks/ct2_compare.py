@@ -31,6 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from t2t_keras import runs  # noqa: E402
 from t2t_keras.decoding import translate, files  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
+from t2t_keras.data import languages  # noqa: E402
 from t2t_keras.metrics import bleu  # noqa: E402
 from t2t_keras.exporting import ct2_convert, ct2_translate  # noqa: E402
 
@@ -93,6 +94,10 @@ def main():
   parser.add_argument("--threads", type=int, default=0, help="CTranslate2's (0: every core)")
   parser.add_argument("--work_dir", help="where the conversions go (default: a temp dir)")
   parser.add_argument("--json")
+  parser.add_argument("--source_language", help="a language-token model's (M2M-100, NLLB) "
+                      "input language: its token leads each input in every engine")
+  parser.add_argument("--target_language", help="a language-token model's output language: "
+                      "its token is the forced first output piece in every engine")
   parser.add_argument("--peak_rss", action="store_true",
                       help="also each engine's peak RSS, translating --source alone in a "
                            "process of its own (t2t-decoder; ct2_translate.py)")
@@ -104,6 +109,13 @@ def main():
     references = files.read_lines(args.reference) if args.reference else None
   else:
     sources, references = files.split_pairs(run.info["problem"], split="dev")
+  ours_sources, prefixes = sources, None
+  if args.target_language:  # a language-token model: framed as t2t-decoder frames a file
+    ours_sources, prefixes = languages.frame_with_tokens(
+        sources, None, args.source_language, args.target_language,
+        languages.language_tokens(run.vocab), "--source")
+  ct2_languages = dict(source_language=args.source_language,
+                       target_language=args.target_language)
   settings = parse_decode_hparams(args.decode_hparams)
   hp = settings.search
   work = args.work_dir or tempfile.mkdtemp(prefix="ct2_compare_")
@@ -111,22 +123,23 @@ def main():
                                      quantization=q, overwrite=True, log=None)
           for q in ("float32", "int8")}
   print(f"{args.run} ({run.checkpoint_path}); {len(sources)} inputs; decode {hp.beam_size=} "
-        f"{hp.alpha=} {hp.extra_length=}; CPU {cpu_name()}, {os.cpu_count()} cores", flush=True)
+        f"{hp.alpha=} {hp.extra_length=} {hp.max_decode_length=}; CPU {cpu_name()}, {os.cpu_count()} cores", flush=True)
 
-  search_fn = translate.make_search_fn(run.model, hp)
-  translate.translate_lines(run.model, run.vocab, sources, settings, search_fn)  # compiles
+  search_fn = translate.make_search_fn(run.model, hp, with_prefix=prefixes is not None)
+  translate.translate_lines(run.model, run.vocab, ours_sources, settings, search_fn,  # compiles
+                            prefixes=prefixes)
   engines = {"ours (TF, XLA)": lambda: [
-      (h[0].text, h[0].score) for h in translate.translate_lines(run.model, run.vocab, sources,
-                                                                 settings, search_fn)]}
+      (h[0].text, h[0].score) for h in translate.translate_lines(
+          run.model, run.vocab, ours_sources, settings, search_fn, prefixes=prefixes)]}
   translators = {}
   for q, path in dirs.items():
     translator = ct2_translate.Ct2Translator(
         path, compute_type=q, intra_threads=args.threads, beam_size=hp.beam_size,
-        alpha=hp.alpha, extra_length=hp.extra_length,
+        alpha=hp.alpha, extra_length=hp.extra_length, max_decode_length=hp.max_decode_length,
         batch_size=settings.batching.batch_size)
     engines[f"ct2 {q} ({translator.compute_type})"] = (
-        lambda t=translator: t.translate(sources))
-    translator.translate(sources[:settings.batching.batch_size])  # warm-up
+        lambda t=translator: t.translate(sources, **ct2_languages))
+    translator.translate(sources[:settings.batching.batch_size], **ct2_languages)  # warm-up
     translators[q] = translator
 
   results, outputs = {}, {}
@@ -152,14 +165,17 @@ def main():
           f"sentence's own length limit) over {args.repeats} passes")
   if args.peak_rss and args.source:
     decode = f"{args.decode_hparams},batch_size={settings.batching.batch_size}"
+    languages_flags = [f"--{k}={v}" for k, v in ct2_languages.items() if v]
     commands = {"ours (TF, XLA)": ["t2t-decoder", f"--output_dir={args.run}",
                                    f"--decode_from_file={args.source}",
                                    f"--decode_to_file={os.path.join(work, 'rss.out')}",
-                                   f"--decode_hparams={decode}"]}
+                                   f"--decode_hparams={decode}", *languages_flags]}
     for q, path in dirs.items():  # the engine names of the table above
       commands[f"ct2 {q} ({translators[q].compute_type})"] = [
           sys.executable, ct2_translate.__file__, f"--compute_type={q}",
-          f"--beam_size={hp.beam_size}", f"--alpha={hp.alpha}", path]
+          f"--beam_size={hp.beam_size}", f"--alpha={hp.alpha}",
+          f"--extra_length={hp.extra_length}", f"--max_decode_length={hp.max_decode_length}",
+          *languages_flags, path]
     for name, command in commands.items():
       results[name]["peak_rss_mib"] = peak_rss_mib(command, args.source)
       print(f"peak RSS, {name} alone: {results[name]['peak_rss_mib']:,.0f} MiB", flush=True)

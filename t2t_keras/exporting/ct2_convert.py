@@ -14,7 +14,8 @@ The output directory:
     sentencepiece.model             the run's sentencepiece model, to tokenize; for a
                                     Marian pair (an OPUS-MT import) source.spm and
                                     target.spm instead
-    t2t_decoding.json               the decoding the run chose (beam, alpha, lengths)
+    t2t_decoding.json               the decoding the run chose (beam, alpha, lengths);
+                                    a language-token model's {code: token} too
     README.md                       how to call it with the same settings
 
 The mapping (every weight copied, none approximated): the source and target
@@ -46,6 +47,7 @@ import tempfile
 import numpy as np
 
 from t2t_keras import fileio, runs
+from t2t_keras.data import languages
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
@@ -285,6 +287,9 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   spec = build_spec(model, pieces)
   settings = decoding_settings(decoding.settings.search, decoding.input_limit, hparams,
                                info.get("problem"))
+  tokens = languages.language_tokens(vocab)
+  if tokens:  # M2M-100, NLLB: ct2_translate frames inputs and forces the target's
+    settings["language_tokens"] = dict(sorted(tokens.items()))
   write_model_dir(ct2_dir, lambda tmp: _write(
       tmp, spec, quantization, tokenizers,
       dict(settings, checkpoint_path=os.path.basename(ckpt), quantization=quantization)))

@@ -5,6 +5,7 @@
     python ct2_translate.py --compute_type=int8 --beam_size=4 --alpha=0.6 MODEL_DIR < in
     python ct2_translate.py --prefix_file=prefixes.de MODEL_DIR < in   # line-aligned target
                                                  # prefixes (an empty line: none)
+    python ct2_translate.py --source_language=en --target_language=de M2M_DIR < in.en
 
     translator = Ct2Translator("runs/tiny/ctranslate2")
     translator.translate(["a sentence"])        # -> [(translation, score)]
@@ -37,6 +38,11 @@ the score to 0 at each forced step), so the prefix's log probability is taken fr
 as t2t-decoder's. A sentence's length limit grows to its prefix's length + 1 as there.
 At the first step after the prefix CTranslate2 also drops EOS from all but the best
 candidate (the same function), where t2t keeps it among the 2 * beam_size.
+
+**Language-token models** (M2M-100, NLLB imported from Hugging Face's layout:
+t2t_decoding.json lists language_tokens) take both languages: the source language's
+token leads each input as one piece, the target language's is the forced prefix, and
+the tokens are left out of the output text, as t2t-decoder does.
 """
 
 import argparse
@@ -132,6 +138,8 @@ class Ct2Translator:
     self.piece_ids = {p: i for i, p in enumerate(self.pieces)}
     self.eos = self.pieces[EOS_PIECE_ID]
     self.pad = self.pieces[PAD_PIECE_ID]
+    self.language_tokens = self.settings.get("language_tokens", {})
+    self.token_pieces = frozenset(self.language_tokens.values())
 
   @property
   def compute_type(self):
@@ -257,18 +265,45 @@ class Ct2Translator:
     return source_pieces(self.source_sp, sentences, self.marian_pair)
 
   def target_text(self, pieces):
-    """Output pieces -> text (`target_text`)."""
-    return target_text(self.target_sp, pieces, self.marian_pair)
+    """Output pieces -> text (`target_text`), a language-token model's tokens left out."""
+    return target_text(self.target_sp, [p for p in pieces if p not in self.token_pieces],
+                       self.marian_pair)
 
-  def translate(self, sentences, nbest=False, prefixes=None):
+  def translate(self, sentences, nbest=False, prefixes=None, target_language=None,
+                source_language=None):
     """[(translation, score)] per sentence, or with nbest [[(translation, score), ...]];
-    `prefixes`: target text each translation starts with ("": none)."""
-    pieces = self.source_pieces(sentences)
-    prefix_pieces = None if prefixes is None else [
-        self.target_sp.encode(p, out_type=str) if p else [] for p in prefixes]
+    `prefixes`: target text each translation starts with ("": none). A language-token
+    model (M2M-100, NLLB: t2t_decoding.json's language_tokens) takes both languages (its
+    codes or tokens): source_language's token leads each input, target_language's is the
+    forced first output piece, as t2t-decoder --source_language --target_language;
+    ValueError without them or for a language the model does not know."""
+    sentences = list(sentences)
+    if self.language_tokens:
+      if target_language is None or source_language is None or prefixes is not None:
+        raise ValueError("a language-token model takes source_language and target_language "
+                         f"(one of {', '.join(sorted(self.language_tokens))}) and no prefixes")
+      source, target = (self.language_token(c) for c in (source_language, target_language))
+      pieces = [[source] + p for p in source_pieces(self.source_sp, sentences, False)]
+      prefix_pieces = [[target]] * len(sentences)
+    elif target_language is not None or source_language is not None:
+      raise ValueError(f"{self.model_dir} is not a language-token model: it takes no "
+                       "source_language or target_language")
+    else:
+      pieces = self.source_pieces(sentences)
+      prefix_pieces = None if prefixes is None else [
+          self.target_sp.encode(p, out_type=str) if p else [] for p in prefixes]
     results = [[(self.target_text(p), s) for p, s in hyps]
                for hyps in self.translate_pieces(pieces, prefix_pieces)]
     return results if nbest else [hyps[0] for hyps in results]
+
+  def language_token(self, language):
+    """The token of a language (a code of language_tokens, or a token itself)."""
+    if language in self.language_tokens:
+      return self.language_tokens[language]
+    if language in self.token_pieces:
+      return language
+    raise ValueError(f"unknown language {language!r}; this model knows "
+                     f"{', '.join(sorted(self.language_tokens))}")
 
 
 def main(argv=None):
@@ -281,14 +316,19 @@ def main(argv=None):
   parser.add_argument("--beam_size", type=int)
   parser.add_argument("--alpha", type=float)
   parser.add_argument("--extra_length", type=int)
+  parser.add_argument("--max_decode_length", type=int, help="a cap on every output's length")
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--patience", type=float, default=DEFAULT_PATIENCE,
                       help="beam_size * patience hypotheses are ranked (docs/ctranslate2.md)")
   parser.add_argument("--nbest", action="store_true", help="every beam, a blank line between inputs")
   parser.add_argument("--prefix_file", help="target prefixes, one per input line ('': none)")
+  parser.add_argument("--source_language", help="a language-token model's (M2M-100, NLLB) "
+                      "input language, e.g. en or eng_Latn")
+  parser.add_argument("--target_language", help="a language-token model's output language")
   args = parser.parse_args(argv)
   translator = Ct2Translator(args.model_dir, args.device, args.compute_type, args.intra_threads,
                              args.beam_size, args.alpha, args.extra_length,
+                             args.max_decode_length,
                              patience=args.patience, batch_size=args.batch_size)
   sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
   prefixes = None
@@ -297,7 +337,13 @@ def main(argv=None):
       prefixes = [line.rstrip("\n") for line in f]
     if len(prefixes) != len(sentences):
       parser.error(f"{len(sentences)} inputs but {len(prefixes)} lines in {args.prefix_file}")
-  print_results(translator.translate(sentences, nbest=True, prefixes=prefixes), args.nbest)
+  try:
+    results = translator.translate(sentences, nbest=True, prefixes=prefixes,
+                                   target_language=args.target_language,
+                                   source_language=args.source_language)
+  except ValueError as e:
+    parser.error(str(e))
+  print_results(results, args.nbest)
 
 
 def print_results(results, nbest):

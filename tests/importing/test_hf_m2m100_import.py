@@ -20,6 +20,7 @@ import hf_transformers_reference
 import marian_fixture
 from t2t_keras import bin as t2t_bin, runs
 from t2t_keras.bin import t2t_import as import_bin
+from t2t_keras.data import languages as languages_lib
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
@@ -129,6 +130,26 @@ def test_the_ctranslate2_export_decodes_as_the_reference(tmp_path, flavour):
     assert ours[0] == model["vocab"][de] and ours == theirs[:len(ours)], (ours, theirs)
     outputs.add(tuple(ours))
   assert len(outputs) > 1
+
+  # ct2_translate with both languages (its script's --source_language / --target_language):
+  # the source's token in front, the target's forced, our beam search's texts and scores.
+  from t2t_keras.exporting import ct2_translate  # pylint: disable=import-outside-toplevel
+  codes = {token: code for code, token in languages_lib.language_tokens(run.vocab).items()}
+  settings = parse_decode_hparams("beam_size=2,alpha=0.6,extra_length=6")
+  expected = [hyps[0] for hyps in translate.translate_lines(
+      run.model, run.vocab, [f"{en} {line}" for line in english], settings,
+      prefixes=[de] * len(english))]
+  translator = ct2_translate.Ct2Translator(str(tmp_path / "ct2"), beam_size=2, alpha=0.6,
+                                           extra_length=6)
+  found = translator.translate(english, source_language=codes[en], target_language=codes[de])
+  assert [text for text, _ in found] == [h.text for h in expected]
+  assert len({text for text, _ in found}) > 1
+  np.testing.assert_allclose([s for _, s in found], [h.score for h in expected], atol=1e-4)
+  with pytest.raises(ValueError, match=r"unknown language 'xx'; this model knows "):
+    translator.translate(english, source_language="xx", target_language=codes[de])
+  with pytest.raises(ValueError, match=r"a language-token model takes source_language and "
+                                       r"target_language"):
+    translator.translate(english)
 
 
 @pytest.mark.heavy
