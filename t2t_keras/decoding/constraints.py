@@ -102,7 +102,7 @@ class LeafCopyConstraint:
     is_label = tf.zeros_like(run)
     opened = tf.zeros_like(run)
     for d in range(1, self.max_label_pieces + 1):
-      shift = lambda x, d=d: tf.logical_and(tf.roll(x, d, axis=1), positions[None, :] >= d)
+      shift = lambda x, d=d: _shifted_right(x, d)
       if d > 1:
         run = tf.logical_and(run, shift(label_piece, d - 1))
       nth = tf.logical_and(run, shift(is_bracket))  # the label's d-th piece
@@ -159,3 +159,9 @@ class LeafCopyConstraint:
       return self.constrain(logits, ids, i, inputs), state
 
     return fn
+
+
+def _shifted_right(x, d):
+  """bool [n, length] -> out[:, j] = x[:, j - d], False for j < d (slices and a concat,
+  which LiteRT's builtin ops hold; tf.roll has no builtin)."""
+  return tf.concat([tf.logical_and(x[:, :d], False), x[:, :-d]], axis=1)

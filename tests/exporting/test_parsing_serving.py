@@ -143,3 +143,35 @@ def test_words_as_leaves_outputs_copy_their_input(parsing_run):
                                 search.make_search_fn(model, settings.search, constraint))
   for sentence, output in zip(SENTENCES, outputs):
     assert [t for t in output.split() if t[0] not in "()"] == sentence.split()
+
+
+@pytest.mark.heavy
+def test_litert_holds_the_output_constraint(parsing_run, tmp_path):
+  """t2t-exporter --format=litert builds the words-as-leaves constraint into the LiteRT
+  search (its shifts are slices and a concat: LiteRT has no builtin for tf.roll, which
+  they replace), and t2t-decoder --engine=litert writes the TensorFlow engine's trees, the
+  input's words as their leaves. (The XX problem has no constraint: the other LiteRT
+  tests cover an unconstrained search.)"""
+  pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed "
+                                               "(pip install 't2t-keras[litert]')")
+  from t2t_keras.exporting import litert  # pylint: disable=import-outside-toplevel
+  if not runs.load_run_info(parsing_run)[1]["problem"].endswith("_words"):
+    return
+  decode = "beam_size=2,extra_length=200,jit=false"  # room for a random model to wander
+  litert_dir = litert.convert_run(parsing_run, litert_dir=str(tmp_path / "litert"),
+                                  decode_hparams=decode, log=None)
+  with open(os.path.join(litert_dir, "litert_info.json")) as f:
+    assert json.load(f)["constrained"] is True
+  src = tmp_path / "dev.words"
+  src.write_text("\n".join(SENTENCES) + "\n")
+  parsed = {}
+  for engine in ("tensorflow", "litert"):
+    out = tmp_path / f"{engine}.parsed"
+    assert t2t_bin.run_in_process(decoder_bin, [
+        "t2t-decoder", f"--output_dir={parsing_run}", f"--decode_from_file={src}",
+        f"--decode_to_file={out}", f"--decode_hparams={decode}", f"--engine={engine}",
+        f"--litert_model_dir={litert_dir}"]) == 0
+    parsed[engine] = out.read_text().splitlines()
+  assert parsed["litert"] == parsed["tensorflow"]
+  for sentence, tree in zip(SENTENCES, parsed["litert"]):
+    assert Tree.fromstring(tree).leaves() == sentence.split()
