@@ -133,9 +133,11 @@ def convert_saved_model(directory, signature_names, quantization="none"):
 
 def conversion_error(error):
   """One line from the converter's error: each op it cannot lower and where the model makes
-  it (the innermost t2t_keras source line, else the graph node), or None for another error."""
+  it (the innermost t2t_keras source line, else the graph node, whose name holds the
+  layer's scope; an op made in several places: how many, and the first), or None for
+  another error."""
   details = getattr(error, "errors", None) or []
-  found = []
+  found = {}  # op -> [where]
   for detail in details:
     op = detail.operator.name if detail.HasField("operator") else ""
     if not op:
@@ -148,13 +150,18 @@ def conversion_error(error):
         where = f"{path}:{source.line}"
     if not where and detail.location.call:
       where = f"node {detail.location.call[0].name.split('@')[0]}"
-    found.append(f"{op} ({where})" if where else op)
+    places = found.setdefault(op, [])
+    if where and where not in places:
+      places.append(where)
   if not found:
     ops = re.findall(r"'(tf\.\w+)' op is neither a custom op nor a flex op", str(error))
-    found = sorted(set(ops))
+    found = {op: [] for op in sorted(set(ops))}
   if not found:
     return None
-  return ("LiteRT's builtin ops cannot express " + "; ".join(dict.fromkeys(found)) +
+  named = [op if not places else f"{op} ({places[0]})" if len(places) == 1 else
+           f"{op} ({len(places)} places, the first {places[0]})"
+           for op, places in found.items()]
+  return ("LiteRT's builtin ops cannot express " + "; ".join(named) +
           ": the model or the search uses an op LiteRT lacks")
 
 

@@ -227,7 +227,27 @@ def test_an_op_litert_lacks_is_named_in_one_line(tmp_path):
   with pytest.raises(litert.UnsupportedError) as raised:
     litert.convert_saved_model(str(tmp_path), ["f"])
   message = str(raised.value)
-  assert message.startswith("LiteRT's builtin ops cannot express tf.Svd") and "\n" not in message
+  assert message.startswith("LiteRT's builtin ops cannot express tf.Svd (node ") and (
+      "\n" not in message), message
+  assert message.endswith("): the model or the search uses an op LiteRT lacks"), message
+
+
+def test_an_op_made_in_several_places_is_named_once_with_their_count(tmp_path):
+  """Three tf.Svd nodes: the op once, how many places and the first (the parsing
+  constraint's 17 tf.Roll nodes, before they became slices, made a line of 17 names)."""
+
+  class ThreeSvds(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name="x")])
+    def f(self, x):
+      return {"y": sum(tf.linalg.svd(x * float(k))[0] for k in (1, 2, 3))}
+
+  module = ThreeSvds()
+  tf.saved_model.save(module, str(tmp_path), signatures={"f": module.f})
+  with pytest.raises(litert.UnsupportedError) as raised:
+    litert.convert_saved_model(str(tmp_path), ["f"])
+  message = str(raised.value)
+  assert message.startswith("LiteRT's builtin ops cannot express tf.Svd (3 places, the "
+                            "first node ") and message.count("tf.Svd") == 1, message
 
 
 def test_exporter_and_decoder_binaries(built, comparisons, dev_inputs, tmp_path, capsys):
@@ -244,6 +264,9 @@ def test_exporter_and_decoder_binaries(built, comparisons, dev_inputs, tmp_path,
   info = json.loads((litert_dir / litert.INFO_FILE).read_text())
   assert (info["beam_size"], info["alpha"], info["quantization"], info["max_input_length"]) == (
       4, 0.6, "float32", 40)
+  from t2t_keras import __version__  # pylint: disable=import-outside-toplevel
+  assert (info["eos_id"], info["pad_id"], info["t2t_keras_version"], info["constrained"]) == (
+      EOS_ID, PAD_ID, __version__, False)
   source = tmp_path / "in.txt"
   source.write_text("\n".join(dev_inputs[:60]) + "\n")
   lines = {}
