@@ -388,3 +388,27 @@ def test_the_litert_export_decodes_as_the_reference(tmp_path, flavour="nllb"):
   assert all(de not in text for text, _ in texts)
   with pytest.raises(ValueError, match="unknown language 'xx'; this model knows"):
     translator.translate(english, source_language=code_en, target_language="xx")
+
+
+@pytest.mark.heavy
+def test_the_litert_beam_search_of_an_m2m100_import_is_ours(tmp_path):
+  """The M2M-100 flavour, beam 2 (the test above: NLLB, greedy): litert_translate.py with
+  both languages gives t2t-decoder's beam search's texts (the language's token forced
+  first, left out of the text) and scores (1e-4), but at near-ties."""
+  pytest.importorskip("ai_edge_litert", reason="the [litert] extra is not installed")
+  from t2t_keras.exporting import litert, litert_translate  # pylint: disable=import-outside-toplevel
+  model, run = imported(tmp_path, sharpness=3, flavour="m2m100")
+  decode = "beam_size=2,alpha=0.6,extra_length=6"
+  litert_dir = litert.convert_run(str(tmp_path / "run"), str(tmp_path / "lite"),
+                                  decode_hparams=decode, log=None)
+  en, de = model["languages"]["en"], model["languages"]["de"]
+  english, _ = marian_fixture.corpus(12, seed=7)
+  expected = [hyps[0] for hyps in translate.translate_lines(
+      run.model, run.vocab, [f"{en} {line}" for line in english],
+      parse_decode_hparams(decode + ",jit=false"), prefixes=[de] * len(english))]
+  found = litert_translate.LiteRTTranslator(litert_dir).translate(
+      english, source_language="en", target_language="de")
+  np.testing.assert_allclose([s for _, s in found], [h.score for h in expected], atol=1e-4)
+  same = sum(t == h.text for (t, _), h in zip(found, expected))
+  print(f"{same} of {len(english)} texts equal; every score within 1e-4")
+  assert len({h.text for h in expected}) > 1 and not any("__" in t for t, _ in found)
