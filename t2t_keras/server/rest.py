@@ -193,15 +193,19 @@ def _carries(request, key):
   return isinstance(columns, dict) and key in columns
 
 
+def _asked(inputs, key):
+  """Takes `key` out of parsed `inputs`; yields (row, language) of each row that asks for
+  one (a row with "" asks for none)."""
+  for i, language in enumerate(inputs.pop(key)):
+    if language:
+      yield i, language.decode("utf-8", errors="replace")
+
+
 def _tag_inputs(inputs, languages):
   """Takes "target_language" out of parsed `inputs` and puts each row's tag in front of
   its "inputs" (a row with "" is left as it is); BadRequest naming the instance for a
   language the model does not know, or for any language asked of a bilingual model."""
-  wanted = inputs.pop(TARGET_LANGUAGE)
-  for i, language in enumerate(wanted):
-    if not language:
-      continue
-    language = language.decode("utf-8", errors="replace")
+  for i, language in _asked(inputs, TARGET_LANGUAGE):
     if not languages:
       raise BadRequest(f"instance {i}: target language {language!r} asked of a model with "
                        f"one target language (its export lists no target_languages)")
@@ -217,12 +221,8 @@ def _frame_sources(inputs, tokens):
   language's token (a code of `tokens`, or a token itself), replacing a language token the
   row starts with (a row with "" is left as it is); BadRequest naming the instance for an
   unknown language, or for any language asked of a model without language tokens."""
-  wanted = inputs.pop(SOURCE_LANGUAGE)
   known = set(tokens.values())
-  for i, language in enumerate(wanted):
-    if not language:
-      continue
-    language = language.decode("utf-8", errors="replace")
+  for i, language in _asked(inputs, SOURCE_LANGUAGE):
     if not tokens:
       raise BadRequest(f"instance {i}: source language {language!r} asked of a model "
                        "without language tokens (its export lists no language_tokens): "
