@@ -102,12 +102,11 @@ class LeafCopyConstraint:
     is_label = tf.zeros_like(run)
     opened = tf.zeros_like(run)
     for d in range(1, self.max_label_pieces + 1):
-      shift = lambda x, d=d: _shifted_right(x, d)
       if d > 1:
-        run = tf.logical_and(run, shift(label_piece, d - 1))
-      nth = tf.logical_and(run, shift(is_bracket))  # the label's d-th piece
+        run = tf.logical_and(run, _shifted_right(label_piece, d - 1))
+      nth = tf.logical_and(run, _shifted_right(is_bracket, d))  # the label's d-th piece
       is_label = tf.logical_or(is_label, nth)
-      opened = tf.logical_or(opened, tf.logical_and(run, shift(is_open)))
+      opened = tf.logical_or(opened, tf.logical_and(run, _shifted_right(is_open, d)))
     is_leaf = tf.logical_and(valid, tf.logical_not(tf.logical_or(is_bracket, is_label)))
     is_leaf = tf.logical_and(is_leaf, ids > EOS_ID)
     taken = tf.reduce_sum(tf.cast(is_leaf, tf.int32), axis=1)  # [n] pieces copied so far

@@ -91,6 +91,28 @@ def source_pieces(source_sp, sentences, marian_pair):
           zip(labels, source_sp.encode(rest, out_type=str))]
 
 
+def framed_pieces(source_sp, sentences, language_tokens, source_language, target_language):
+  """A language-token model's (M2M-100, NLLB) inputs: each sentence's pieces led by
+  source_language's token (one piece), and the forced prefix [target_language's token]
+  per sentence; a language is a code of `language_tokens` ({code: token}) or a token.
+  ValueError without both languages or for one the model does not know.
+  litert_translate.py's too."""
+  if target_language is None or source_language is None:
+    raise ValueError("a language-token model takes source_language and target_language "
+                     f"(one of {', '.join(sorted(language_tokens))})")
+  known = set(language_tokens.values())
+
+  def token(language):
+    if language in language_tokens or language in known:
+      return language_tokens.get(language, language)
+    raise ValueError(f"unknown language {language!r}; this model knows "
+                     f"{', '.join(sorted(language_tokens))}")
+
+  source, target = token(source_language), token(target_language)
+  return ([[source] + p for p in source_pieces(source_sp, sentences, False)],
+          [[target]] * len(sentences))
+
+
 def target_text(target_sp, pieces, marian_pair):
   """Output pieces -> text; in a Marian pair a piece target.spm does not know keeps no
   "\u2581" and the ends are stripped, as t2t_keras's `marian_vocab.join_pieces`."""
@@ -279,12 +301,11 @@ class Ct2Translator:
     ValueError without them or for a language the model does not know."""
     sentences = list(sentences)
     if self.language_tokens:
-      if target_language is None or source_language is None or prefixes is not None:
-        raise ValueError("a language-token model takes source_language and target_language "
-                         f"(one of {', '.join(sorted(self.language_tokens))}) and no prefixes")
-      source, target = (self.language_token(c) for c in (source_language, target_language))
-      pieces = [[source] + p for p in source_pieces(self.source_sp, sentences, False)]
-      prefix_pieces = [[target]] * len(sentences)
+      if prefixes is not None:
+        raise ValueError("a language-token model's prefix is its target language's token: "
+                         "give target_language, not prefixes")
+      pieces, prefix_pieces = framed_pieces(self.source_sp, sentences, self.language_tokens,
+                                            source_language, target_language)
     elif target_language is not None or source_language is not None:
       raise ValueError(f"{self.model_dir} is not a language-token model: it takes no "
                        "source_language or target_language")
@@ -295,16 +316,6 @@ class Ct2Translator:
     results = [[(self.target_text(p), s) for p, s in hyps]
                for hyps in self.translate_pieces(pieces, prefix_pieces)]
     return results if nbest else [hyps[0] for hyps in results]
-
-  def language_token(self, language):
-    """The token of a language (a code of language_tokens, or a token itself)."""
-    if language in self.language_tokens:
-      return self.language_tokens[language]
-    if language in self.token_pieces:
-      return language
-    raise ValueError(f"unknown language {language!r}; this model knows "
-                     f"{', '.join(sorted(self.language_tokens))}")
-
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

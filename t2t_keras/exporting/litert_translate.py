@@ -24,11 +24,12 @@ import os
 import sys
 
 try:  # in the package, or a copy of both files side by side
-  from t2t_keras.exporting.ct2_translate import (load_tokenizers, print_results, source_pieces,
-                                                  target_text)
+  from t2t_keras.exporting.ct2_translate import (framed_pieces, load_tokenizers, print_results,
+                                                  source_pieces, target_text)
 except ImportError:
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  from ct2_translate import load_tokenizers, print_results, source_pieces, target_text
+  from ct2_translate import (framed_pieces, load_tokenizers, print_results, source_pieces,
+                             target_text)
 
 MODEL_FILE, INFO_FILE, VOCABULARY_FILE = "model.tflite", "litert_info.json", "vocabulary.json"
 UNK_ID = 2  # t2t_keras.ids' (not imported: this file stands alone)
@@ -141,12 +142,8 @@ class LiteRTTranslator:
     prefixes = None
     tags = self.info.get("target_languages", [])
     if self.language_tokens:
-      if target_language is None or source_language is None:
-        raise ValueError("a language-token model needs source_language and target_language "
-                         f"(one of {', '.join(sorted(self.language_tokens))})")
-      source, target = (self._language_token(c) for c in (source_language, target_language))
-      pieces = [[source] + p for p in source_pieces(self.source_sp, sentences, False)]
-      prefixes = [[target]] * len(sentences)
+      pieces, prefixes = framed_pieces(self.source_sp, sentences, self.language_tokens,
+                                       source_language, target_language)
     else:
       if target_language is not None:
         if target_language not in tags:
@@ -157,12 +154,6 @@ class LiteRTTranslator:
     results = [[(target_text(self.target_sp, p, self.marian_pair), s) for p, s in hyps]
                for hyps in self.translate_pieces(pieces, prefixes)]
     return results if nbest else [hyps[0] for hyps in results]
-
-  def _language_token(self, code):
-    if code in self.language_tokens:
-      return self.language_tokens[code]
-    raise ValueError(f"unknown language {code!r}; this model knows "
-                     f"{', '.join(sorted(self.language_tokens))}")
 
 
 def main(argv=None):

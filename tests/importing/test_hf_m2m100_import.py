@@ -132,7 +132,10 @@ def test_the_ctranslate2_export_decodes_as_the_reference(tmp_path, flavour):
   assert len(outputs) > 1
 
   # ct2_translate with both languages (its script's --source_language / --target_language):
-  # the source's token in front, the target's forced, our beam search's texts and scores.
+  # the source's token in front, the target's forced, our beam search's texts and scores,
+  # as tests/exporting/test_ctranslate2.py's rule: where the best texts are equal, the
+  # scores agree (1e-4); where they differ, ours scores at least as high (CTranslate2
+  # takes an ending only from a step's best beam_size candidates, ours from 2 * beam_size).
   from t2t_keras.exporting import ct2_translate  # pylint: disable=import-outside-toplevel
   codes = {token: code for code, token in languages_lib.language_tokens(run.vocab).items()}
   settings = parse_decode_hparams("beam_size=2,alpha=0.6,extra_length=6")
@@ -142,9 +145,16 @@ def test_the_ctranslate2_export_decodes_as_the_reference(tmp_path, flavour):
   translator = ct2_translate.Ct2Translator(str(tmp_path / "ct2"), beam_size=2, alpha=0.6,
                                            extra_length=6)
   found = translator.translate(english, source_language=codes[en], target_language=codes[de])
-  assert [text for text, _ in found] == [h.text for h in expected]
-  assert len({text for text, _ in found}) > 1
-  np.testing.assert_allclose([s for _, s in found], [h.score for h in expected], atol=1e-4)
+  equal = 0
+  for (text, score), ours in zip(found, expected):
+    if text == ours.text:
+      equal += 1
+      assert abs(score - ours.score) < 1e-4, (text, score, ours.score)
+    else:
+      assert ours.score > score - 1e-4, (text, score, ours.text, ours.score)
+  print(f"{equal} of {len(english)} texts equal")
+  assert equal > 0 and len({text for text, _ in found}) > 1
+  assert not any(token in text for text, _ in found for token in codes)  # tokens left out
   with pytest.raises(ValueError, match=r"unknown language 'xx'; this model knows "):
     translator.translate(english, source_language="xx", target_language=codes[de])
   with pytest.raises(ValueError, match=r"a language-token model takes source_language and "
