@@ -2,9 +2,9 @@
 SavedModel's tokenizer, with the same ids as the Python side."""
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from t2t_keras.data.languages import label_pattern
+from t2t_keras.data.sentencepiece_tf import sentencepiece_tokenizer
 from t2t_keras.ids import UNK_ID
 
 
@@ -16,22 +16,27 @@ class MarianTokenizer(tf.Module):
     tokenize_proto: the serialized sentencepiece model `tokenize` splits text with.
     detokenize_proto: the one `detokenize` joins pieces with.
     pieces: the piece of each id, in our id order (`MarianVocabulary`).
+    detokenize_pieces: the same for `detokenize` and `id_to_string`, where the ids out
+      are not the ids in (separate vocabularies); default `pieces`.
     labels: language tokens that are one piece at a line's start and are dropped from
       output text (`marian_vocab.split_label`).
   """
 
-  def __init__(self, tokenize_proto, detokenize_proto, pieces, labels=(), name=None):
+  def __init__(self, tokenize_proto, detokenize_proto, pieces, labels=(), name=None,
+               detokenize_pieces=None):
     super().__init__(name=name)
     self._label = label_pattern(labels)
-    index = {piece: i for i, piece in enumerate(pieces)}
-    self._label_ids = tf.constant(sorted(index[label] for label in labels) or [-1], tf.int32)
-    self.vocab_size = len(pieces)
-    self.pieces = tf.constant(list(pieces))
+    out_pieces = list(detokenize_pieces if detokenize_pieces is not None else pieces)
+    index = {piece: i for i, piece in enumerate(out_pieces)}
+    self._label_ids = tf.constant(sorted(index[label] for label in labels if label in index)
+                                  or [-1], tf.int32)
+    self.vocab_size = len(out_pieces)
+    self.pieces = tf.constant(out_pieces)
     self._ids = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
         list(pieces), list(range(len(pieces))), tf.string, tf.int32), UNK_ID)
-    self._split = tf_text.SentencepieceTokenizer(model=tokenize_proto, out_type=tf.string)
+    self._split = sentencepiece_tokenizer(tokenize_proto, tf.string)
     self._join = (self._split if detokenize_proto == tokenize_proto else
-                  tf_text.SentencepieceTokenizer(model=detokenize_proto, out_type=tf.string))
+                  sentencepiece_tokenizer(detokenize_proto, tf.string))
 
   def tokenize(self, texts):
     """string [n] -> ragged int32 [n, (ids)], without EOS (a piece not in the

@@ -149,8 +149,8 @@ class SubwordVocabulary:
   def tf_tokenizer(self):
     """A `tensorflow_text.SentencepieceTokenizer` over the same model (int32 ids, no EOS)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
-    return tf_text.SentencepieceTokenizer(model=self._proto, out_type=tf.int32)
+    from t2t_keras.data.sentencepiece_tf import sentencepiece_tokenizer  # pylint: disable=import-outside-toplevel
+    return sentencepiece_tokenizer(self._proto, tf.int32)
 
   def __repr__(self):
     return f"SubwordVocabulary({self.model_path!r}, vocab_size={self.vocab_size})"

@@ -82,3 +82,40 @@ def test_reader_error_is_raised_as_is_and_nothing_written(tmp_path):
   with pytest.raises(ValueError, match="x.txt:1: invalid UTF-8"):
     vocab_lib.train_sentencepiece(bad(), str(tmp_path / "v.model"), 100)
   assert os.listdir(tmp_path) == []
+
+
+def test_tokenizers_of_two_sentencepiece_models_stay_apart_once_restored(tmp_path):
+  """tensorflow_text finds a tokenizer's model resource by its op's name: restored, two
+  tokenizers of different models in one SavedModel (a Marian pair's source and target)
+  both used the one created first (tensorflow/text#1304), until
+  `sentencepiece_tf.sentencepiece_tokenizer` named each by its model; two SavedModels
+  of one process (a server's) keep theirs apart, named or not."""
+  import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+  import marian_fixture  # pylint: disable=import-outside-toplevel
+  from t2t_keras.data import sentencepiece_tf  # pylint: disable=import-outside-toplevel
+  english, german = marian_fixture.corpus(200)
+  protos = [marian_fixture.train_spm(english, 60), marian_fixture.train_spm(german, 80)]
+  text = tf.constant(german[:3] + english[:3] + ["sechsundachtzig"])
+
+  class Side(tf.Module):
+    def __init__(self, proto):
+      super().__init__()
+      self.tokenizer = sentencepiece_tf.sentencepiece_tokenizer(proto, tf.string)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def pieces(self, x):
+      return self.tokenizer.tokenize(x).to_tensor("")
+
+  def module(protos):
+    m = tf.Module()
+    m.sides = [Side(p) for p in protos]
+    return m
+
+  for name, ps in (("both", protos), ("first", protos[:1]), ("second", protos[1:])):
+    tf.saved_model.save(module(ps), str(tmp_path / name))
+  loaded = [tf.saved_model.load(str(tmp_path / name)) for name in ("both", "first", "second")]
+  for proto, side in zip(protos * 2, [*loaded[0].sides, loaded[1].sides[0],
+                                      loaded[2].sides[0]]):
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    expected = [sp.encode(t.decode(), out_type=str) for t in text.numpy()]
+    assert [[p.decode() for p in row if p] for row in side.pieces(text).numpy()] == expected
