@@ -17,6 +17,14 @@ The weights are random, scaled as `marian_fixture`'s (`sharpness` on the queries
 keys; </s>'s logit bias raised by `eos_bias`: at sharpness 3 the default 5, not
 marian_fixture's 3, for some of 8 greedy outputs to end within 20 steps), under
 PyTorch's names; `<pad>`'s embedding row and logit bias are 0.
+
+`separate_vocabs=True` writes a model converted from a `tied-embeddings-src: false`
+Marian model, as `convert_marian_to_pytorch.py` does: vocab.json from the source side's
+pieces (and the labels), target_vocab.json from the target side's, both filled to one
+size and each with `<pad>` appended (the same last id); tokenizer_config.json's
+separate_vocabs true; config.json's share_encoder_decoder_embeddings false; the weights'
+model.encoder.embed_tokens.weight and model.decoder.embed_tokens.weight (no
+model.shared.weight, which MarianModel drops), lm_head tied to the decoder's.
 """
 
 import json
@@ -33,7 +41,7 @@ import marian_fixture
 DIM, HEADS, FFN, DEPTH = 16, 2, 32, 2
 
 
-def model_config(vocab, activation="swish", tie_word_embeddings=True):
+def model_config(vocab, activation="swish", tie_word_embeddings=True, separate_vocabs=False):
   """config.json as the hub's OPUS-MT conversions write it, at the fixture's size."""
   pad = vocab["<pad>"]
   config = {
@@ -50,7 +58,8 @@ def model_config(vocab, activation="swish", tie_word_embeddings=True):
       "max_length": 512, "max_position_embeddings": 512, "model_type": "marian",
       "normalize_before": False, "normalize_embedding": False, "num_beams": 4,
       "num_hidden_layers": DEPTH, "pad_token_id": pad, "scale_embedding": True,
-      "share_encoder_decoder_embeddings": True, "static_position_embeddings": True,
+      "share_encoder_decoder_embeddings": not separate_vocabs,
+      "static_position_embeddings": True,
       "transformers_version": "4.57.1", "use_cache": True, "vocab_size": len(vocab),
   }
   if not tie_word_embeddings:
@@ -98,8 +107,11 @@ def random_state_dict(config, seed, sharpness=3, eos_bias=5.0):
   sd, normal, _ = random_layers(config, seed, sharpness)
   d, v = config["d_model"], config["vocab_size"]
   pad, eos = config["pad_token_id"], config["eos_token_id"]
-  sd["model.shared.weight"] = normal((v, d), 0.5)
-  sd["model.shared.weight"][pad] = 0.0
+  tables = (["model.shared.weight"] if config["share_encoder_decoder_embeddings"] else
+            ["model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"])
+  for name in tables:
+    sd[name] = normal((v, d), 0.5)
+    sd[name][pad] = 0.0
   if not config.get("tie_word_embeddings", True):
     sd["lm_head.weight"] = normal((v, d), 0.5)
   bias = normal((1, v), 0.3)
@@ -149,20 +161,36 @@ def write_h5(path, sd, config):
       f[group].attrs["weight_names"] = np.array(weight_names, dtype=object)
 
 
+def separate_pieces(source, target, labels, sorted_layout):
+  """(vocab.json's pieces, target_vocab.json's) of separate vocabularies: each side's own
+  (the labels on the source side), filled to one size with pieces no text gives."""
+  sides = [marian_fixture.vocab_pieces(source, source, sorted_layout) + labels,
+           marian_fixture.vocab_pieces(target, target, sorted_layout)]
+  size = max(map(len, sides))
+  return [side + [f"<filler{i}>" for i in range(size - len(side))] + ["<pad>"]
+          for side in sides]
+
+
 def write_hf_dir(directory, seed=1, weights="safetensors", activation="swish", sharpness=3,
-                 tie_word_embeddings=True, eos_bias=5.0, sorted_layout=False):
+                 tie_word_embeddings=True, eos_bias=5.0, sorted_layout=False,
+                 separate_vocabs=False):
   """Writes an OPUS-MT repository of a random model; returns {"config", "sd" (float64,
-  the values as stored), "vocab" (piece -> id), "dir"}. `sorted_layout`: the joint
-  vocabulary sorted, as newer (tc-big) OPUS-MT models have it (</s> and <unk> not 0
-  and 1)."""
+  the values as stored), "vocab" (piece -> id; the source side's), "target_vocab" (the
+  target side's: "vocab" unless separate), "dir"}. `sorted_layout`: the vocabularies
+  sorted, as newer (tc-big) OPUS-MT models have them (</s> and <unk> not 0 and 1)."""
   os.makedirs(directory, exist_ok=True)
   english, german = marian_fixture.corpus()
   source = marian_fixture.train_spm(english, 60)
   target = marian_fixture.train_spm(german, 80)
   labels = [">>fra<<", ">>deu<<"]  # multilingual OPUS-MT's target-language labels
-  pieces = marian_fixture.vocab_pieces(source, target, sorted_layout) + labels + ["<pad>"]
+  if separate_vocabs:
+    pieces, target_pieces = separate_pieces(source, target, labels, sorted_layout)
+  else:
+    pieces = marian_fixture.vocab_pieces(source, target, sorted_layout) + labels + ["<pad>"]
+    target_pieces = pieces
   vocab = {p: i for i, p in enumerate(pieces)}
-  config = model_config(vocab, activation, tie_word_embeddings)
+  target_vocab = {p: i for i, p in enumerate(target_pieces)}
+  config = model_config(target_vocab, activation, tie_word_embeddings, separate_vocabs)
   sd = random_state_dict(config, seed, sharpness, eos_bias)
   if weights in ("fp16", "bf16"):
     sd = {k: v.astype(np.float16 if weights == "fp16" else ml_dtypes.bfloat16)
@@ -172,18 +200,21 @@ def write_hf_dir(directory, seed=1, weights="safetensors", activation="swish", s
   else:
     save_file(sd, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
   files = {"config.json": config, "vocab.json": vocab,
-           "generation_config.json": {"bad_words_ids": [[vocab["<pad>"]]],
-                                      "decoder_start_token_id": vocab["<pad>"],
-                                      "eos_token_id": vocab["</s>"], "max_length": 512,
-                                      "num_beams": 4, "pad_token_id": vocab["<pad>"]},
+           "generation_config.json": {"bad_words_ids": [[target_vocab["<pad>"]]],
+                                      "decoder_start_token_id": target_vocab["<pad>"],
+                                      "eos_token_id": target_vocab["</s>"], "max_length": 512,
+                                      "num_beams": 4, "pad_token_id": target_vocab["<pad>"]},
            "tokenizer_config.json": {"source_lang": "en", "target_lang": "de",
-                                     "separate_vocabs": False, "model_max_length": 512,
+                                     "separate_vocabs": separate_vocabs,
+                                     "model_max_length": 512,
                                      "tokenizer_class": "MarianTokenizer"}}
+  if separate_vocabs:
+    files["target_vocab.json"] = target_vocab
   for name, value in files.items():
     with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
       json.dump(value, f, ensure_ascii=False, indent=2)
   for name, proto in (("source.spm", source), ("target.spm", target)):
     with open(os.path.join(directory, name), "wb") as f:
       f.write(proto)
-  return {"config": config, "vocab": vocab, "dir": directory,
+  return {"config": config, "vocab": vocab, "target_vocab": target_vocab, "dir": directory,
           "sd": {k: v.astype(np.float64) for k, v in sd.items()}}

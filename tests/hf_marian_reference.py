@@ -1,6 +1,7 @@
 """Hugging Face's MarianMTModel in float64 NumPy, written from transformers' source
 (`models/marian/modeling_marian.py`, 4.57) for the import tests. It shares no code with
-t2t_keras, reads PyTorch's parameter names and works in vocab.json's ids.
+t2t_keras, reads PyTorch's parameter names and works in vocab.json's ids (the
+target side in target_vocab.json's, where the vocabularies are separate).
 
     sd = {name: float64 array}          # the state dict (tied copies may be absent)
     logits = teacher_forced_logits(sd, config, src_ids, tgt_ids)   # [T, V]
@@ -21,8 +22,12 @@ What it follows, each from the class named:
     for self-attention, (decoder) encoder attention, and fc2(act(fc1 h)); nn.LayerNorm
     with eps 1e-5 and the biased variance; act = ACT2FN[activation_function] (swish =
     nn.SiLU, x sigmoid(x); relu);
+  * MarianModel.__init__: one table (model.shared) for both stacks, or, with
+    share_encoder_decoder_embeddings false (separate vocabularies), the encoder's
+    (encoder.embed_tokens) and the decoder's (decoder.embed_tokens), each in its own
+    vocabulary's ids;
   * MarianMTModel.forward: lm_logits = lm_head(h) + final_logits_bias, lm_head tied to
-    model.shared unless tie_word_embeddings is false;
+    the decoder's table (`_tied_weights_keys`) unless tie_word_embeddings is false;
   * generation (generation_config.json): the decoder starts from
     decoder_start_token_id (<pad>), bad_words_ids bans <pad>, greedy stops at eos.
 """
@@ -69,17 +74,18 @@ def activation(h, name):
   return h / (1.0 + np.exp(-h)) if name in ("swish", "silu") else np.maximum(h, 0.0)
 
 
-def _table(sd):
-  for name in ("model.shared.weight", "model.encoder.embed_tokens.weight"):
+def _table(sd, side):
+  """The `side` ("encoder" or "decoder") stack's embedding table."""
+  for name in ("model.shared.weight", f"model.{side}.embed_tokens.weight"):
     if name in sd:
       return sd[name]
-  raise KeyError("no embedding table")
+  raise KeyError(f"no {side} embedding table")
 
 
-def _embed(sd, config, ids):
+def _embed(sd, config, ids, side):
   d = config["d_model"]
   scale = np.sqrt(d) if config.get("scale_embedding") else 1.0
-  return _table(sd)[ids] * scale + sinusoids(len(ids), d)
+  return _table(sd, side)[ids] * scale + sinusoids(len(ids), d)
 
 
 def _ffn(sd, config, prefix, h):
@@ -90,7 +96,7 @@ def _ffn(sd, config, prefix, h):
 
 def encode(sd, config, src):
   """src: ids ending in </s> -> memory [S, d]."""
-  h, heads = _embed(sd, config, src), config["encoder_attention_heads"]
+  h, heads = _embed(sd, config, src, "encoder"), config["encoder_attention_heads"]
   none = np.zeros((len(src), len(src)))
   for i in range(config["encoder_layers"]):
     p = f"model.encoder.layers.{i}"
@@ -102,7 +108,7 @@ def encode(sd, config, src):
 
 def decoder_logits(sd, config, memory, decoder_ids):
   """decoder_ids: the decoder's inputs (decoder_start_token_id first) -> logits [T, V]."""
-  h, heads = _embed(sd, config, decoder_ids), config["decoder_attention_heads"]
+  h, heads = _embed(sd, config, decoder_ids, "decoder"), config["decoder_attention_heads"]
   t = len(decoder_ids)
   causal = np.where(np.tril(np.ones((t, t))) > 0, 0.0, np.finfo(np.float64).min)
   context = np.zeros((t, len(memory)))
@@ -113,7 +119,8 @@ def decoder_logits(sd, config, memory, decoder_ids):
     h = layer_norm(h + attention(sd, f"{p}.encoder_attn", h, memory, context, heads), sd,
                    f"{p}.encoder_attn_layer_norm")
     h = _ffn(sd, config, p, h)
-  output = _table(sd) if config.get("tie_word_embeddings", True) else sd["lm_head.weight"]
+  output = (_table(sd, "decoder") if config.get("tie_word_embeddings", True)
+            else sd["lm_head.weight"])
   return h @ output.T + sd["final_logits_bias"].reshape(-1)
 
 

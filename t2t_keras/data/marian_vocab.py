@@ -8,7 +8,11 @@ through `target.spm`, both pieces mapped to ids by the joint `vocab.yml`.
 
 The file is a zip archive holding Marian's three files as released (`source.spm`,
 `target.spm`, `vocab.yml`), so a run carries them byte for byte; `write_archive` makes
-it, `vocabulary.load` knows it by its content.
+it, `vocabulary.load` knows it by its content. A pair with separate vocabularies (OPUS-MT
+models trained with `tied-embeddings-src: false`, Hugging Face's `separate_vocabs`) also
+holds `target_vocab.yml`: then `vocab.yml` gives the source side's ids and
+`target_vocab.yml` the target side's, two id spaces of one size (the model's one
+`vocab_size`; Hugging Face's converter refuses sides of two sizes).
 
 Conventions, from Marian's source (marian-dev, `src/data/default_vocab.cpp`) and
 OPUS-MT's scripts (`preprocess.sh`: `spm_encode` with source.spm, then Marian maps the
@@ -44,6 +48,8 @@ from t2t_keras.errors import InputError
 from t2t_keras.ids import PAD_ID, UNK_ID, content_ids
 
 MEMBERS = ("source.spm", "target.spm", "vocab.yml")
+# Optional: the target side's vocabulary, where it is not vocab.yml's (separate vocabularies).
+TARGET_VOCAB_MEMBER = "target_vocab.yml"
 # Optional: language tokens (one per line) that are one piece at a line's start and are
 # dropped from output text (M2M-100's `__fr__`, NLLB's `fra_Latn`).
 LABELS_MEMBER = "labels.txt"
@@ -105,13 +111,16 @@ def our_order(marian_pieces):
   return ours, [index.get(p, -1) for p in ours]
 
 
-def write_archive(path, source_spm, target_spm, vocab_yml, labels=()):
-  """Writes the pair file (`MEMBERS`, stored as given, and `labels` as LABELS_MEMBER where
-  there are any) at `path`, atomically."""
+def write_archive(path, source_spm, target_spm, vocab_yml, labels=(), target_vocab_yml=None):
+  """Writes the pair file (`MEMBERS`, stored as given, `labels` as LABELS_MEMBER where
+  there are any, `target_vocab_yml` as TARGET_VOCAB_MEMBER where given) at `path`,
+  atomically."""
   buffer = io.BytesIO()
   members = list(zip(MEMBERS, (source_spm, target_spm, vocab_yml)))
   if labels:
     members.append((LABELS_MEMBER, "".join(f"{label}\n" for label in labels).encode()))
+  if target_vocab_yml is not None:
+    members.append((TARGET_VOCAB_MEMBER, target_vocab_yml))
   with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
     for name, data in members:
       info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))  # same bytes each time
@@ -129,16 +138,20 @@ def is_archive(path):
 
 
 class _Side:
-  """One side's text <-> ids: a sentencepiece model's pieces through the joint ids."""
+  """One side's text <-> ids: a sentencepiece model's pieces through this side's ids
+  (`pieces`: each of our ids' piece; `marian_ids`: each one's Marian id, `our_order`'s)."""
 
-  def __init__(self, proto, piece_ids, pieces, name, labels=()):
+  def __init__(self, proto, pieces, marian_ids, name, labels=()):
     self.model_proto = proto
     self._sp = spm.SentencePieceProcessor(model_proto=proto)
-    self._ids = piece_ids
+    self._ids = {p: i for i, p in enumerate(pieces)}
     self._pieces = pieces
+    self.marian_ids = marian_ids
     self.name = name
     self.labels = tuple(labels)
-    self._label_ids = frozenset(piece_ids[label] for label in labels)
+    # A label the side's vocabulary lacks (the target side of separate vocabularies) is
+    # read as any piece it lacks: UNK.
+    self._label_ids = frozenset(self._ids[label] for label in labels if label in self._ids)
 
   @property
   def vocab_size(self):
@@ -168,6 +181,11 @@ class _Side:
   def piece_to_id(self, piece):
     return self._ids.get(piece, UNK_ID)
 
+  @property
+  def pieces(self):
+    """Each of this side's ids' piece, in id order."""
+    return list(self._pieces)
+
   def tf_tokenizer(self):
     """This side in TF ops (`MarianTokenizer`): tokenize with this side's model,
     detokenize with the same."""
@@ -177,14 +195,17 @@ class _Side:
 
 class MarianVocabulary:
   """The pair: `encode` is the source side's, `decode` the target side's (what a
-  translation needs); `source` and `target` give each side whole.
+  translation needs); `source` and `target` give each side whole. `separate`: whether
+  the sides have their own ids (TARGET_VOCAB_MEMBER); `marian_ids` is the source side's
+  (both sides' when joint).
 
   Args:
     path: the pair file (`write_archive`).
     vocab_name: how errors in its vocab.yml name it (default: path:vocab.yml).
+    target_vocab_name: the same for its target_vocab.yml.
   """
 
-  def __init__(self, path, vocab_name=None):
+  def __init__(self, path, vocab_name=None, target_vocab_name=None):
     self.model_path = path
     try:
       with zipfile.ZipFile(io.BytesIO(fileio.read_bytes(path))) as archive:
@@ -192,19 +213,31 @@ class MarianVocabulary:
         names = archive.namelist()
         labels = (archive.read(LABELS_MEMBER).decode("utf-8").split()
                   if LABELS_MEMBER in names else [])
+        target_yml = (archive.read(TARGET_VOCAB_MEMBER) if TARGET_VOCAB_MEMBER in names
+                      else None)
     except (zipfile.BadZipFile, KeyError) as e:
       raise InputError(f"{path}: not a Marian vocabulary pair ({e})") from None
-    marian = read_vocab_yml(data["vocab.yml"].decode("utf-8"),
-                            vocab_name or f"{path}:vocab.yml")
-    pieces, self.marian_ids = our_order(marian)
-    ids = {p: i for i, p in enumerate(pieces)}
-    unknown = [label for label in labels if label not in ids]
+    vocab_name = vocab_name or f"{path}:vocab.yml"
+    pieces, self.marian_ids = our_order(read_vocab_yml(data["vocab.yml"].decode("utf-8"),
+                                                       vocab_name))
+    unknown = [label for label in labels if label not in pieces]
     if unknown:
       raise InputError(f"{path}: {LABELS_MEMBER} names {unknown[0]!r}, which its vocab.yml "
                        "does not hold")
     self.labels = tuple(labels)
-    self.source = _Side(data["source.spm"], ids, pieces, "source", labels)
-    self.target = _Side(data["target.spm"], ids, pieces, "target", labels)
+    self.source = _Side(data["source.spm"], pieces, self.marian_ids, "source", labels)
+    self.separate = target_yml is not None
+    if self.separate:
+      target_name = target_vocab_name or f"{path}:{TARGET_VOCAB_MEMBER}"
+      target_pieces, target_ids = our_order(read_vocab_yml(target_yml.decode("utf-8"),
+                                                           target_name))
+      if len(target_pieces) != len(pieces):
+        raise InputError(f"{target_name} makes {len(target_pieces)} ids and {vocab_name} "
+                         f"{len(pieces)}; separate vocabularies must be of one size (the "
+                         "model has one vocab_size, as Hugging Face's OPUS-MT conversions)")
+      self.target = _Side(data["target.spm"], target_pieces, target_ids, "target", labels)
+    else:
+      self.target = _Side(data["target.spm"], pieces, self.marian_ids, "target", labels)
     self.pad_added = self.marian_ids[PAD_ID] < 0
     self.vocab_size = len(pieces)
     self.encode, self.encode_batch = self.source.encode, self.source.encode_batch
@@ -215,7 +248,8 @@ class MarianVocabulary:
     """In TF ops: tokenize source text, detokenize target ids (`MarianTokenizer`)."""
     from t2t_keras.data.marian_vocab_tf import MarianTokenizer  # pylint: disable=import-outside-toplevel
     return MarianTokenizer(self.source.model_proto, self.target.model_proto,
-                           self.target._pieces, self.labels)  # pylint: disable=protected-access
+                           self.source.pieces, self.labels,
+                           detokenize_pieces=self.target.pieces if self.separate else None)
 
   def __repr__(self):
     return f"MarianVocabulary({self.model_path!r}, vocab_size={self.vocab_size})"

@@ -16,6 +16,7 @@ signal asks attention to align, so take it as a guide, not a gold alignment.
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.data import vocabulary
 from t2t_keras.errors import InputError
 from t2t_keras.decoding.attention_maps import teacher_forced_attention
 from t2t_keras.decoding.translate import pad_ids
@@ -66,12 +67,12 @@ def layer_attention(model, source_ids, output_ids, layer):
 
 def alignments(model, vocab, source_ids, output_ids, layer=-1, batch_size=32):
   """Pharaoh lines for (source ids with EOS, output ids without EOS) pairs, in order."""
-  lines = []
+  lines, source = [], vocabulary.source_side(vocab)  # a pair's sides may have own ids
   for start in range(0, len(source_ids), batch_size):
     sources = source_ids[start:start + batch_size]
     outputs = output_ids[start:start + batch_size]
     weights = layer_attention(model, sources, outputs, layer)
     for row, (src, out) in enumerate(zip(sources, outputs)):
-      lines.append(pharaoh(weights[row], [vocab.id_to_piece(t) for t in src],
+      lines.append(pharaoh(weights[row], [source.id_to_piece(t) for t in src],
                            [vocab.id_to_piece(t) for t in out]))
   return lines

@@ -14,6 +14,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.data import vocabulary
 from t2t_keras.ids import EOS_ID
 from t2t_keras.models.transformer import shift_right
 
@@ -87,9 +88,10 @@ def plot_translations(model, vocab, source_ids, output_ids, plot_dir, prefix="at
   paths = []
   for i, (src, out) in enumerate(zip(source_ids, output_ids)):
     weights = attention_weights(model, src, out)
-    src_tokens = [vocab.id_to_piece(t) for t in src]
+    source = vocabulary.source_side(vocab)  # a pair's sides may have ids of their own
+    src_tokens = [source.id_to_piece(t) for t in src]
     out_tokens = [vocab.id_to_piece(t) for t in list(out) + [EOS_ID]]
-    title = f"{vocab.decode(src)}  ->  {vocab.decode(out)}"
+    title = f"{source.decode(src)}  ->  {vocab.decode(out)}"
     paths.append(plot_attention(weights, src_tokens, out_tokens,
                                 os.path.join(plot_dir, f"{prefix}_{i:05d}.png"), title))
   return paths

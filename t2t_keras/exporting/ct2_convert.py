@@ -10,7 +10,10 @@
 The output directory:
 
     model.bin, config.json          CTranslate2's TransformerSpec (its own format)
-    shared_vocabulary.json          the vocabulary's pieces, id order (source = target)
+    shared_vocabulary.json          the vocabulary's pieces, id order (source = target);
+                                    source_vocabulary.json and target_vocabulary.json
+                                    where the sides have their own ids (an OPUS-MT
+                                    import with separate vocabularies)
     sentencepiece.model             the run's sentencepiece model, to tokenize; for a
                                     Marian pair (an OPUS-MT import) source.spm and
                                     target.spm instead
@@ -47,7 +50,7 @@ import tempfile
 import numpy as np
 
 from t2t_keras import fileio, runs
-from t2t_keras.data import languages
+from t2t_keras.data import languages, vocabulary
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID, UNK_ID
@@ -163,9 +166,10 @@ def _ffn(spec, ffn, residual):
   spec.linear_1.bias = _np(ffn.output_dense.bias)
 
 
-def build_spec(model, pieces):
-  """A ctranslate2 TransformerSpec holding `model`'s weights (a built Transformer) and
-  `pieces` (the vocabulary's pieces in id order) as source and target vocabulary."""
+def build_spec(model, pieces, source_pieces=None):
+  """A ctranslate2 TransformerSpec holding `model`'s weights (a built Transformer),
+  `pieces` (the target vocabulary's pieces in id order) as target vocabulary and
+  `source_pieces` (default `pieces`: one vocabulary) as source vocabulary."""
   import_ctranslate2()
   from ctranslate2.specs import common_spec, transformer_spec  # pylint: disable=import-outside-toplevel
   # pylint: disable-next=import-outside-toplevel
@@ -211,7 +215,7 @@ def build_spec(model, pieces):
   spec.config.eos_token = pieces[EOS_ID]
   spec.config.unk_token = pieces[UNK_ID]
   spec.config.add_source_eos = True
-  spec.register_source_vocabulary(pieces)
+  spec.register_source_vocabulary(pieces if source_pieces is None else source_pieces)
   spec.register_target_vocabulary(pieces)
   return spec
 
@@ -283,8 +287,9 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
                                   max_input_length)
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   tokenizers = tokenizer_files(vocab)
-  pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]
-  spec = build_spec(model, pieces)
+  pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]  # the target side's
+  source = vocabulary.source_side(vocab)
+  spec = build_spec(model, pieces, [source.id_to_piece(i) for i in range(vocab.vocab_size)])
   settings = decoding_settings(decoding.settings.search, decoding.input_limit, hparams,
                                info.get("problem"))
   tokens = languages.language_tokens(vocab)

@@ -55,6 +55,8 @@ DECODING_FILE = "t2t_decoding.json"
 SPM_FILE = "sentencepiece.model"
 SOURCE_SPM_FILE, TARGET_SPM_FILE = "source.spm", "target.spm"  # a Marian pair's
 VOCABULARY_FILE = "shared_vocabulary.json"  # the model's pieces in id order (CTranslate2's)
+# CTranslate2's files where the sides' pieces differ (separate vocabularies).
+SIDE_VOCABULARY_FILES = ("source_vocabulary.json", "target_vocabulary.json")
 DEFAULT_PATIENCE = 1.0
 
 
@@ -120,6 +122,18 @@ def target_text(target_sp, pieces, marian_pair):
   return text.replace("\u2581", " ").strip() if marian_pair else text
 
 
+def vocabularies(model_dir):
+  """(source pieces, target pieces), each in id order, from a CTranslate2 model dir: its
+  shared_vocabulary.json twice, else its source_ and target_vocabulary.json."""
+  names = ((VOCABULARY_FILE,) * 2 if os.path.isfile(os.path.join(model_dir, VOCABULARY_FILE))
+           else SIDE_VOCABULARY_FILES)
+  out = []
+  for name in names:
+    with open(os.path.join(model_dir, name), encoding="utf-8") as f:
+      out.append(json.load(f))
+  return tuple(out)
+
+
 class Ct2Translator:
   """A converted model, its sentencepiece model (a Marian pair: two) and the run's decoding.
 
@@ -155,8 +169,9 @@ class Ct2Translator:
         model_dir, device=device, compute_type=compute_type,
         intra_threads=intra_threads or os.cpu_count() or 1, inter_threads=1)
     self.source_sp, self.target_sp, self.marian_pair = load_tokenizers(model_dir)
-    with open(os.path.join(model_dir, VOCABULARY_FILE), encoding="utf-8") as f:
-      self.pieces = json.load(f)
+    # The target side's pieces in id order, and the source side's (the same list where
+    # CTranslate2 wrote one shared vocabulary).
+    self.source_id_pieces, self.pieces = vocabularies(model_dir)
     self.piece_ids = {p: i for i, p in enumerate(self.pieces)}
     self.eos = self.pieces[EOS_PIECE_ID]
     self.pad = self.pieces[PAD_PIECE_ID]
@@ -266,10 +281,9 @@ class Ct2Translator:
       rows.append((tuple(i for i in row[:end] if i != PAD_PIECE_ID),
                    tuple(i for i in prefix_row if i != PAD_PIECE_ID)))
     distinct = list(dict.fromkeys(rows))
-    pieces = lambda ids: [self.pieces[i] for i in ids]  # noqa: E731
     found = dict(zip(distinct, self.translate_pieces(
-        [pieces(r) for r, _ in distinct],
-        None if prefix is None else [pieces(p) for _, p in distinct])))
+        [[self.source_id_pieces[i] for i in r] for r, _ in distinct],
+        None if prefix is None else [[self.pieces[i] for i in p] for _, p in distinct])))
     beam = int(self.settings["beam_size"])
     nbest = [[[self.piece_ids[p] for p in pieces] + [EOS_PIECE_ID]
               for pieces, _ in found[r]] for r in rows]

@@ -175,6 +175,10 @@ class Translator(tf.Module):
     self.tokenizer = vocab.tf_tokenizer()  # source text in, target text out
     target = vocabulary.target_side(vocab)  # target text in (prefixes, phrases, attention)
     self.target_tokenizer = self.tokenizer if target is vocab else target.tf_tokenizer()
+    # Source ids -> pieces: the tokenizer's own ids out are the target side's, which are
+    # not the source side's where a pair's sides have ids of their own.
+    self.source_tokenizer = (vocab.source.tf_tokenizer() if getattr(vocab, "separate", False)
+                             else self.tokenizer)
     # A language-token model's (M2M-100, NLLB: {code: token}, the token a forced first
     # target piece), else the `<2xx>` tags' codes; (): one target language.
     self.__dict__["language_tokens"] = languages.language_tokens(vocab)
@@ -413,9 +417,10 @@ class Translator(tf.Module):
     tokens = tf.pad(tf.reshape(tokens, [batch, c_in, self.max_phrase_pieces]), pad + [[0, 0]])
     return tokens, tf.pad(tf.reshape(lengths, [batch, c_in]), pad)
 
-  def _pieces(self, ids, valid):
-    """ids int32 [n, len], bool [n, len] -> the sentencepiece pieces, "" where not valid."""
-    return tf.where(valid, self.tokenizer.id_to_string(ids), "")
+  def _pieces(self, ids, valid, tokenizer=None):
+    """ids int32 [n, len], bool [n, len] -> the sentencepiece pieces of the target side (or
+    of `tokenizer`'s ids), "" where not valid."""
+    return tf.where(valid, (tokenizer or self.tokenizer).id_to_string(ids), "")
 
   # --- signatures -----------------------------------------------------------
 
@@ -519,7 +524,7 @@ class Translator(tf.Module):
     layers = teacher_forced_attention(self._model, src, tgt)
     weights = tf.stack([tf.reduce_mean(tf.cast(w, tf.float32), axis=1) for w in layers], 1)
     valid = tf.logical_and(tgt_valid[:, None, :, None], src_valid[:, None, None, :])
-    return {"source_pieces": self._pieces(src, src_valid),
+    return {"source_pieces": self._pieces(src, src_valid, self.source_tokenizer),
             "target_pieces": self._pieces(tgt, tgt_valid),
             "weights": tf.where(valid, weights, 0.0)}
 

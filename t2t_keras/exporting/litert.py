@@ -10,7 +10,9 @@ The model directory:
                         beam size, alpha and length limits, the problem's output constraint
                         where it has one) in one graph of LiteRT builtin ops only (no Flex or
                         custom op: `operators` lists them, and conversion fails otherwise)
-    vocabulary.json     the model's pieces in id order
+    vocabulary.json     the model's (target side's) pieces in id order
+    source_vocabulary.json  the source side's, where it has ids of its own (an OPUS-MT
+                        import with separate vocabularies)
     sentencepiece.model the tokenizer (a Marian pair: source.spm and target.spm); none for
                         a vocabulary that is not sentencepiece (tensor2tensor's subwords:
                         t2t-decoder --engine=litert tokenizes for it)
@@ -50,10 +52,12 @@ from t2t_keras.decoding import search as search_lib
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 from t2t_keras.exporting import ct2_convert
+# The files litert_translate.py (which stands alone) reads.
+from t2t_keras.exporting.litert_translate import (INFO_FILE, MODEL_FILE, SOURCE_VOCABULARY_FILE,
+                                                  VOCABULARY_FILE)
 from t2t_keras.ids import EOS_ID, PAD_ID
 
 QUANTIZATIONS = ("none", "float32", "float16", "int8")
-MODEL_FILE, INFO_FILE, VOCABULARY_FILE = "model.tflite", "litert_info.json", "vocabulary.json"
 
 
 class UnsupportedError(InputError):
@@ -270,8 +274,12 @@ def _write(directory, flatbuffer, tokenizers, vocab, info):
   for name, data in tokenizers.items():
     with open(os.path.join(directory, name), "wb") as f:
       f.write(data)
-  with open(os.path.join(directory, VOCABULARY_FILE), "w", encoding="utf-8") as f:
-    json.dump([vocab.id_to_piece(i) for i in range(vocab.vocab_size)], f, ensure_ascii=False)
+  sides = {VOCABULARY_FILE: vocab}
+  if getattr(vocab, "separate", False):
+    sides[SOURCE_VOCABULARY_FILE] = vocab.source
+  for name, side in sides.items():
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+      json.dump([side.id_to_piece(i) for i in range(vocab.vocab_size)], f, ensure_ascii=False)
   with open(os.path.join(directory, INFO_FILE), "w") as f:
     json.dump(info, f, indent=2)
 

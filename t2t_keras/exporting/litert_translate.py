@@ -32,6 +32,7 @@ except ImportError:
                              target_text)
 
 MODEL_FILE, INFO_FILE, VOCABULARY_FILE = "model.tflite", "litert_info.json", "vocabulary.json"
+SOURCE_VOCABULARY_FILE = "source_vocabulary.json"
 UNK_ID = 2  # t2t_keras.ids' (not imported: this file stands alone)
 
 
@@ -63,6 +64,10 @@ class LiteRTTranslator:
     with open(os.path.join(model_dir, VOCABULARY_FILE), encoding="utf-8") as f:
       self.pieces = json.load(f)
     self.piece_ids = {p: i for i, p in enumerate(self.pieces)}
+    self.source_piece_ids = self.piece_ids  # the source side's ids, where it has its own
+    if os.path.isfile(os.path.join(model_dir, SOURCE_VOCABULARY_FILE)):
+      with open(os.path.join(model_dir, SOURCE_VOCABULARY_FILE), encoding="utf-8") as f:
+        self.source_piece_ids = {p: i for i, p in enumerate(json.load(f))}
     self.eos, self.pad = int(self.info["eos_id"]), int(self.info["pad_id"])
     self.language_tokens = self.info.get("language_tokens", {})
     self.batch_size = max(1, int(batch_size))
@@ -87,8 +92,10 @@ class LiteRTTranslator:
       ids, scores = ids[:, None], np.reshape(scores, [-1, 1])
     return ids, scores
 
-  def _ids(self, pieces):
-    return [self.piece_ids.get(p, UNK_ID) for p in pieces]
+  def _ids(self, pieces, piece_ids=None):
+    """Pieces -> ids of the target side (or of `piece_ids`); UNK for a piece it lacks."""
+    piece_ids = self.piece_ids if piece_ids is None else piece_ids
+    return [piece_ids.get(p, UNK_ID) for p in pieces]
 
   def translate_pieces(self, sources, prefixes=None):
     """n-best lists [(pieces, score)] for lists of source pieces (no EOS), in input order;
@@ -96,7 +103,7 @@ class LiteRTTranslator:
     Sources over the input limit are cut to it (`truncated` counts them)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     keep = int(self.info["max_input_length"]) - 1
-    sources = [self._ids(s) for s in sources]
+    sources = [self._ids(s, self.source_piece_ids) for s in sources]
     self.truncated += sum(len(s) > keep for s in sources)
     sources = [s[:keep] + [self.eos] for s in sources]
     prefixes = None if prefixes is None else [self._ids(p) for p in prefixes]

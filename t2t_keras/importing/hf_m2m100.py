@@ -221,7 +221,7 @@ def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
         "t2t-keras has no layer drop, so fine-tuning trains every layer at every step")
   return hf_marian.write_run(
       output_dir, hparams, (spm, spm, vocab_data, languages),
-      lambda model, marian_ids: load_weights(model, tensors, marian_ids),
+      lambda model, vocab: load_weights(model, tensors, vocab.marian_ids),
       imported_from={"dir": hf_dir, "weights": weights, "model_type": "m2m_100"},
       vocab_name=os.path.join(hf_dir, "vocab.json" if fileio.exists(
           os.path.join(hf_dir, "vocab.json")) else SPM), problem=problem, log=log)

@@ -4,11 +4,12 @@
     run = runs.load("runs/opus-en-de")    # decodes, fine-tunes, exports and serves as any run
 
 Reads `config.json` (the architecture), the weights (`hf_files.read_weights`:
-model.safetensors, float32 or float16, or tf_model.h5), `vocab.json` and
-`source.spm` / `target.spm`; writes the weights as a checkpoint and the vocabulary as
-the pair file of the Marian import (`data/marian_vocab.py`: vocab.json's entries become
-its vocab.yml, ids unchanged). A setting that does not map is refused in one line naming
-its key and value.
+model.safetensors, float32 or float16, or tf_model.h5), `vocab.json` (and
+`target_vocab.json`, separate vocabularies) and `source.spm` / `target.spm`; writes the
+weights as a checkpoint and the vocabulary as the pair file of the Marian import
+(`data/marian_vocab.py`: vocab.json's entries become its vocab.yml, target_vocab.json's
+its target_vocab.yml, ids unchanged). A setting that does not map is refused in one line
+naming its key and value.
 
 The conventions, from transformers' `models/marian/modeling_marian.py` (MarianModel,
 MarianSinusoidalPositionalEmbedding, MarianAttention, the encoder and decoder layers)
@@ -18,7 +19,14 @@ sinusoids recomputed in Hugging Face's layout (`pos=timing_hf`; a saved table is
 against it), attention and FFN biases, swish or relu, the logits' `final_logits_bias`;
 `<pad>` is the vocabulary's last entry (appended by the converter) with a zero embedding
 row: the decoder's start symbol, never an output (`bad_words_ids`), so ours keeps it out
-of the softmax.
+of the softmax. Separate vocabularies (`separate_vocabs` in tokenizer_config.json, from
+`tied-embeddings-src: false` models; `tokenization_marian.py`, and
+`add_special_tokens_to_vocab` in the converter): the encoder's table
+(`model.encoder.embed_tokens.weight`) in vocab.json's ids, the decoder's
+(`model.decoder.embed_tokens.weight`, tied to `lm_head` unless tie_word_embeddings is
+false) and `final_logits_bias` in target_vocab.json's, each with `<pad>` appended, the
+one `pad_token_id` of both (MarianModel.__init__ copies one table when
+`share_encoder_decoder_embeddings` is false; the converter requires one size).
 """
 
 import json
@@ -44,13 +52,13 @@ SPMS = ("source.spm", "target.spm")
 _FIXED = {"scale_embedding": (True, False), "normalize_before": (False, False),
           "add_final_layer_norm": (False, False), "normalize_embedding": (False, False),
           "static_position_embeddings": (True, True), "add_bias_logits": (False, False),
-          "share_encoder_decoder_embeddings": (True, True),
           "is_encoder_decoder": (True, True)}
 # MarianConfig's default max_position_embeddings (configuration_marian.py).
 _DEFAULT_POSITIONS = 1024
 _ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu"}
-_SHARED = ("model.shared.weight", "model.encoder.embed_tokens.weight",
-           "model.decoder.embed_tokens.weight")
+_SOURCE_TABLE, _TARGET_TABLE = ("model.encoder.embed_tokens.weight",
+                                "model.decoder.embed_tokens.weight")
+_SHARED = ("model.shared.weight", _SOURCE_TABLE, _TARGET_TABLE)
 # Saved copies of what the import recomputes or ties (checked, then not assigned).
 _POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
 
@@ -81,8 +89,8 @@ def check_config(config):
   vocab_size = _value(config, "vocab_size")
   if config.get("decoder_vocab_size") not in (None, vocab_size):
     raise InputError(f"config.json: decoder_vocab_size: {config['decoder_vocab_size']} "
-                     f"differs from vocab_size: {vocab_size} (separate vocabularies are "
-                     "not supported)")
+                     f"differs from vocab_size: {vocab_size} (the model has one size for "
+                     "both sides, as every converted OPUS-MT model)")
   d, heads = _value(config, "d_model"), config["encoder_attention_heads"]
   if d % heads or d % 2:
     raise InputError(f"config.json: d_model: {d} is not an even multiple of "
@@ -98,13 +106,15 @@ def to_hparams(config, overrides=None):
   conventions and config.json's dropouts for fine-tuning); `overrides` ("a=1") last."""
   check_config(config)
   tied_output = config.get("tie_word_embeddings", True)
+  shared = shares_embeddings(config)
   model_yml = {
       "dim-emb": config["d_model"], "transformer-heads": config["encoder_attention_heads"],
       "transformer-dim-ffn": config["encoder_ffn_dim"],
       "enc-depth": _value(config, "encoder_layers"),
       "dec-depth": _value(config, "decoder_layers"),
       "transformer-ffn-activation": _ACTIVATIONS[config.get("activation_function", "gelu")],
-      "tied-embeddings-all": bool(tied_output), "tied-embeddings-src": not tied_output,
+      "tied-embeddings-all": bool(shared and tied_output), "tied-embeddings-src": shared,
+      "tied-embeddings": bool(tied_output),
   }
   hparams = marian.to_hparams(model_yml, pad_added=True).replace(
       pos="timing_hf", norm_epsilon=1e-5,
@@ -115,26 +125,44 @@ def to_hparams(config, overrides=None):
   return hparams.override(overrides) if overrides else hparams
 
 
-def vocab_yml(hf_dir, config):
-  """vocab.json's text as Marian's vocab.yml (the same pieces and ids); InputError for a
-  separate target vocabulary, or special ids that are not config.json's."""
+def shares_embeddings(config):
+  """config.json's share_encoder_decoder_embeddings (MarianConfig's default: true)."""
+  return bool(config.get("share_encoder_decoder_embeddings", True))
+
+
+def vocab_ymls(hf_dir, config):
+  """(vocab.json's text as Marian's vocab.yml, target_vocab.json's or None): the same
+  pieces and ids. The target's where tokenizer_config.json says separate_vocabs or the
+  file is there. InputError where a file's size is not config.json's, its special ids
+  are not config.json's, or separate vocabularies meet shared embeddings."""
   tokenizer = hf_files.read_json(hf_dir, "tokenizer_config.json", required=False) or {}
-  if tokenizer.get("separate_vocabs") or fileio.exists(os.path.join(hf_dir, TARGET_VOCAB)):
-    raise InputError(f"{hf_dir}: separate_vocabs ({TARGET_VOCAB}): separate source and "
-                     "target vocabularies are not supported (one joint vocab.json)")
-  entries = hf_files.read_json(hf_dir, VOCAB)
-  path = os.path.join(hf_dir, VOCAB)
-  if len(entries) != config["vocab_size"]:
-    raise InputError(f"{path} has {len(entries)} entries; config.json's vocab_size is "
-                     f"{config['vocab_size']}")
-  expected = {"pad_token_id": marian_vocab.PAD_PIECE, "decoder_start_token_id":
-              marian_vocab.PAD_PIECE, "eos_token_id": marian_vocab.EOS_PIECE}
-  for key, piece in expected.items():
-    if entries.get(piece) != _value(config, key):
-      raise InputError(f"config.json: {key}: {config[key]} is not {VOCAB}'s {piece!r} "
-                       f"({entries.get(piece)}); Hugging Face's Marian starts the "
-                       "decoder from <pad> and ends at </s>")
-  return yaml.safe_dump(entries, allow_unicode=True, sort_keys=False).encode("utf-8")
+  separate = bool(tokenizer.get("separate_vocabs")) or fileio.exists(
+      os.path.join(hf_dir, TARGET_VOCAB))
+  if separate and shares_embeddings(config):
+    raise InputError(f"{hf_dir}: separate vocabularies ({TARGET_VOCAB}) with config.json's "
+                     "share_encoder_decoder_embeddings: true: one embedding table cannot "
+                     "hold two id spaces")
+  # The source's <pad> is the encoder table's zero row; the target's also starts the
+  # decoder, and the target's </s> ends it.
+  names = [(VOCAB, ("pad_token_id",) if separate else
+            ("pad_token_id", "decoder_start_token_id", "eos_token_id"))]
+  if separate:
+    names.append((TARGET_VOCAB, ("pad_token_id", "decoder_start_token_id", "eos_token_id")))
+  out = []
+  for name, keys in names:
+    entries = hf_files.read_json(hf_dir, name)
+    path = os.path.join(hf_dir, name)
+    if len(entries) != config["vocab_size"]:
+      raise InputError(f"{path} has {len(entries)} entries; config.json's vocab_size is "
+                       f"{config['vocab_size']}")
+    for key in keys:
+      piece = marian_vocab.EOS_PIECE if key == "eos_token_id" else marian_vocab.PAD_PIECE
+      if entries.get(piece) != _value(config, key):
+        raise InputError(f"config.json: {key}: {config[key]} is not {name}'s {piece!r} "
+                         f"({entries.get(piece)}); Hugging Face's Marian starts the "
+                         "decoder from <pad> and ends at </s>")
+    out.append(yaml.safe_dump(entries, allow_unicode=True, sort_keys=False).encode("utf-8"))
+  return out[0], (out[1] if separate else None)
 
 
 _PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"),
@@ -261,20 +289,28 @@ def check_positions(tensors, d_model, used):
       used.add(name)
 
 
-def load_weights(model, tensors, marian_ids, weights=""):
+def load_weights(model, tensors, vocab, weights=""):
   """Assigns every tensor to `model` (built from `to_hparams`), embedding rows and the
-  logit bias in our id order (`marian_ids`: each of our ids' Hugging Face id).
-  InputError naming a missing tensor, one of another shape, or those left over
-  (`weights`: the file they came from, for the messages)."""
+  logit bias in our id order (`vocab`: the run's `MarianVocabulary`, whose sides'
+  `marian_ids` give each of our ids' Hugging Face id). InputError naming a missing
+  tensor, one of another shape, or those left over (`weights`: the file they came
+  from, for the messages)."""
   used = set()
   take = taker(tensors, used)
-  table = shared_table(tensors, len(marian_ids), used)
-  if np.any(table[marian_ids[PAD_ID]]):
-    raise InputError("the weights' <pad> row is not zero (Hugging Face's Marian starts the "
-                     "decoder from it; its converter writes zeros)")
-  assign(model.embedding.embeddings, marian.reorder_rows(table, marian_ids),
-          "model.shared.weight")
+  source_ids, marian_ids = vocab.source.marian_ids, vocab.target.marian_ids
   count = len(marian_ids)
+  if model.source_embedding is model.target_embedding:
+    table = shared_table(tensors, count, used)
+    name = "model.shared.weight"
+    assign(model.embedding.embeddings, marian.reorder_rows(table, marian_ids), name)
+  else:  # the encoder's table in the source's ids, the decoder's in the target's
+    assign(model.source_embedding.embeddings, marian.reorder_rows(
+        checked_rows(tensors, _SOURCE_TABLE, count, take), source_ids), _SOURCE_TABLE)
+    table, name = checked_rows(tensors, _TARGET_TABLE, count, take), _TARGET_TABLE
+    assign(model.target_embedding.embeddings, marian.reorder_rows(table, marian_ids), name)
+  if np.any(table[marian_ids[PAD_ID]]):
+    raise InputError(f"the weights' <pad> row of {name} is not zero (Hugging Face's Marian "
+                     "starts the decoder from it; its converter writes zeros)")
   if not model.hparams.shared_embedding_and_softmax_weights:
     assign(model.softmax_table.embeddings, marian.reorder_rows(
         checked_rows(tensors, "lm_head.weight", count, take), marian_ids), "lm_head.weight")
@@ -303,17 +339,19 @@ def assign_all(pairs, tensors, take, used):
 
 
 def write_run(output_dir, hparams, pair_files, fill, *, imported_from, vocab_name,
-              problem="translate_parallel_text", log=print):
+              target_vocab_name=None, problem="translate_parallel_text", log=print):
   """Builds the model of `hparams` over the vocabulary pair of `pair_files` (source.spm,
-  target.spm, vocab.yml, labels: `marian_vocab.write_archive`'s), lets `fill(model,
-  marian_ids)` assign its weights (its InputErrors come before anything is written),
-  then writes output_dir: the checkpoint, then run.json. Returns the checkpoint prefix."""
+  target.spm, vocab.yml, labels, target_vocab.yml: `marian_vocab.write_archive`'s), lets
+  `fill(model, vocab)` assign its weights (its InputErrors come before anything is
+  written), then writes output_dir: the checkpoint, then run.json. Returns the
+  checkpoint prefix."""
   with tempfile.TemporaryDirectory() as tmp:
     pair = os.path.join(tmp, runs.VOCAB_FILE)
     marian_vocab.write_archive(pair, *pair_files)
-    vocab = marian_vocab.MarianVocabulary(pair, vocab_name=vocab_name)
+    vocab = marian_vocab.MarianVocabulary(pair, vocab_name=vocab_name,
+                                          target_vocab_name=target_vocab_name)
     model = runs.build_model(hparams, vocab.vocab_size)
-    fill(model, vocab.marian_ids)
+    fill(model, vocab)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), output_dir,
                                          max_to_keep=None)
     written = manager.save(checkpoint_number=0)  # the checkpoint first, run.json last
@@ -329,7 +367,7 @@ def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
   config.json). Returns the checkpoint prefix. Nothing is written before every check has
   passed."""
   hparams = to_hparams(config, overrides)
-  vocab_data = vocab_yml(hf_dir, config)
+  vocab_data, target_vocab_data = vocab_ymls(hf_dir, config)
   spms = []
   for name in SPMS:
     path = os.path.join(hf_dir, name)
@@ -338,7 +376,8 @@ def import_run(hf_dir, output_dir, config, *, problem="translate_parallel_text",
     spms.append(fileio.read_bytes(path))
   tensors, weights = hf_files.read_weights(hf_dir)
   return write_run(
-      output_dir, hparams, (*spms, vocab_data),
-      lambda model, marian_ids: load_weights(model, tensors, marian_ids, weights),
+      output_dir, hparams, (*spms, vocab_data, (), target_vocab_data),
+      lambda model, vocab: load_weights(model, tensors, vocab, weights),
       imported_from={"dir": hf_dir, "weights": weights, "model_type": "marian"},
-      vocab_name=os.path.join(hf_dir, VOCAB), problem=problem, log=log)
+      vocab_name=os.path.join(hf_dir, VOCAB), target_vocab_name=os.path.join(hf_dir, TARGET_VOCAB),
+      problem=problem, log=log)

@@ -31,6 +31,9 @@ from t2t_keras.decoding.translate import pad_ids
 from t2t_keras.ids import EOS_ID, PAD_ID
 
 TOL = 1e-5
+# check_logits' bound, relative to the largest |logit| (about 10 here): float32's rounding
+# grows with the logits' scale, about 50 of its units in the last place at the largest.
+REL_TOL = 3e-6
 MULTI30K = os.path.join(SHARED_DATA, "multi30k")
 
 
@@ -51,25 +54,30 @@ def imported(root, **kwargs):
   return model, runs.load(str(root / "run"))
 
 
-def _hf_ids(vocab, ids):
-  return [vocab.marian_ids[i] for i in ids]
+def _hf_ids(side, ids):
+  """Our ids -> Hugging Face's, of a vocabulary side (or a joint vocabulary)."""
+  return [side.marian_ids[i] for i in ids]
 
 
 def check_logits(model, run, lines=8):
   """The largest |logit| difference from the reference over teacher-forced pairs
-  (every id but <pad>, which ours keeps out of the softmax)."""
-  vocab, worst = run.vocab, 0.0
+  (every id but <pad>, which ours keeps out of the softmax), over the largest |logit|;
+  source ids in the source side's Hugging Face ids, target ids and logits in the target
+  side's."""
+  vocab, worst, scale = run.vocab, 0.0, 1.0
   english, german = marian_fixture.corpus(lines, seed=5)
   for source, target in zip(english, german):
     src = vocab.encode(source) + [EOS_ID]
     tgt = vocabulary.target_side(vocab).encode(target) + [EOS_ID]
     theirs = reference.teacher_forced_logits(model["sd"], model["config"],
-                                             _hf_ids(vocab, src), _hf_ids(vocab, tgt))
+                                             _hf_ids(vocab, src),
+                                             _hf_ids(vocab.target, tgt))
     ours = run.model({"inputs": tf.constant([src]), "targets": tf.constant([tgt])})[0].numpy()
     assert (ours[:, PAD_ID] < -1e8).all()
-    worst = max(worst, float(np.abs(ours[:, 1:] - theirs[:, _hf_ids(
-        vocab, range(1, vocab.vocab_size))]).max()))
-  return worst
+    theirs = theirs[:, _hf_ids(vocab.target, range(1, vocab.vocab_size))]
+    worst = max(worst, float(np.abs(ours[:, 1:] - theirs).max()))
+    scale = max(scale, float(np.abs(theirs).max()))
+  return worst / scale
 
 
 def check_greedy(model, run, lines=8, limit=20):
@@ -82,7 +90,7 @@ def check_greedy(model, run, lines=8, limit=20):
                          SearchOptions(beam_size=1, max_decode_length=limit))
   sd, config = model["sd"], model["config"]
   for src, row in zip(sources, ids.numpy()):
-    ours = _hf_ids(vocab, [int(i) for i in row if i != PAD_ID])
+    ours = _hf_ids(vocab.target, [int(i) for i in row if i != PAD_ID])
     theirs = reference.greedy(sd, config, _hf_ids(vocab, src), limit)
     if ours != theirs:  # float32 may flip a near tie
       t = next(t for t, (a, b) in enumerate(zip(ours + [-1], theirs + [-1])) if a != b)
@@ -95,28 +103,34 @@ def check_greedy(model, run, lines=8, limit=20):
   return outputs
 
 
-@pytest.mark.parametrize("weights, activation, tied", [
-    ("safetensors", "swish", True),
+@pytest.mark.parametrize("weights, activation, tied, separate", [
+    ("safetensors", "swish", True, False), ("safetensors", "swish", True, True),
     *(pytest.param(*case, marks=pytest.mark.heavy) for case in (  # the full suite only
-        ("fp16", "swish", True), ("bf16", "swish", True), ("h5", "swish", True),
-        ("safetensors", "relu", False)))])
+        ("fp16", "swish", True, False), ("bf16", "swish", True, False),
+        ("h5", "swish", True, False), ("safetensors", "relu", False, False),
+        ("fp16", "swish", True, True), ("safetensors", "relu", False, True)))])
 @pytest.mark.heavy
 def test_logits_and_greedy_outputs_equal_transformers_computation(weights, activation, tied,
-                                                                  tmp_path):
+                                                                  separate, tmp_path):
   """float16 and bfloat16 weights come with the sorted vocabulary, as in the tc-big
-  repositories."""
+  repositories. `separate`: vocab.json and target_vocab.json, two id spaces, and the
+  encoder's and decoder's tables (with an untied lm_head: three tables)."""
   tc_big = weights in ("fp16", "bf16")
-  model, run = imported(tmp_path / "sharp1", weights=weights, activation=activation,
-                        tie_word_embeddings=tied, sharpness=1, sorted_layout=tc_big)
+  args = dict(weights=weights, activation=activation, tie_word_embeddings=tied,
+              sorted_layout=tc_big, separate_vocabs=separate)
+  model, run = imported(tmp_path / "sharp1", sharpness=1, **args)
   if tc_big:
     assert model["vocab"]["</s>"] > 1 and model["vocab"]["<unk>"] > 1
   hp = run.hparams
   assert (hp.pos, hp.norm_epsilon, hp.norm_type, hp.ffn_activation) == (
       "timing_hf", 1e-5, "post", activation)
   assert run.vocab.vocab_size == len(model["vocab"]) and not run.vocab.pad_added
-  assert check_logits(model, run) < TOL
-  model, run = imported(tmp_path / "sharp3", weights=weights, activation=activation,
-                        tie_word_embeddings=tied, sharpness=3, sorted_layout=tc_big)
+  assert run.vocab.separate == separate
+  if separate:  # the sides' pieces differ: an id means another piece on each side
+    assert run.model.source_embedding is not run.model.target_embedding
+    assert run.vocab.source.pieces != run.vocab.target.pieces
+  assert check_logits(model, run) < REL_TOL
+  model, run = imported(tmp_path / "sharp3", sharpness=3, **args)
   outputs = check_greedy(model, run)
   assert len(outputs) > 1 and any(o[-1] == model["config"]["eos_token_id"] for o in outputs)
 
@@ -167,6 +181,21 @@ def _break(hf, case):
     save_file(tensors, weights)
   elif case == "separate_vocabs":
     _edit(os.path.join(hf, "tokenizer_config.json"), separate_vocabs=True)
+  elif case == "no_target_vocab":
+    os.remove(os.path.join(hf, "target_vocab.json"))
+  elif case == "target_vocab_size":
+    path = os.path.join(hf, "target_vocab.json")
+    with open(path, encoding="utf-8") as f:
+      size = len(json.load(f))
+    _edit(path, **{"extra▁piece": size})
+  elif case == "target_eos":
+    path = os.path.join(hf, "target_vocab.json")
+    with open(path, encoding="utf-8") as f:
+      entries = json.load(f)
+    first = next(p for p in entries if p not in ("</s>", "<pad>"))
+    entries["</s>"], entries[first] = entries[first], entries["</s>"]
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(entries, f)
   elif case == "not_safetensors":
     with open(weights, "wb") as f:
       f.write(b"PK\x03\x04 a zip file, as torch.save writes")
@@ -223,9 +252,15 @@ def _state_dict(hf):
     ("extra", "1 tensor(s) the model has no place for: model.decoder.layers.2.fc2.bias"),
     ("int_tensor", "model.safetensors: tensor final_logits_bias is I64, not a float"),
     ("not_safetensors", "model.safetensors: not a safetensors file ("),
-    ("separate_vocabs", "separate source and target vocabularies are not supported"),
+    ("separate_vocabs", "separate vocabularies (target_vocab.json) with config.json's "
+     "share_encoder_decoder_embeddings: true: one embedding table cannot hold two id "
+     "spaces"),
+    ("no_target_vocab", "target_vocab.json: no such file (a Hugging Face model directory "
+     "has target_vocab.json)"),
+    ("target_vocab_size", "target_vocab.json has"),
+    ("target_eos", "config.json: eos_token_id: 0 is not target_vocab.json's '</s>'"),
     ("no_scale", "config.json: scale_embedding: absent (false) is not supported"),
-    ("pad_row", "the weights' <pad> row is not zero"),
+    ("pad_row", "the weights' <pad> row of model.shared.weight is not zero"),
     ("bias_rows", "the weights' final_logits_bias has"),
     ("old_h5", "has no final_logits_bias: transformers' TF weights saved before September "
      "2022 lost it"),
@@ -235,7 +270,8 @@ def _state_dict(hf):
 ])
 def test_a_bad_directory_gets_one_line_and_exit_1(case, message, tmp_path, capsys):
   hf = tmp_path / "hf"
-  fixture.write_hf_dir(str(hf), seed=2)
+  fixture.write_hf_dir(str(hf), seed=2, separate_vocabs=case.startswith(("no_target",
+                                                                          "target_")))
   _break(str(hf), case)
   out = tmp_path / "run"
   if case == "exists":
@@ -278,14 +314,17 @@ def test_transformers_tf_marian_reads_our_fixture_and_writes_what_we_read(tmp_pa
 
 
 @pytest.mark.heavy
-def test_ids_equal_marian_tokenizers(tmp_path):
+@pytest.mark.parametrize("separate", [False, True])
+def test_ids_equal_marian_tokenizers(separate, tmp_path):
   """transformers' MarianTokenizer and our pair (Python and in-graph) give the same ids
   for source and target lines: Multi30k's English, German, French and Czech where the
   shared data is here, the fixture's number words always, and lines with a leading
   language label (`>>fra<<`, one piece); and the text of id lists drawn from the whole
-  joint vocabulary (source-side pieces too). (Its tokenizer also reads `</s>` or
-  `<unk>` typed in the text as those tokens; ours encodes them as text, as Marian does.)"""
-  model = fixture.write_hf_dir(str(tmp_path / "hf"), seed=3)
+  target vocabulary (source-side pieces too, where it is joint). (Its tokenizer also
+  reads `</s>` or `<unk>` typed in the text as those tokens; ours encodes them as text,
+  as Marian does.) `separate`: vocab.json and target_vocab.json, each side in its own
+  ids (a label is UNK on the target side, which lacks it)."""
+  model = fixture.write_hf_dir(str(tmp_path / "hf"), seed=3, separate_vocabs=separate)
   english, german = marian_fixture.corpus(20, seed=9)
   labelled = [">>fra<< twenty one", ">>deu<<", ">>x<<>>y<< two", "> >one<<", "two >>fra<<"]
   lines = {"source": english + ["qqq ☃ ▁"] + labelled, "target": german + labelled}
@@ -294,10 +333,11 @@ def test_ids_equal_marian_tokenizers(tmp_path):
     for lang in ("en", "de", "fr", "cs"):
       with gzip.open(os.path.join(MULTI30K, f"val.{lang}.gz"), "rt", encoding="utf-8") as f:
         lines["source" if lang == "en" else "target"] += [next(f).strip() for _ in range(20)]
-  rng = np.random.RandomState(0)  # id lists over the joint vocabulary's pieces, then </s>
-  special = {model["vocab"][p] for p in ("</s>", "<unk>", "<pad>")}
-  pieces = [i for i in range(len(model["vocab"])) if i not in special]
-  lines["decode"] = [[int(i) for i in rng.choice(pieces, n)] + [model["vocab"]["</s>"]]
+  rng = np.random.RandomState(0)  # id lists over the target vocabulary's pieces, then </s>
+  target_vocab = model["target_vocab"]
+  special = {target_vocab[p] for p in ("</s>", "<unk>", "<pad>")}
+  pieces = [i for i in range(len(target_vocab)) if i not in special]
+  lines["decode"] = [[int(i) for i in rng.choice(pieces, n)] + [target_vocab["</s>"]]
                      for n in (1, 3, 8, 20) * 5]
   theirs = hf_transformers_reference.run("tokenize", model["dir"], json.dumps(lines))
   code = t2t_bin.run_in_process(import_bin, ["t2t-import", "--from=hf",
@@ -305,12 +345,15 @@ def test_ids_equal_marian_tokenizers(tmp_path):
                                              f"--output_dir={tmp_path / 'run'}"])
   assert code == 0
   vocab = runs.load(str(tmp_path / "run")).vocab
+  assert vocab.separate == separate
   for side_name, side in (("source", vocab.source), ("target", vocab.target)):
-    ours = [_hf_ids(vocab, side.encode(line) + [EOS_ID]) for line in lines[side_name]]
+    ours = [_hf_ids(side, side.encode(line) + [EOS_ID]) for line in lines[side_name]]
     assert ours == theirs[side_name]
     graph = side.tf_tokenizer().tokenize(tf.constant(lines[side_name])).to_list()
-    assert [_hf_ids(vocab, ids + [EOS_ID]) for ids in graph] == theirs[side_name]
-  ours = {hf_id: i for i, hf_id in enumerate(vocab.marian_ids)}
+    assert [_hf_ids(side, ids + [EOS_ID]) for ids in graph] == theirs[side_name]
+  source_graph = vocab.tf_tokenizer().tokenize(tf.constant(lines["source"])).to_list()
+  assert [_hf_ids(vocab.source, ids + [EOS_ID]) for ids in source_graph] == theirs["source"]
+  ours = {hf_id: i for i, hf_id in enumerate(vocab.target.marian_ids)}
   decode = [[ours[i] for i in ids] for ids in lines["decode"]]
   assert [vocab.decode(ids) for ids in decode] == theirs["decoded"]
   content = tf.ragged.constant([[i for i in ids if i > EOS_ID] for ids in decode])
