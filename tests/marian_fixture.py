@@ -153,27 +153,46 @@ def write_vocab_yml(path, pieces):
                        sort_keys=False)
 
 
-def write_release(directory, variant, seed=1, sorted_layout=False, sharpness=3):
+def write_release(directory, variant, seed=1, sorted_layout=False, sharpness=3,
+                  separate_vocabs=False):
   """Writes an unpacked OPUS-MT-style release of a random `variant` model; returns
-  {"npz", "vocab", "source_spm", "target_spm", "pieces" (by Marian id)}."""
+  {"npz", "vocab", "source_spm", "target_spm", "pieces" (by Marian id)}. With
+  `separate_vocabs` (a model trained with `tied-embeddings-src: false` and a vocabulary
+  per side, as the Tatoeba-Challenge's *.src.vocab.yml / *.trg.vocab.yml): "vocab" is the
+  source side's, "target_vocab" and "target_pieces" the target side's, filled to the
+  source side's size (Marian's `dim-vocabs` of one size), decoder.yml names both; the
+  target side always sorted, so that its Marian ids of </s> and <unk> are not the source
+  side's and a table read in the other side's ids is caught."""
   os.makedirs(directory, exist_ok=True)
   english, german = corpus()
   source, target = train_spm(english, 60), train_spm(german, 80)
-  pieces = vocab_pieces(source, target, sorted_layout)
+  if separate_vocabs:
+    sides = [vocab_pieces(source, source, sorted_layout), vocab_pieces(target, target, True)]
+    size = max(map(len, sides))
+    pieces, target_pieces = [side + [f"<filler{i}>" for i in range(size - len(side))]
+                             for side in sides]
+    names = ("opusTC.spm-spm.src.vocab.yml", "opusTC.spm-spm.trg.vocab.yml")
+  else:
+    pieces = target_pieces = vocab_pieces(source, target, sorted_layout)
+    names = ("opus.spm-spm.vocab.yml",) * 2
   config = model_config(variant, len(pieces))
-  params = random_params(config, len(pieces), pieces.index("</s>"), seed, sharpness)
+  params = random_params(config, len(pieces), target_pieces.index("</s>"), seed, sharpness)
   files = {"npz": os.path.join(directory, "opus.spm-spm.transformer.model1.npz"),
-             "vocab": os.path.join(directory, "opus.spm-spm.vocab.yml"),
+             "vocab": os.path.join(directory, names[0]),
              "source_spm": os.path.join(directory, "source.spm"),
              "target_spm": os.path.join(directory, "target.spm")}
   write_npz(files["npz"], params, config)
   write_vocab_yml(files["vocab"], pieces)
+  extra = {}
+  if separate_vocabs:
+    extra = {"target_vocab": os.path.join(directory, names[1]), "target_pieces": target_pieces}
+    write_vocab_yml(extra["target_vocab"], target_pieces)
   for key, proto in (("source_spm", source), ("target_spm", target)):
     with open(files[key], "wb") as f:
       f.write(proto)
   with open(os.path.join(directory, "decoder.yml"), "w") as f:
     yaml.safe_dump({"relative-paths": True, "models": [os.path.basename(files["npz"])],
-            "vocabs": [os.path.basename(files["vocab"])] * 2, "beam-size": 4,
+            "vocabs": list(names), "beam-size": 4,
             "normalize": 1, "word-penalty": 0, "mini-batch": 1, "maxi-batch": 1},
                        f, sort_keys=False)
-  return dict(files, pieces=pieces)
+  return dict(files, pieces=pieces, **extra)

@@ -45,8 +45,12 @@ _define("string", "marian_dir", None, "--from=marian: an unpacked OPUS-MT releas
         "*vocab.yml, source.spm, target.spm, decoder.yml).")
 _define("string", "marian_npz", None, "--from=marian: the model's .npz (default: "
         "decoder.yml's, else the one *.npz in --marian_dir).")
-_define("string", "marian_vocab", None, "--from=marian: the joint vocab.yml (default: "
-        "decoder.yml's, else the one *vocab.yml in --marian_dir).")
+_define("string", "marian_vocab", None, "--from=marian: the joint vocab.yml, or the source "
+        "side's (default: decoder.yml's first, else the one *vocab.yml or *.src.vocab.yml "
+        "in --marian_dir).")
+_define("string", "marian_target_vocab", None, "--from=marian: the target side's vocab.yml "
+        "of separate vocabularies (default: decoder.yml's second where it differs from the "
+        "first, else the one *.trg.vocab.yml beside a *.src.vocab.yml).")
 _define("string", "source_spm", None, "--from=marian: the source SentencePiece model "
         "(default: --marian_dir/source.spm).")
 _define("string", "target_spm", None, "--from=marian: the target SentencePiece model "
@@ -66,7 +70,7 @@ def import_marian():
                          "--marian_npz, --marian_vocab, --source_spm, --target_spm)")
   from t2t_keras.importing import marian  # pylint: disable=import-outside-toplevel
   files = marian.find_files(FLAGS.marian_dir, FLAGS.marian_npz, FLAGS.marian_vocab,
-                            FLAGS.source_spm, FLAGS.target_spm)
+                            FLAGS.source_spm, FLAGS.target_spm, FLAGS.marian_target_vocab)
   marian.import_run(FLAGS.marian_dir, FLAGS.output_dir, files=files,
                     problem=FLAGS.problem or "translate_parallel_text",
                     overrides=FLAGS.hparams)

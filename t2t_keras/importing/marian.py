@@ -213,10 +213,12 @@ def reorder_rows(table, marian_ids):
   return out
 
 
-def load_weights(model, params, marian_ids):
+def load_weights(model, params, vocab):
   """Assigns every Marian parameter to `model` (a built Transformer of `to_hparams`),
-  embedding rows and the output bias reordered to our ids (`marian_ids`). InputError
-  naming a missing parameter, one of another size, or those left over."""
+  embedding rows and the output bias reordered to our ids (`vocab`: the run's
+  `MarianVocabulary`; the source table in its source side's ids, the rest in its target
+  side's). InputError naming a missing parameter, one of another size, or those left
+  over."""
   used = set()
 
   def take(name):
@@ -225,6 +227,11 @@ def load_weights(model, params, marian_ids):
     used.add(name)
     return params[name]
 
+  marian_ids = vocab.target.marian_ids
+  if vocab.separate and model.source_embedding is model.target_embedding:
+    raise InputError("the model ties its source and target embeddings (tied-embeddings-all "
+                     "or tied-embeddings-src), so one table cannot hold the two id spaces "
+                     "of separate source and target vocabularies")
   vocab_rows = len(marian_ids) - int(marian_ids[PAD_ID] < 0)
   for attribute, name in _embedding_names(model.hparams, params).items():
     table = take(name)
@@ -233,7 +240,9 @@ def load_weights(model, params, marian_ids):
     if table.shape[0] != vocab_rows:
       raise InputError(f"the model's {name} has {table.shape[0]} rows; the vocabulary "
                        f"(vocab.yml) has {vocab_rows} entries")
-    _assign(getattr(model, attribute).embeddings, reorder_rows(table, marian_ids), name)
+    layer = getattr(model, attribute)
+    ids = vocab.source.marian_ids if layer is model.source_embedding else marian_ids
+    _assign(layer.embeddings, reorder_rows(table, ids), name)
   if model.hparams.logit_bias:
     _assign(model.softmax_embedding.bias,
             reorder_rows(take("decoder_ff_logit_out_b").reshape(-1), marian_ids),
@@ -253,10 +262,14 @@ def _one(found, what, flag):
   return found[0]
 
 
-def find_files(marian_dir, npz=None, vocab=None, source_spm=None, target_spm=None):
-  """{"npz", "vocab", "source_spm", "target_spm"}: the given paths, else those of
-  marian_dir: decoder.yml's model and vocabulary (OPUS-MT's releases have one), else its
-  one *.npz (not *.optimizer.npz) and one *vocab.yml; source.spm and target.spm."""
+def find_files(marian_dir, npz=None, vocab=None, source_spm=None, target_spm=None,
+               target_vocab=None):
+  """{"npz", "vocab", "target_vocab", "source_spm", "target_spm"}: the given paths, else
+  those of marian_dir: decoder.yml's model and vocabularies (OPUS-MT's releases have one;
+  two different vocabularies are separate source and target ones), else its one *.npz
+  (not *.optimizer.npz) and one *vocab.yml, or one *.src.vocab.yml and one
+  *.trg.vocab.yml; source.spm and target.spm. "target_vocab" is None for a joint
+  vocabulary."""
   join = lambda name: os.path.join(marian_dir, name)  # noqa: E731
   listed = {}
   if marian_dir and fileio.exists(join("decoder.yml")):
@@ -265,22 +278,30 @@ def find_files(marian_dir, npz=None, vocab=None, source_spm=None, target_spm=Non
     if models:
       listed["npz"] = join(os.path.basename(models[0]))
     if vocabs:
-      if len({os.path.basename(v) for v in vocabs}) > 1:
-        raise InputError(f"{join('decoder.yml')}: vocabs {vocabs}: separate source and "
-                         "target vocabularies are not supported (one joint vocab.yml)")
-      listed["vocab"] = join(os.path.basename(vocabs[0]))
+      names = [join(os.path.basename(v)) for v in vocabs]
+      listed["vocab"] = names[0]
+      if len(vocabs) > 1 and names[1] != names[0]:  # [source, target]
+        listed["target_vocab"] = names[1]
   pattern = lambda p: sorted(fileio.glob(join(p))) if marian_dir else []  # noqa: E731
+  if not (vocab or listed.get("vocab")):
+    sides = [pattern("*.src.vocab.yml"), pattern("*.trg.vocab.yml")]
+    if all(len(found) == 1 for found in sides) and len(pattern("*vocab.yml")) == 2:
+      listed["vocab"], listed["target_vocab"] = sides[0][0], sides[1][0]
   files = {
       "npz": npz or listed.get("npz") or _one(
           [p for p in pattern("*.npz") if not p.endswith(".optimizer.npz")],
           "the model's .npz", "--marian_npz"),
       "vocab": vocab or listed.get("vocab") or _one(pattern("*vocab.yml"), "the joint "
                                                     "vocab.yml", "--marian_vocab"),
+      "target_vocab": target_vocab or (None if vocab else listed.get("target_vocab")),
       "source_spm": source_spm or join("source.spm"),
       "target_spm": target_spm or join("target.spm"),
   }
   for key, flag in (("npz", "--marian_npz"), ("vocab", "--marian_vocab"),
+                    ("target_vocab", "--marian_target_vocab"),
                     ("source_spm", "--source_spm"), ("target_spm", "--target_spm")):
+    if key == "target_vocab" and files[key] is None:
+      continue
     if not files[key] or not fileio.exists(files[key]):
       raise InputError(f"{flag}={files[key]}: no such file")
   if files["vocab"].endswith(".fsv"):
@@ -301,13 +322,17 @@ def import_run(marian_dir, output_dir, *, files=None, problem="translate_paralle
   files = files or find_files(marian_dir)
   params, config = read_npz(files["npz"])
   vocab_data = [fileio.read_bytes(files[k]) for k in ("source_spm", "target_spm", "vocab")]
+  target_vocab = files.get("target_vocab")
   with tempfile.TemporaryDirectory() as tmp:
     pair = os.path.join(tmp, runs.VOCAB_FILE)
-    marian_vocab.write_archive(pair, *vocab_data)
-    vocab = marian_vocab.MarianVocabulary(pair, vocab_name=files["vocab"])
+    marian_vocab.write_archive(
+        pair, *vocab_data,
+        target_vocab_yml=fileio.read_bytes(target_vocab) if target_vocab else None)
+    vocab = marian_vocab.MarianVocabulary(pair, vocab_name=files["vocab"],
+                                          target_vocab_name=target_vocab)
     hparams = to_hparams(config, vocab.pad_added, overrides)
     model = runs.build_model(hparams, vocab.vocab_size)
-    load_weights(model, params, vocab.marian_ids)  # every check before anything is written
+    load_weights(model, params, vocab)  # every check before anything is written
     # The checkpoint first, run.json last: a killed import leaves no run.json.
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), output_dir,
                                          max_to_keep=None)

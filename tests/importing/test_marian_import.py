@@ -57,6 +57,7 @@ def releases(tmp_path_factory):
 
 
 def _to_marian(vocab, ids):
+  """Our ids -> Marian's, of a vocabulary side (or a joint vocabulary)."""
   return [vocab.marian_ids[i] for i in ids]
 
 
@@ -141,6 +142,63 @@ def test_the_vocabulary_pair_against_sentencepiece_and_vocab_yml(releases):
                                                              for line in german]
   ids = tf.ragged.constant([vocab.target.encode(line) for line in german])
   assert [t.decode() for t in tokenizer.detokenize(ids).numpy()] == german
+
+
+@pytest.mark.parametrize("found_by", ["decoder.yml", "names", "flags"])
+def test_separate_vocabularies_equal_marians_computation(found_by, tmp_path, capsys):
+  """A target-tied model with a vocabulary per side (`*.src.vocab.yml`,
+  `*.trg.vocab.yml`), found through decoder.yml's two vocabs, by their names, or given
+  as flags: each side in its own ids (source text through the source side's, target
+  text, outputs and logits through the target side's), logits within 1e-5 of the
+  reference in each side's Marian ids, greedy outputs equal."""
+  files = fixture.write_release(str(tmp_path / "release"), "pre_swish_tied_target", seed=1,
+                                sharpness=1, separate_vocabs=True)
+  release = tmp_path / "release"
+  args = [f"--marian_dir={release}"]
+  if found_by != "decoder.yml":
+    os.remove(release / "decoder.yml")
+  if found_by == "flags":
+    args += [f"--marian_vocab={files['vocab']}", f"--marian_target_vocab={files['target_vocab']}"]
+  code, err = run_import(capsys, *args, f"--output_dir={tmp_path / 'run'}")
+  assert code == 0, err
+  run = runs.load(str(tmp_path / "run"))
+  vocab = run.vocab
+  assert vocab.separate and vocab.source.pieces != vocab.target.pieces
+  assert vocab.source.marian_ids != vocab.target.marian_ids  # a mix-up would show
+  params, config = reference.read(files["npz"])
+  english, german = fixture.corpus(12, seed=5)
+  worst = 0.0
+  for source, target in zip(english, german):
+    src = vocab.encode(source) + [EOS_ID]
+    tgt = vocab.target.encode(target) + [EOS_ID]
+    assert [files["target_pieces"][i] for i in _to_marian(vocab.target, tgt[:-1])] == \
+        [p if p in files["target_pieces"] else "<unk>"
+         for p in spm.SentencePieceProcessor(model_file=files["target_spm"]).encode(
+             target, out_type=str)]
+    theirs = reference.teacher_forced_logits(params, config, _to_marian(vocab.source, src),
+                                             _to_marian(vocab.target, tgt))
+    ours = run.model({"inputs": tf.constant([src]), "targets": tf.constant([tgt])})[0].numpy()
+    worst = max(worst, float(np.abs(ours[:, 1:] - theirs[:, _to_marian(vocab.target, range(
+        1, vocab.vocab_size))]).max()))
+  assert worst < TOL, worst
+  sources = [vocab.encode(source) + [EOS_ID] for source in english[:8]]
+  ids, _ = greedy_decode(run.model, tf.constant(pad_ids(sources)),
+                         SearchOptions(beam_size=1, max_decode_length=20))
+  eos = files["target_pieces"].index("</s>")
+  for src, row in zip(sources, ids.numpy()):
+    ours = _to_marian(vocab.target, [int(i) for i in row if i != PAD_ID])
+    assert ours == reference.greedy(params, config, _to_marian(vocab.source, src), 20, eos)
+
+
+def test_separate_vocabularies_with_a_shared_table_are_refused(tmp_path, capsys):
+  files = fixture.write_release(str(tmp_path / "release"), "post_swish_tied_all", seed=2,
+                                separate_vocabs=True)
+  code, err = run_import(capsys, f"--marian_dir={os.path.dirname(files['npz'])}",
+                         f"--output_dir={tmp_path / 'run'}")
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert code == 1 and len(lines) == 1, err
+  assert "one table cannot hold the two id spaces of separate source and target" in lines[0]
+  assert not os.path.exists(tmp_path / "run")
 
 
 def _variant_release(tmp_path, edit_config=None, variant="post_swish_tied_all"):
