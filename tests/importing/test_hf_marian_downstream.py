@@ -38,14 +38,15 @@ DECODE = f"beam_size=3,alpha=0,extra_length={EXTRA},batch_size=8,jit=false"
 def imported(tmp_path_factory):
   """[(run dir, fixture model)] of two random models (seeds 1 and 2) whose sentencepiece
   models and vocab.json are the same, then one with separate vocabularies (84 ids, not
-  123: </s>'s bias lowered to 2; at 3 its search ends every line at once, with one
-  empty hypothesis)."""
+  123; seed 10 and </s>'s bias lowered to 2: of seeds 4-15 at biases 2 and 3, one whose
+  outputs change with the input's words, not only its length, and whose searches keep
+  three beams)."""
   base = tmp_path_factory.mktemp("hf")
   out = []
-  for seed in (1, 2, 4):
+  for seed in (1, 2, 10):
     model = fixture.write_hf_dir(str(base / f"hf{seed}"), seed=seed, sharpness=1,
-                                 eos_bias=2.0 if seed == 4 else 3.0,
-                                 separate_vocabs=seed == 4)
+                                 eos_bias=2.0 if seed == 10 else 3.0,
+                                 separate_vocabs=seed == 10)
     run = base / f"run{seed}"
     assert t2t_bin.run_in_process(import_bin, [
         "t2t-import", "--from=hf", f"--hf_dir={model['dir']}", f"--output_dir={run}"]) == 0
@@ -187,6 +188,16 @@ def test_exports_translate_as_the_decoder(which, imported, tmp_path, capsys):
     else:
       assert hyp.score >= score - 1e-4, (text, score, hyp.text, hyp.score)
   assert same >= len(lines) - 2 and PAD_ID == 0
+  # t2t-decoder --engine=ctranslate2 (our tokenizer, source ids read back as the source
+  # side's pieces): ct2_translate.py's texts.
+  code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={run_dir}",
+                            "--engine=ctranslate2", f"--ct2_model_dir={ct2_dir}",
+                            f"--decode_from_file={_write(tmp_path / 'src.en', lines)}",
+                            f"--decode_to_file={tmp_path / 'ct2.out'}",
+                            f"--decode_hparams={DECODE}")
+  assert code == 0, err
+  assert (tmp_path / "ct2.out").read_text(encoding="utf-8").splitlines() == \
+      [text for text, _ in theirs]
   # LiteRT (the same search inside the model; the Marian pair's two sentencepiece models
   # and the label rule in litert_translate.py): the decoder's texts and scores, but at ties.
   pytest.importorskip("ai_edge_litert")
