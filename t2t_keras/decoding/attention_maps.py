@@ -85,10 +85,9 @@ def plot_attention(weights, source_tokens, output_tokens, path, title=None):
 
 def plot_translations(model, vocab, source_ids, output_ids, plot_dir, prefix="attention"):
   """One PNG per sentence pair: plot_dir/<prefix>_<index:05d>.png; returns the paths."""
-  paths = []
+  paths, source = [], vocabulary.source_side(vocab)  # a pair's sides may have own ids
   for i, (src, out) in enumerate(zip(source_ids, output_ids)):
     weights = attention_weights(model, src, out)
-    source = vocabulary.source_side(vocab)  # a pair's sides may have ids of their own
     src_tokens = [source.id_to_piece(t) for t in src]
     out_tokens = [vocab.id_to_piece(t) for t in list(out) + [EOS_ID]]
     title = f"{source.decode(src)}  ->  {vocab.decode(out)}"
