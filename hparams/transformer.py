@@ -56,6 +56,8 @@ def _paper_defaults():
       decoder_start_id=0,  # the decoder's first input (0: PAD, t2t's; fairseq: </s>)
       # Training (section 5).
       label_smoothing=0.1,
+      rdrop_alpha=0.0,  # >0: R-Drop (Liang et al. 2021), each batch run twice through
+      # dropout and the two output distributions' symmetric KL added with this weight
       optimizer_adam_beta1=0.9,
       optimizer_adam_beta2=0.98,
       optimizer_adam_epsilon=1e-9,

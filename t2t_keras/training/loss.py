@@ -228,3 +228,36 @@ def token_metrics(logits, targets):
                     tf.float32)
   return (tf.reduce_sum(xent * weights), tf.reduce_sum(correct * weights),
           tf.reduce_sum(weights))
+
+
+def rdrop_kl_sum(hidden, table, targets, compact=True, bias=None):
+  """R-Drop's consistency term (Liang et al. 2021) summed over the target tokens: the two
+  halves of a batch run twice, (KL(Q || P) + KL(P || Q)) / 2 per token, as fairseq's
+  `label_smoothed_cross_entropy_with_rdrop` (`compute_kl_loss`) computes it, neither side
+  held constant.
+
+  Args:
+    hidden: float [2B, T, d], the decoder's output for the batch and its copy (rows
+      0..B-1 and B..2B-1: the same pairs under other dropout masks).
+    table: [V, d] in hidden's dtype (the pre-softmax matrix).
+    targets: int [B, T], the batch's (0 is padding, left out).
+    compact: keep only the non-pad positions first (a dynamic shape: not under XLA).
+    bias: None, or float32 [V] added to the logits (`Transformer.softmax_bias`).
+  Returns:
+    float32 [].
+  """
+  d = hidden.shape[-1]
+  halves = tf.reshape(hidden, [2, -1, d])                                  # [2, B*T, d]
+  labels = tf.reshape(targets, [-1])
+  weights = tf.cast(tf.not_equal(labels, 0), tf.float32)
+  if compact:
+    rows = tf.where(tf.not_equal(labels, 0))[:, 0]
+    halves, weights = tf.gather(halves, rows, axis=1), tf.gather(weights, rows)
+  logits = tf.cast(tf.einsum("knd,vd->knv", halves, table), tf.float32)    # [2, N, V]
+  if bias is not None:
+    logits += bias
+  log_p = tf.nn.log_softmax(logits)
+  p, q = tf.exp(log_p[0]), tf.exp(log_p[1])
+  difference = log_p[0] - log_p[1]                                          # log p - log q
+  per_token = 0.5 * tf.reduce_sum((p - q) * difference, -1)  # (KL(P||Q) + KL(Q||P)) / 2
+  return tf.reduce_sum(per_token * weights)

@@ -26,24 +26,36 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.models.transformer import convention
-from t2t_keras.training.loss import projected_cross_entropy
+from t2t_keras.training.loss import projected_cross_entropy, rdrop_kl_sum
 
 SUM = tf.distribute.ReduceOp.SUM
 
 
-def loss_sum(model, batch, label_smoothing, compact):
+def loss_sum(model, batch, label_smoothing, compact, rdrop_alpha=0.0):
   """float32 []: the label-smoothed cross-entropy summed over the batch's target tokens.
 
   batch: {"inputs" int32 [B, S], "targets" int32 [B, T], packing features}. The
   pre-softmax projection happens inside the loss, a chunk of rows at a time;
   `compact` skips padding rows (a dynamic shape: not under XLA).
+
+  With `rdrop_alpha` > 0 (R-Drop) the batch runs twice, as one batch of 2B rows, each
+  copy under its own dropout masks: the mean of the two copies' cross-entropy sums plus
+  rdrop_alpha / 2 times `rdrop_kl_sum`. That is fairseq's
+  `label_smoothed_cross_entropy_with_rdrop` objective (both copies' losses summed, plus
+  rdrop_alpha times the KL term) halved, so the loss reads as one pass's; Adam's update
+  does not change with the scale (but for its epsilon).
   """
+  if rdrop_alpha:
+    batch = {key: tf.concat([value, value], 0) for key, value in batch.items()}
   hidden = model.decoder_output(batch, training=True)                     # [B, T, d]
+  table, bias = model.softmax_weights(hidden.dtype), model.softmax_bias()
   total, _ = projected_cross_entropy(
-      hidden, model.softmax_weights(hidden.dtype), batch["targets"], label_smoothing,
-      compact=compact, bias=model.softmax_bias(),
+      hidden, table, batch["targets"], label_smoothing, compact=compact, bias=bias,
       skip_pad=convention(model.hparams, "softmax_excludes_pad"))
-  return total
+  if not rdrop_alpha:
+    return total
+  targets = batch["targets"][:tf.shape(batch["targets"])[0] // 2]
+  return 0.5 * total + 0.5 * rdrop_alpha * rdrop_kl_sum(hidden, table, targets, compact, bias)
 
 
 def count_tokens(batch):
@@ -51,14 +63,15 @@ def count_tokens(batch):
   return tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], 0), tf.float32))
 
 
-def gradients(model, batch, normalizer, label_smoothing, compact, scaler=None):
+def gradients(model, batch, normalizer, label_smoothing, compact, scaler=None,
+              rdrop_alpha=0.0):
   """(gradients of loss_sum / normalizer for model.trainable_variables, loss_sum []).
 
   scaler: the LossScaleOptimizer of mixed_float16 (the loss is scaled before the
   gradient), or None.
   """
   with tf.GradientTape() as tape:
-    total = loss_sum(model, batch, label_smoothing, compact)
+    total = loss_sum(model, batch, label_smoothing, compact, rdrop_alpha)
     loss = total / normalizer
     scaled = scaler.scale_loss(loss) if scaler else loss
   return tape.gradient(scaled, model.trainable_variables), total
@@ -103,7 +116,7 @@ class TrainStep:
   Args:
     model, optimizer: built under `strategy.scope()` (a LossScaleOptimizer for
       mixed_float16).
-    hparams: label_smoothing, gradient_accumulation_steps, clip_grad_norm,
+    hparams: label_smoothing, rdrop_alpha, gradient_accumulation_steps, clip_grad_norm,
       batch_size (the per-token scale of micro-batch losses).
     strategy: the tf.distribute strategy.
     element_spec: the input pipeline's element spec (dict of TensorSpec).
@@ -136,7 +149,8 @@ class TrainStep:
   def _gradients(self, batch, normalizer):
     hp = self.hparams
     return gradients(self.model, batch, normalizer, hp.label_smoothing,
-                     compact=not self.use_xla, scaler=self.scaler)
+                     compact=not self.use_xla, scaler=self.scaler,
+                     rdrop_alpha=float(hp.get("rdrop_alpha", 0.0)))
 
   def _apply(self, grads):
     apply(self.optimizer, self.model.trainable_variables, grads, self.hparams.clip_grad_norm,
