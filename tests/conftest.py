@@ -99,6 +99,27 @@ def pytest_collection_modifyitems(config, items):
       item.add_marker(skip)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  """With T2T_TEST_CPU_LOG=FILE, appends "<CPU-s>\t<wall-s>\t<test id>" per test to FILE: the
+  user+sys time of this process and of the children it waited for (set-up, call and
+  tear-down), what the suite's budget is counted in (docs/notebook.md, the suite's time)."""
+  path = os.environ.get("T2T_TEST_CPU_LOG")
+  if not path:
+    yield
+    return
+  import resource
+  import time
+  def cpu():
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+  start_cpu, start_wall = cpu(), time.monotonic()
+  yield
+  line = f"{cpu() - start_cpu:.2f}\t{time.monotonic() - start_wall:.2f}\t{item.nodeid}\n"
+  with open(path, "a", encoding="utf-8") as f:  # one short append per test: workers interleave whole lines
+    f.write(line)
+
+
 @pytest.fixture(scope="session")
 def two_cpu_strategy():
   """One MirroredStrategy over the 2 logical CPUs for the whole session: strategies made one
