@@ -93,6 +93,40 @@ def _loss_and_grad(z, labels, smoothing, skip_pad=False):
           _p_minus_q(e, total, labels, weights, smoothing, skip_pad))
 
 
+@tf.function(jit_compile=True, autograph=False)
+def _rdrop_loss_and_grad(z, labels, smoothing, alpha, skip_pad=False):
+  """R-Drop's objective for one chunk and its gradient, as `_loss_and_grad` for one copy.
+
+  z: float32 [2c, V], the logits of c rows under the first dropout masks, then of the same
+  rows under the second; labels int32 [c] (0: padding, weight 0). The loss is the mean of
+  the two copies' label-smoothed cross-entropy plus alpha / 2 times their symmetric KL,
+  S = (KL(P || Q) + KL(Q || P)) / 2 = sum_v (p_v - q_v) d_v / 2 with d = log p - log q, so
+  (derived by hand, checked against autodiff in tests/training/test_rdrop.py)
+
+      dS/dz_p = (p * (d - E_p[d]) + p - q) / 2,   dS/dz_q = (-q * (d - E_q[d]) + q - p) / 2.
+
+  Returns (the non-pad rows' loss sum, its gradient float32 [2c, V]).
+  """
+  weights = tf.cast(tf.not_equal(labels, 0), tf.float32)
+  copies = []
+  for zk in tf.split(z, 2):
+    xent, e, total = _smoothed_terms(zk, labels, smoothing, skip_pad)
+    # log-probabilities from the logits, not log(e / total): a masked logit (-1e9) would
+    # give log 0 in both copies, and their difference NaN.
+    log_p = zk - tf.reduce_max(zk, -1, keepdims=True) - tf.math.log(total)[:, None]
+    copies.append((xent, e, total, log_p, e / total[:, None]))
+  (xent_p, e_p, total_p, log_p, p), (xent_q, e_q, total_q, log_q, q) = copies
+  d = log_p - log_q
+  kl = 0.5 * tf.reduce_sum((p - q) * d, -1)                                   # [c]
+  scale = (0.25 * alpha * weights)[:, None]  # alpha / 2 times dS/dz's one half
+  dz_p = (_p_minus_q(e_p, total_p, labels, 0.5 * weights, smoothing, skip_pad)
+          + scale * (p * (d - tf.reduce_sum(p * d, -1, keepdims=True)) + p - q))
+  dz_q = (_p_minus_q(e_q, total_q, labels, 0.5 * weights, smoothing, skip_pad)
+          + scale * (q * (tf.reduce_sum(q * d, -1, keepdims=True) - d) + q - p))
+  loss = tf.reduce_sum(weights * (0.5 * (xent_p + xent_q) + 0.5 * alpha * kl))
+  return loss, tf.concat([dz_p, dz_q], 0)
+
+
 def smoothed_cross_entropy(logits, targets, smoothing):
   """Sum of label-smoothed cross-entropy over non-pad tokens, and their count.
 
@@ -150,30 +184,71 @@ def projected_cross_entropy(hidden, table, targets, smoothing, compact=True, bia
     (loss_sum float32 scalar, num_tokens float32 scalar).
   """
   d = hidden.shape[-1]
-  h = tf.reshape(hidden, [-1, d])
+  h = tf.reshape(hidden, [1, -1, d])
   labels = tf.reshape(tf.cast(targets, tf.int32), [-1])
   num_tokens = tf.reduce_sum(tf.cast(tf.not_equal(labels, 0), tf.float32))
   if compact:
     rows = tf.where(tf.not_equal(labels, 0))[:, 0]
-    h, labels = tf.gather(h, rows), tf.gather(labels, rows)
+    h, labels = tf.gather(h, rows, axis=1), tf.gather(labels, rows)
   return _projected_loss(h, table, bias, labels, float(smoothing), skip_pad), num_tokens
 
 
-def _projected_loss(h, table, bias, labels, smoothing, skip_pad):
-  """Sum of the losses of rows h [N, d] with labels [N] against logits h @ table^T (+ bias)."""
+def projected_rdrop_loss(hidden, table, targets, smoothing, rdrop_alpha, compact=True,
+                         bias=None, skip_pad=False):
+  """R-Drop's objective (Liang et al. 2021) as `projected_cross_entropy` computes the plain
+  loss: a chunk of rows at a time, both copies' logits of a row in one chunk, value and
+  gradients formed in the forward pass, never the [tokens, V] logits.
+
+  The batch ran twice under its own dropout masks; per target token the loss is the mean
+  of the two copies' label-smoothed cross-entropy plus rdrop_alpha / 2 times their
+  symmetric KL, (KL(P || Q) + KL(Q || P)) / 2 as fairseq's
+  `label_smoothed_cross_entropy_with_rdrop` (`compute_kl_loss`) computes it, neither side
+  held constant: fairseq's objective (both copies' losses summed, plus rdrop_alpha times
+  the KL) halved, so it reads as one pass's loss.
+
+  Args:
+    hidden: float [2B, T, d], the decoder's output for the batch (rows 0..B-1) and its
+      copy (rows B..2B-1), in the compute dtype.
+    table: [V, d] in hidden's dtype.
+    targets: int [B, T], the batch's (0 is padding, left out).
+    smoothing: epsilon_ls; rdrop_alpha: the KL's weight (Python floats).
+    compact, bias, skip_pad: as `projected_cross_entropy`'s.
+  Returns:
+    float32 [], the loss summed over the batch's target tokens.
+  """
+  d = hidden.shape[-1]
+  h = tf.reshape(hidden, [2, -1, d])                                         # [2, B*T, d]
+  labels = tf.reshape(tf.cast(targets, tf.int32), [-1])
+  if compact:
+    rows = tf.where(tf.not_equal(labels, 0))[:, 0]
+    h, labels = tf.gather(h, rows, axis=1), tf.gather(labels, rows)
+  return _projected_loss(h, table, bias, labels, float(smoothing), skip_pad,
+                         float(rdrop_alpha))
+
+
+def _projected_loss(h, table, bias, labels, smoothing, skip_pad, rdrop_alpha=None):
+  """Sum of the losses of rows h [K, N, d] with labels [N] against logits h @ table^T
+  (+ bias): K = 1, the label-smoothed cross-entropy; K = 2 (rdrop_alpha a float), R-Drop's
+  objective over the two copies of each row."""
   # The gradients are formed before the loss scale (dy) multiplies them: float16
   # would flush p - q's small entries (the smoothing's 0.1 / (V - 1)), so they
   # are float32 there; bfloat16 has float32's range.
   grad_dtype = tf.float32 if h.dtype == tf.float16 else h.dtype
+  copies, d = h.shape[0], h.shape[-1]
 
   def chunk(hc, tc, bc, lc):
-    """(loss sum, d/dhc [c, d] in grad_dtype, d/dtable float32 [V, d], d/dbias float32
-    [V] (0 without a bias, bc None)) of one chunk."""
+    """(loss sum, d/dhc [K, c, d] in grad_dtype, d/dtable float32 [V, d], d/dbias float32
+    [V] (0 without a bias, bc None)) of one chunk hc [K, c, d]."""
+    hc = tf.reshape(hc, [-1, d])                                             # [K c, d]
     z = tf.cast(tf.matmul(hc, tc, transpose_b=True), tf.float32)
-    loss, dz = _loss_and_grad(z if bc is None else z + bc, lc, smoothing, skip_pad)
+    z = z if bc is None else z + bc
+    if copies == 1:
+      loss, dz = _loss_and_grad(z, lc, smoothing, skip_pad)
+    else:
+      loss, dz = _rdrop_loss_and_grad(z, lc, smoothing, rdrop_alpha, skip_pad)
     dbias = tf.zeros([]) if bc is None else tf.reduce_sum(dz, axis=0)
     dz, hc = tf.cast(dz, grad_dtype), tf.cast(hc, grad_dtype)
-    return (loss, tf.matmul(dz, tf.cast(tc, grad_dtype)),
+    return (loss, tf.reshape(tf.matmul(dz, tf.cast(tc, grad_dtype)), [copies, -1, d]),
             tf.cast(tf.matmul(dz, hc, transpose_a=True), tf.float32), dbias)
 
   @custom_gradient
@@ -182,15 +257,15 @@ def _projected_loss(h, table, bias, labels, smoothing, skip_pad):
     h, table = tf.stop_gradient(h), tf.stop_gradient(table)
     b = tf.stop_gradient(biases[0]) if biases else None
     # Python ints where the shape is static (XLA needs them), tensors otherwise.
-    n = h.shape[0] if h.shape[0] is not None else tf.shape(h)[0]
+    n = h.shape[1] if h.shape[1] is not None else tf.shape(h)[1]
     full = n // CHUNK_ROWS
     dh = tf.TensorArray(grad_dtype, size=full, infer_shape=False,
-                        element_shape=tf.TensorShape([CHUNK_ROWS, h.shape[-1]]))
+                        element_shape=tf.TensorShape([copies, CHUNK_ROWS, d]))
 
     def body(i, loss, dtable, dbias, dh):
       start = i * CHUNK_ROWS  # tf.slice: a dynamic start and a static size (XLA)
-      l, dhc, dtc, dbc = chunk(tf.slice(h, [start, 0], [CHUNK_ROWS, -1]), table, b,
-                               tf.slice(labels, [start], [CHUNK_ROWS]))
+      l, dhc, dtc, dbc = chunk(tf.slice(h, [0, start, 0], [copies, CHUNK_ROWS, -1]), table,
+                               b, tf.slice(labels, [start], [CHUNK_ROWS]))
       return i + 1, loss + l, dtable + dtc, dbias + dbc, dh.write(i, dhc)
 
     loss, dtable, dbias = tf.constant(0.0), tf.zeros(table.shape, tf.float32), tf.zeros([])
@@ -203,11 +278,12 @@ def _projected_loss(h, table, bias, labels, smoothing, skip_pad):
     # The rest, padded with label-0 (weight 0) rows to a multiple of 32.
     rest = n - full * CHUNK_ROWS
     padded = -(-rest // _LAST_CHUNK_MULTIPLE) * _LAST_CHUNK_MULTIPLE
-    last_h = tf.pad(h[full * CHUNK_ROWS:], [[0, padded - rest], [0, 0]])
+    last_h = tf.pad(h[:, full * CHUNK_ROWS:], [[0, 0], [0, padded - rest], [0, 0]])
     last_labels = tf.pad(labels[full * CHUNK_ROWS:], [[0, padded - rest]])
     l, dh_last, dt_last, db_last = chunk(last_h, table, b, last_labels)
     loss, dtable, dbias = loss + l, dtable + dt_last, dbias + db_last
-    dh = tf.concat([tf.reshape(dh.stack(), [-1, h.shape[-1]]), dh_last[:rest]], 0)
+    stacked = tf.transpose(dh.stack(), [1, 0, 2, 3])                 # [K, full, CHUNK, d]
+    dh = tf.concat([tf.reshape(stacked, [copies, -1, d]), dh_last[:, :rest]], 1)
 
     def grad(dy):
       return (tf.cast(dh * tf.cast(dy, dh.dtype), h.dtype),
@@ -228,36 +304,3 @@ def token_metrics(logits, targets):
                     tf.float32)
   return (tf.reduce_sum(xent * weights), tf.reduce_sum(correct * weights),
           tf.reduce_sum(weights))
-
-
-def rdrop_kl_sum(hidden, table, targets, compact=True, bias=None):
-  """R-Drop's consistency term (Liang et al. 2021) summed over the target tokens: the two
-  halves of a batch run twice, (KL(Q || P) + KL(P || Q)) / 2 per token, as fairseq's
-  `label_smoothed_cross_entropy_with_rdrop` (`compute_kl_loss`) computes it, neither side
-  held constant.
-
-  Args:
-    hidden: float [2B, T, d], the decoder's output for the batch and its copy (rows
-      0..B-1 and B..2B-1: the same pairs under other dropout masks).
-    table: [V, d] in hidden's dtype (the pre-softmax matrix).
-    targets: int [B, T], the batch's (0 is padding, left out).
-    compact: keep only the non-pad positions first (a dynamic shape: not under XLA).
-    bias: None, or float32 [V] added to the logits (`Transformer.softmax_bias`).
-  Returns:
-    float32 [].
-  """
-  d = hidden.shape[-1]
-  halves = tf.reshape(hidden, [2, -1, d])                                  # [2, B*T, d]
-  labels = tf.reshape(targets, [-1])
-  weights = tf.cast(tf.not_equal(labels, 0), tf.float32)
-  if compact:
-    rows = tf.where(tf.not_equal(labels, 0))[:, 0]
-    halves, weights = tf.gather(halves, rows, axis=1), tf.gather(weights, rows)
-  logits = tf.cast(tf.einsum("knd,vd->knv", halves, table), tf.float32)    # [2, N, V]
-  if bias is not None:
-    logits += bias
-  log_p = tf.nn.log_softmax(logits)
-  p, q = tf.exp(log_p[0]), tf.exp(log_p[1])
-  difference = log_p[0] - log_p[1]                                          # log p - log q
-  per_token = 0.5 * tf.reduce_sum((p - q) * difference, -1)  # (KL(P||Q) + KL(Q||P)) / 2
-  return tf.reduce_sum(per_token * weights)

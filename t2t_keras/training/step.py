@@ -26,7 +26,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.models.transformer import convention
-from t2t_keras.training.loss import projected_cross_entropy, rdrop_kl_sum
+from t2t_keras.training.loss import projected_cross_entropy, projected_rdrop_loss
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -39,23 +39,22 @@ def loss_sum(model, batch, label_smoothing, compact, rdrop_alpha=0.0):
   `compact` skips padding rows (a dynamic shape: not under XLA).
 
   With `rdrop_alpha` > 0 (R-Drop) the batch runs twice, as one batch of 2B rows, each
-  copy under its own dropout masks: the mean of the two copies' cross-entropy sums plus
-  rdrop_alpha / 2 times `rdrop_kl_sum`. That is fairseq's
-  `label_smoothed_cross_entropy_with_rdrop` objective (both copies' losses summed, plus
-  rdrop_alpha times the KL term) halved, so the loss reads as one pass's; Adam's update
-  does not change with the scale (but for its epsilon).
+  copy under its own dropout masks, and the loss is `loss.projected_rdrop_loss`: the
+  mean of the two copies' cross-entropy sums plus rdrop_alpha / 2 times their symmetric
+  KL (fairseq's `label_smoothed_cross_entropy_with_rdrop` objective halved, so the loss
+  reads as one pass's; Adam's update does not change with the scale but for its epsilon).
   """
+  targets = batch["targets"]
   if rdrop_alpha:
     batch = {key: tf.concat([value, value], 0) for key, value in batch.items()}
   hidden = model.decoder_output(batch, training=True)                     # [B, T, d]
   table, bias = model.softmax_weights(hidden.dtype), model.softmax_bias()
-  total, _ = projected_cross_entropy(
-      hidden, table, batch["targets"], label_smoothing, compact=compact, bias=bias,
-      skip_pad=convention(model.hparams, "softmax_excludes_pad"))
-  if not rdrop_alpha:
-    return total
-  targets = batch["targets"][:tf.shape(batch["targets"])[0] // 2]
-  return 0.5 * total + 0.5 * rdrop_alpha * rdrop_kl_sum(hidden, table, targets, compact, bias)
+  skip_pad = convention(model.hparams, "softmax_excludes_pad")
+  if rdrop_alpha:
+    return projected_rdrop_loss(hidden, table, targets, label_smoothing, rdrop_alpha,
+                                compact=compact, bias=bias, skip_pad=skip_pad)
+  return projected_cross_entropy(hidden, table, targets, label_smoothing, compact=compact,
+                                 bias=bias, skip_pad=skip_pad)[0]
 
 
 def count_tokens(batch):
