@@ -12,14 +12,14 @@ rather than a hand-written reader). Cleaning is the standard preprocessing: empt
 (-NONE-) are removed with the constituents they leave empty, function tags and
 co-indices are cut from phrase labels (NP-SBJ-1 -> NP, PP=2 -> PP; tags that start with
 '-', such as -LRB-, are kept whole), and the unlabeled outer bracket is dropped.
+nltk is imported by the two functions that build trees (`read_mrg`, `clean`), not with
+this module: every binary imports it through the problem registry, and importing nltk
+costs about half a CPU-second.
 Linearized targets are Vinyals et al.'s: "(LABEL" opens, ")LABEL" closes, and every
 part-of-speech tag is normalized to "XX" (or, `words_as_leaves`, replaced by its word).
 """
 
 import warnings
-
-from nltk.corpus.reader.util import read_sexpr_block
-from nltk.tree import Tree
 
 POS_TOKEN = "XX"
 # Tags given back to punctuation words when a tree is rebuilt, so that EVALB deletes
@@ -31,6 +31,8 @@ PUNCTUATION_TAGS = {",": ",", ".": ".", "?": ".", "!": ".", ":": ":", ";": ":", 
 
 def read_mrg(path):
   """The trees of a Penn Treebank `.mrg` file (nltk Trees; the unlabeled outer bracket dropped)."""
+  from nltk.corpus.reader.util import read_sexpr_block  # pylint: disable=import-outside-toplevel
+  from nltk.tree import Tree  # pylint: disable=import-outside-toplevel
   trees = []
   with open(path, encoding="utf-8") as f, warnings.catch_warnings():
     warnings.simplefilter("ignore")  # nltk warns about multi-byte encodings; .mrg is ASCII
@@ -56,6 +58,7 @@ def clean(tree):
 
   Returns None if nothing is left. Preterminals (a tag over one word) keep their tag.
   """
+  from nltk.tree import Tree  # pylint: disable=import-outside-toplevel
   if isinstance(tree, str):
     return tree
   if len(tree) == 1 and isinstance(tree[0], str):  # preterminal

@@ -72,3 +72,33 @@ def test_every_binary_has_its_entry_point():
   for module, name in launcher.BINARIES.items():
     assert getattr(launcher, module).__name__ == module, name
     assert importlib.import_module(f"t2t_keras.bin.{module}").NAME == name
+
+
+def test_a_binary_starts_without_the_libraries_only_some_jobs_draw_on(tmp_path):
+  """TensorFlow's import as the binaries do it (tf_startup), every binary's module and every
+  registered problem leave matplotlib (Keras imports it for its image plots) and nltk
+  (read by the parsing problem's datagen) unimported, about a CPU-second a start
+  together; the learning curves import matplotlib when they draw."""
+  import subprocess
+  script = (
+      "import sys\n"
+      "from t2t_keras import launcher, registry, tf_startup\n"
+      "tf_startup.import_tensorflow_quietly()\n"
+      "import importlib, keras\n"
+      "for module in launcher.BINARIES:\n"
+      "  importlib.import_module('t2t_keras.bin.' + module)\n"
+      "names = registry.list_problems()\n"
+      "[registry.problem(name) for name in names]\n"
+      "print(len(names), sorted({m.split('.')[0] for m in sys.modules} & {'matplotlib', 'nltk'}))\n"
+      "from t2t_keras.training import curves\n"
+      "h = curves.History(sys.argv[1] + '/' + curves.HISTORY_FILE)\n"
+      "h.add(100, loss=4.0, lr=1e-3, tokens_per_second=1.0)\n"
+      "print(curves.plot(h.path, sys.argv[1]), 'matplotlib.pyplot' in sys.modules)\n")
+  done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                        text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  problems, drawn = done.stdout.splitlines()
+  assert int(problems.split()[0]) > 10 and problems.endswith(" []"), problems
+  assert drawn == f"{tmp_path}/learning_curves.png True", drawn
+  with open(tmp_path / "learning_curves.png", "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"

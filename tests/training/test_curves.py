@@ -55,27 +55,3 @@ def test_history_drops_records_after_the_resumed_step(tmp_path):
   assert [r["step"] for r in curves.read(path)] == [100, 100]
   assert curves.plot(str(tmp_path / "missing.jsonl"), str(tmp_path)) is None
 
-
-def test_tensorflow_starts_without_matplotlib_and_the_curves_still_draw(tmp_path):
-  """The binaries' TensorFlow import (tf_startup) keeps Keras from importing matplotlib
-  (about a fifth of the import's CPU time); the learning curves import it when they draw."""
-  import subprocess
-  import sys
-  script = (
-      "import sys\n"
-      "from t2t_keras import tf_startup\n"
-      "tf_startup.import_tensorflow_quietly()\n"
-      "import keras\n"
-      "print('after import:', sorted(m for m in sys.modules if m.startswith('matplotlib')))\n"
-      "from t2t_keras.training import curves\n"
-      "h = curves.History(sys.argv[1] + '/' + curves.HISTORY_FILE)\n"
-      "h.add(100, loss=4.0, lr=1e-3, tokens_per_second=1.0)\n"
-      "print('png:', curves.plot(h.path, sys.argv[1]))\n"
-      "print('pyplot:', 'matplotlib.pyplot' in sys.modules)\n")
-  done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
-                        text=True, timeout=300)
-  assert done.returncode == 0, done.stderr[-3000:]
-  lines = done.stdout.splitlines()
-  assert lines[0] == "after import: []", lines
-  assert lines[1].startswith("png: ") and _png_size(lines[1][5:]) == (1170, 324), lines
-  assert lines[2] == "pyplot: True", lines
