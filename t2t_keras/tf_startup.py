@@ -9,10 +9,11 @@ import it points XLA's persistent compilation cache at a per-CPU directory
 child process of a sweep calls it first.
 
 TensorFlow imports Keras, and Keras imports matplotlib.pyplot for its image-gallery plots
-(`keras.visualization`), a fifth of TensorFlow's import (0.6 of 3.0 CPU-s on an AMD EPYC
-Zen 5), which no t2t-keras process calls: matplotlib is hidden while TensorFlow imports,
-and our own plots (learning curves, attention maps, sweep reports) import it when they
-draw. Only `keras.visualization.plot_*_gallery` then report matplotlib as missing.
+(`keras.visualization`), a large part of TensorFlow's import time (docs/notebook.md, the
+suite's time), which no t2t-keras process calls: matplotlib is hidden while TensorFlow
+imports, and our own plots (learning curves, attention maps, sweep reports) import it
+when they draw. Only `keras.visualization.plot_*_gallery` then report matplotlib as
+missing.
 """
 
 import os

@@ -13,8 +13,8 @@ rather than a hand-written reader). Cleaning is the standard preprocessing: empt
 co-indices are cut from phrase labels (NP-SBJ-1 -> NP, PP=2 -> PP; tags that start with
 '-', such as -LRB-, are kept whole), and the unlabeled outer bracket is dropped.
 nltk is imported by the two functions that build trees (`read_mrg`, `clean`), not with
-this module: every binary imports it through the problem registry, and importing nltk
-costs about half a CPU-second.
+this module: every binary imports this module through the problem registry, and nltk's
+import is slow (docs/notebook.md, the suite's time).
 Linearized targets are Vinyals et al.'s: "(LABEL" opens, ")LABEL" closes, and every
 part-of-speech tag is normalized to "XX" (or, `words_as_leaves`, replaced by its word).
 """

@@ -77,8 +77,8 @@ def test_every_binary_has_its_entry_point():
 def test_a_binary_starts_without_the_libraries_only_some_jobs_draw_on(tmp_path):
   """TensorFlow's import as the binaries do it (tf_startup), every binary's module and every
   registered problem leave matplotlib (Keras imports it for its image plots) and nltk
-  (read by the parsing problem's datagen) unimported, about a CPU-second a start
-  together; the learning curves import matplotlib when they draw."""
+  (read by the parsing problem's datagen) unimported (docs/notebook.md, the suite's time);
+  the learning curves import matplotlib when they draw."""
   import subprocess
   script = (
       "import sys\n"
