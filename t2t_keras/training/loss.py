@@ -235,21 +235,7 @@ def _projected_loss(h, table, bias, labels, smoothing, skip_pad, rdrop_alpha=Non
   # are float32 there; bfloat16 has float32's range.
   grad_dtype = tf.float32 if h.dtype == tf.float16 else h.dtype
   copies, d = h.shape[0], h.shape[-1]
-
-  def chunk(hc, tc, bc, lc):
-    """(loss sum, d/dhc [K, c, d] in grad_dtype, d/dtable float32 [V, d], d/dbias float32
-    [V] (0 without a bias, bc None)) of one chunk hc [K, c, d]."""
-    hc = tf.reshape(hc, [-1, d])                                             # [K c, d]
-    z = tf.cast(tf.matmul(hc, tc, transpose_b=True), tf.float32)
-    z = z if bc is None else z + bc
-    if copies == 1:
-      loss, dz = _loss_and_grad(z, lc, smoothing, skip_pad)
-    else:
-      loss, dz = _rdrop_loss_and_grad(z, lc, smoothing, rdrop_alpha, skip_pad)
-    dbias = tf.zeros([]) if bc is None else tf.reduce_sum(dz, axis=0)
-    dz, hc = tf.cast(dz, grad_dtype), tf.cast(hc, grad_dtype)
-    return (loss, tf.reshape(tf.matmul(dz, tf.cast(tc, grad_dtype)), [copies, -1, d]),
-            tf.cast(tf.matmul(dz, hc, transpose_a=True), tf.float32), dbias)
+  settings = (smoothing, skip_pad, rdrop_alpha, grad_dtype)
 
   @custom_gradient
   def fn(h, table, *biases):
@@ -264,8 +250,9 @@ def _projected_loss(h, table, bias, labels, smoothing, skip_pad, rdrop_alpha=Non
 
     def body(i, loss, dtable, dbias, dh):
       start = i * CHUNK_ROWS  # tf.slice: a dynamic start and a static size (XLA)
-      l, dhc, dtc, dbc = chunk(tf.slice(h, [0, start, 0], [copies, CHUNK_ROWS, -1]), table,
-                               b, tf.slice(labels, [start], [CHUNK_ROWS]))
+      l, dhc, dtc, dbc = _chunk_loss(tf.slice(h, [0, start, 0], [copies, CHUNK_ROWS, -1]),
+                                     table, b, tf.slice(labels, [start], [CHUNK_ROWS]),
+                                     *settings)
       return i + 1, loss + l, dtable + dtc, dbias + dbc, dh.write(i, dhc)
 
     loss, dtable, dbias = tf.constant(0.0), tf.zeros(table.shape, tf.float32), tf.zeros([])
@@ -280,7 +267,7 @@ def _projected_loss(h, table, bias, labels, smoothing, skip_pad, rdrop_alpha=Non
     padded = -(-rest // _LAST_CHUNK_MULTIPLE) * _LAST_CHUNK_MULTIPLE
     last_h = tf.pad(h[:, full * CHUNK_ROWS:], [[0, 0], [0, padded - rest], [0, 0]])
     last_labels = tf.pad(labels[full * CHUNK_ROWS:], [[0, padded - rest]])
-    l, dh_last, dt_last, db_last = chunk(last_h, table, b, last_labels)
+    l, dh_last, dt_last, db_last = _chunk_loss(last_h, table, b, last_labels, *settings)
     loss, dtable, dbias = loss + l, dtable + dt_last, dbias + db_last
     stacked = tf.transpose(dh.stack(), [1, 0, 2, 3])                 # [K, full, CHUNK, d]
     dh = tf.concat([tf.reshape(stacked, [copies, -1, d]), dh_last[:, :rest]], 1)
@@ -293,6 +280,23 @@ def _projected_loss(h, table, bias, labels, smoothing, skip_pad, rdrop_alpha=Non
     return loss, grad
 
   return fn(h, table) if bias is None else fn(h, table, tf.cast(bias, tf.float32))
+
+
+def _chunk_loss(hc, table, bias, labels, smoothing, skip_pad, rdrop_alpha, grad_dtype):
+  """(loss sum, d/dhc [K, c, d] in grad_dtype, d/dtable float32 [V, d], d/dbias float32 [V]
+  (0 without a bias)) of one chunk hc [K, c, d] with labels [c], as `_projected_loss`."""
+  copies, d = hc.shape[0], hc.shape[-1]
+  hc = tf.reshape(hc, [-1, d])                                               # [K c, d]
+  z = tf.cast(tf.matmul(hc, table, transpose_b=True), tf.float32)
+  z = z if bias is None else z + bias
+  if copies == 1:
+    loss, dz = _loss_and_grad(z, labels, smoothing, skip_pad)
+  else:
+    loss, dz = _rdrop_loss_and_grad(z, labels, smoothing, rdrop_alpha, skip_pad)
+  dbias = tf.zeros([]) if bias is None else tf.reduce_sum(dz, axis=0)
+  dz, hc = tf.cast(dz, grad_dtype), tf.cast(hc, grad_dtype)
+  return (loss, tf.reshape(tf.matmul(dz, tf.cast(table, grad_dtype)), [copies, -1, d]),
+          tf.cast(tf.matmul(dz, hc, transpose_a=True), tf.float32), dbias)
 
 
 def token_metrics(logits, targets):
