@@ -74,6 +74,7 @@ def test_every_binary_has_its_entry_point():
     assert importlib.import_module(f"t2t_keras.bin.{module}").NAME == name
 
 
+@pytest.mark.heavy  # a process that imports every binary's module and draws a plot
 def test_a_binary_starts_without_the_libraries_only_some_jobs_draw_on(tmp_path):
   """TensorFlow's import as the binaries do it (tf_startup), every binary's module and every
   registered problem leave matplotlib (Keras imports it for its image plots) and nltk

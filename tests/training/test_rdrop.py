@@ -59,8 +59,8 @@ def _tf_objective(hidden, table, targets):
   return tf.reduce_sum((xent + 0.5 * ALPHA * kl) * weights)
 
 
-@pytest.mark.parametrize("compact,jit", [(True, False), (False, False), (False, True)])
-@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("compact,jit,with_bias", [
+    (True, False, False), (True, False, True), (False, False, False), (False, True, True)])
 def test_the_objective_against_numpy(monkeypatch, compact, jit, with_bias):
   """Value against fairseq's formula: full chunks and a padded partial one (8-row chunks
   over 12 non-pad positions, 18 with padding), graph and XLA, with a logit bias that
