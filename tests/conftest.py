@@ -116,7 +116,8 @@ def pytest_runtest_protocol(item, nextitem):
   start_cpu, start_wall = cpu(), time.monotonic()
   yield
   line = f"{cpu() - start_cpu:.2f}\t{time.monotonic() - start_wall:.2f}\t{item.nodeid}\n"
-  with open(path, "a", encoding="utf-8") as f:  # one short append per test: workers interleave whole lines
+  # One short append per test: the workers' lines interleave whole.
+  with open(path, "a", encoding="utf-8") as f:
     f.write(line)
 
 

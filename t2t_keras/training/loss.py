@@ -183,13 +183,8 @@ def projected_cross_entropy(hidden, table, targets, smoothing, compact=True, bia
   Returns:
     (loss_sum float32 scalar, num_tokens float32 scalar).
   """
-  d = hidden.shape[-1]
-  h = tf.reshape(hidden, [1, -1, d])
-  labels = tf.reshape(tf.cast(targets, tf.int32), [-1])
-  num_tokens = tf.reduce_sum(tf.cast(tf.not_equal(labels, 0), tf.float32))
-  if compact:
-    rows = tf.where(tf.not_equal(labels, 0))[:, 0]
-    h, labels = tf.gather(h, rows, axis=1), tf.gather(labels, rows)
+  num_tokens = tf.reduce_sum(tf.cast(tf.not_equal(targets, 0), tf.float32))
+  h, labels = _rows(hidden, targets, 1, compact)
   return _projected_loss(h, table, bias, labels, float(smoothing), skip_pad), num_tokens
 
 
@@ -216,14 +211,21 @@ def projected_rdrop_loss(hidden, table, targets, smoothing, rdrop_alpha, compact
   Returns:
     float32 [], the loss summed over the batch's target tokens.
   """
-  d = hidden.shape[-1]
-  h = tf.reshape(hidden, [2, -1, d])                                         # [2, B*T, d]
+  h, labels = _rows(hidden, targets, 2, compact)
+  return _projected_loss(h, table, bias, labels, float(smoothing), skip_pad,
+                         float(rdrop_alpha))
+
+
+def _rows(hidden, targets, copies, compact):
+  """(h [copies, N, d], labels int32 [N]): the decoder's output [copies * B, T, d] as rows
+  of its `copies` copies of the batch, and the batch's targets [B, T] flattened; with
+  `compact`, only the non-pad positions (a dynamic N)."""
+  h = tf.reshape(hidden, [copies, -1, hidden.shape[-1]])
   labels = tf.reshape(tf.cast(targets, tf.int32), [-1])
   if compact:
     rows = tf.where(tf.not_equal(labels, 0))[:, 0]
     h, labels = tf.gather(h, rows, axis=1), tf.gather(labels, rows)
-  return _projected_loss(h, table, bias, labels, float(smoothing), skip_pad,
-                         float(rdrop_alpha))
+  return h, labels
 
 
 def _projected_loss(h, table, bias, labels, smoothing, skip_pad, rdrop_alpha=None):

@@ -54,4 +54,3 @@ def test_history_drops_records_after_the_resumed_step(tmp_path):
   curves.History(path, start_step=100)
   assert [r["step"] for r in curves.read(path)] == [100, 100]
   assert curves.plot(str(tmp_path / "missing.jsonl"), str(tmp_path)) is None
-
