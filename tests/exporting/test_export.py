@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 from absl import flags
 from conftest import TINY_SENTENCES, custom_gradient_ops, make_tiny_run
+from serve_process import DECODE as GRAPH_DECODE, exported_tiny_run
 
 import t2t_keras
 from t2t_keras.decoding import translate
@@ -52,6 +53,28 @@ def loaded(exported):
 def reference(run_dir):
   """(model, vocab) as t2t-decoder loads them."""
   run = runs.load(run_dir)
+  return run.model, run.vocab
+
+
+# The same tiny run exported with GRAPH_DECODE (DECODE, jit=false), as the server tests use
+# it (made once a session, read only): what a signature computes is compared here without
+# compiling each of its searches with XLA, on both sides. XLA against graph mode for each
+# search: test_beam_search.py, test_prefix.py, test_lexical.py, test_sampling.py; this
+# file's XLA export is read by the layout, serving_default / nbest and standalone tests.
+@pytest.fixture(scope="module")
+def graph_run(tmp_path_factory):
+  assert GRAPH_DECODE == DECODE + ",jit=false"
+  return exported_tiny_run(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def graph_loaded(graph_run):
+  return tf.saved_model.load(os.path.join(graph_run, "export", str(STEP)))
+
+
+@pytest.fixture(scope="module")
+def graph_reference(graph_run):
+  run = runs.load(graph_run)
   return run.model, run.vocab
 
 
@@ -100,26 +123,26 @@ def test_outputs_equal_decoder(loaded, reference):
                                rtol=1e-4)
 
 
-def test_empty_inputs_and_empty_batch(loaded):
-  texts, scores = _translate(loaded, ["", "   ", "nine"])
+def test_empty_inputs_and_empty_batch(graph_loaded):
+  texts, scores = _translate(graph_loaded, ["", "   ", "nine"])
   assert _texts(texts)[:2] == ["", ""] and scores[:2].tolist() == [0.0, 0.0]
-  assert texts[2] == _translate(loaded, ["nine"])[0][0]
-  texts, scores = _translate(loaded, [])
+  assert texts[2] == _translate(graph_loaded, ["nine"])[0][0]
+  texts, scores = _translate(graph_loaded, [])
   assert texts.shape == (0,) and scores.shape == (0,)
-  texts, scores = _translate(loaded, [], "nbest")
+  texts, scores = _translate(graph_loaded, [], "nbest")
   assert texts.shape == (0, 2) and scores.shape == (0, 2)
-  texts, scores = _translate(loaded, [""], "nbest")
+  texts, scores = _translate(graph_loaded, [""], "nbest")
   assert _texts(texts[0]) == ["", ""] and scores[0, 0] == 0.0
 
 
-def test_long_inputs_are_truncated(loaded, reference):
-  model, vocab = reference
+def test_long_inputs_are_truncated(graph_loaded, graph_reference):
+  model, vocab = graph_reference
   long_line = " ".join(SENTENCES * 5)
   ids = vocab.encode(long_line)
   assert len(ids) > 3 * MAX_LENGTH
-  settings = parse_decode_hparams(DECODE)
+  settings = parse_decode_hparams(GRAPH_DECODE)
   truncated = translate.translate_ids(model, [ids[:MAX_LENGTH - 1] + [1]], settings)[0]
-  texts, scores = _translate(loaded, [long_line])
+  texts, scores = _translate(graph_loaded, [long_line])
   assert _texts(texts) == [vocab.decode(truncated[0][0])]
   np.testing.assert_allclose(scores, [truncated[0][1]], rtol=1e-4)
   # Reported, never silent: exactly the inputs over MAX_LENGTH - 1 pieces are flagged.
@@ -129,17 +152,18 @@ def test_long_inputs_are_truncated(loaded, reference):
   expected = [len(vocab.encode(line)) > MAX_LENGTH - 1 for line in lines]
   assert expected == [True, False, True, False, False]
   for signature in ("serving_default", "nbest"):
-    out = loaded.signatures[signature](inputs=tf.constant(lines))
+    out = graph_loaded.signatures[signature](inputs=tf.constant(lines))
     assert out["truncated"].numpy().tolist() == expected, signature
 
 
-def test_attention_signature_equals_teacher_forced_reference(loaded, reference):
+def test_attention_signature_equals_teacher_forced_reference(graph_loaded,
+                                                           graph_reference):
   """The SavedModel's attention equals decoding/attention_maps.py's (heads averaged), padded with
   "" and zeros; pieces are the vocabulary's."""
   from t2t_keras.decoding.attention_maps import attention_weights
-  model, vocab = reference
+  model, vocab = graph_reference
   pairs = [("one hundred and five", "hundertfünf"), ("nine", "neun und neunzig"), ("", "")]
-  out = loaded.signatures["attention"](inputs=tf.constant([p[0] for p in pairs]),
+  out = graph_loaded.signatures["attention"](inputs=tf.constant([p[0] for p in pairs]),
                                        outputs=tf.constant([p[1] for p in pairs]))
   weights = out["weights"].numpy()
   src_pieces = [[p.decode() for p in row] for row in out["source_pieces"].numpy().tolist()]
@@ -159,23 +183,23 @@ def test_attention_signature_equals_teacher_forced_reference(loaded, reference):
         tgt_pieces[row]) - t)
 
 
-def test_invalid_utf8_is_replaced(loaded):
+def test_invalid_utf8_is_replaced(graph_loaded):
   bad = [b"nine \xff\xfe", b"\xc3", b"\x80one hundred"]
-  texts, scores = _translate(loaded, bad)
+  texts, scores = _translate(graph_loaded, bad)
   repaired = [b.decode("utf-8", errors="replace").encode("utf-8") for b in bad]
-  expected_texts, expected_scores = _translate(loaded, repaired)
+  expected_texts, expected_scores = _translate(graph_loaded, repaired)
   assert texts.tolist() == expected_texts.tolist()
   np.testing.assert_allclose(scores, expected_scores, rtol=1e-5)
   for t in texts.tolist():
     t.decode("utf-8")  # outputs are valid UTF-8
 
 
-def test_mixed_batch_equals_one_by_one(loaded):
+def test_mixed_batch_equals_one_by_one(graph_loaded):
   long_line = " ".join(SENTENCES * 5)
   batch = ["", long_line, "nine", b"\xffsix", "   ", "twenty-three", "one hundred and five"]
-  texts, scores = _translate(loaded, batch)
+  texts, scores = _translate(graph_loaded, batch)
   for i, line in enumerate(batch):  # batch of 7 > batch_size 4: two chunks
-    alone_texts, alone_scores = _translate(loaded, [line])
+    alone_texts, alone_scores = _translate(graph_loaded, [line])
     assert texts[i] == alone_texts[0], (i, line)
     np.testing.assert_allclose(scores[i], alone_scores[0], rtol=1e-4)
 
@@ -277,16 +301,16 @@ def test_next_power_of_two():
 
 
 @pytest.mark.heavy
-def test_sample_signature_equals_the_decoders_samples(loaded, reference):
+def test_sample_signature_equals_the_decoders_samples(graph_loaded, graph_reference):
   """`sample` gives what t2t-decoder gives with sampling_method=random,beam_size=1 and the
   same seed (the export's sampling_temp / top-k / top-p: the defaults here), and repeats."""
-  model, vocab = reference
+  model, vocab = graph_reference
   lines = SENTENCES + ["", "nine"]
-  sample = lambda seed: loaded.signatures["sample"](  # noqa: E731
+  sample = lambda seed: graph_loaded.signatures["sample"](  # noqa: E731
       inputs=tf.constant(lines), seed=tf.constant(seed))
   out = sample(3)
   np.testing.assert_array_equal(out["outputs"].numpy(), sample(3)["outputs"].numpy())
-  settings = parse_decode_hparams(DECODE).replace(beam_size=1, sampling_method="random",
+  settings = parse_decode_hparams(GRAPH_DECODE).replace(beam_size=1, sampling_method="random",
                                                   sampling_seed=3, jit=False)
   expected = [hyps[0] for hyps in translate.translate_lines(model, vocab,
                                                           lines[:-2] + lines[-1:], settings)]
@@ -298,18 +322,18 @@ def test_sample_signature_equals_the_decoders_samples(loaded, reference):
   assert _texts(sample(4)["outputs"].numpy()) != texts
 
 
-def test_prefix_signature_equals_the_decoders_prefixed_outputs(loaded, reference):
+def test_prefix_signature_equals_the_decoders_prefixed_outputs(graph_loaded, graph_reference):
   """`prefix` gives what translate_lines gives with the same prefixes ("" for none), in
   one mixed batch: a prefix longer than the input's output limit (3 ids + extra_length
   4) is kept whole, as the decoder keeps it; unprefixed rows equal serving_default's."""
-  model, vocab = reference
+  model, vocab = graph_reference
   lines = SENTENCES[:3] + ["nine", "", "nine"]
   prefixes = ["drei", "", "neun und", "neun " * 6, "zwei", ""]
-  out = loaded.signatures["prefix"](inputs=tf.constant(lines), prefix=tf.constant(prefixes))
+  out = graph_loaded.signatures["prefix"](inputs=tf.constant(lines), prefix=tf.constant(prefixes))
   texts = _texts(out["outputs"].numpy())
   kept = [i for i, line in enumerate(lines) if line]
   expected = translate.translate_lines(model, vocab, [lines[i] for i in kept],
-                                       parse_decode_hparams(DECODE),
+                                       parse_decode_hparams(GRAPH_DECODE),
                                        prefixes=[prefixes[i] for i in kept])
   assert [texts[i] for i in kept] == [hyps[0].text for hyps in expected]
   np.testing.assert_allclose(out["scores"].numpy()[kept], [h[0].score for h in expected],
@@ -319,26 +343,27 @@ def test_prefix_signature_equals_the_decoders_prefixed_outputs(loaded, reference
     assert hyps[0].ids[:len(want)] == want, (prefixes[i], hyps[0])
   assert len(vocab.encode(prefixes[3])) > 2 + 4, "the long prefix must exceed the limit"
   assert texts[4] == "" and out["scores"].numpy()[4] == 0  # an empty input: ""
-  free, _ = _translate(loaded, [lines[1], lines[5]])
+  free, _ = _translate(graph_loaded, [lines[1], lines[5]])
   assert [texts[1], texts[5]] == _texts(free)
   with pytest.raises(tf.errors.InvalidArgumentError, match="one target prefix per input"):
-    loaded.signatures["prefix"](inputs=tf.constant(lines), prefix=tf.constant(prefixes[:2]))
+    graph_loaded.signatures["prefix"](inputs=tf.constant(lines), prefix=tf.constant(prefixes[:2]))
 
 
-def test_constrained_signature_equals_the_decoders_constrained_outputs(loaded, reference):
+def test_constrained_signature_equals_the_decoders_constrained_outputs(graph_loaded,
+                                                                       graph_reference):
   """`constrained` gives what translate_lines gives with the same phrases: every output
   holds its row's phrases ("" pads a shorter list), met is false for the row whose two
   phrases cannot both fit its limit, an empty input gives "" (met: it has no phrases)."""
-  model, vocab = reference
+  model, vocab = graph_reference
   lines = SENTENCES[:3] + ["nine", ""]
   # (Words the tiny vocabulary spells without unknown pieces: "sieben" would decode as
   # "sie ⁇ en", held as ids but not as text.)
   phrases = [["drei", ""], ["", ""], ["neun", "vier"], ["vier und", "drei und"], ["", ""]]
-  out = loaded.signatures["constrained"](inputs=tf.constant(lines),
+  out = graph_loaded.signatures["constrained"](inputs=tf.constant(lines),
                                          constraints=tf.constant(phrases))
   texts, met = _texts(out["outputs"].numpy()), out["met"].numpy().tolist()
   kept = [[p for p in row if p] for row in phrases[:4]]
-  expected = translate.translate_lines(model, vocab, lines[:4], parse_decode_hparams(DECODE),
+  expected = translate.translate_lines(model, vocab, lines[:4], parse_decode_hparams(GRAPH_DECODE),
                                        constraints=kept)
   assert texts[:4] == [hyps[0].text for hyps in expected]
   np.testing.assert_allclose(out["scores"].numpy()[:4], [h[0].score for h in expected],
@@ -346,41 +371,44 @@ def test_constrained_signature_equals_the_decoders_constrained_outputs(loaded, r
   # Row 3's two phrases cannot both fit its limit; at beam 2 a row may also miss them.
   assert 3 in expected.unmet and met == [i not in expected.unmet for i in range(5)]
   assert met[0] and met[4] and all(p in texts[i] for i in (0, 2) if met[i] for p in kept[i])
-  assert texts[1] == _texts(_translate(loaded, [lines[1]])[0])[0] and texts[4] == ""
+  assert texts[1] == _texts(_translate(graph_loaded, [lines[1]])[0])[0] and texts[4] == ""
   with pytest.raises(tf.errors.InvalidArgumentError, match="the limit set at export, 8"):
-    loaded.signatures["constrained"](inputs=tf.constant(["nine"]),
+    graph_loaded.signatures["constrained"](inputs=tf.constant(["nine"]),
                                      constraints=tf.constant([["neun"] * 9]))
 
 
 def _decoder_binary(run_dir, tmp_path, lines, *extra):
-  """t2t-decoder's output lines for `lines` (its flags: DECODE, then `extra`)."""
+  """t2t-decoder's output lines for `lines` (its flags: GRAPH_DECODE, then `extra`)."""
   from t2t_keras.bin import decoder as decoder_bin  # pylint: disable=import-outside-toplevel
   source, output = tmp_path / "in.txt", tmp_path / "out.txt"
   source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
   flags.FLAGS.unparse_flags()
   try:
     flags.FLAGS(["t2t-decoder", f"--output_dir={run_dir}", f"--decode_from_file={source}",
-                 f"--decode_to_file={output}", f"--decode_hparams={DECODE}", *extra])
+                 f"--decode_to_file={output}", f"--decode_hparams={GRAPH_DECODE}", *extra])
     decoder_bin.main(["t2t-decoder"])
   finally:
     flags.FLAGS.unparse_flags()
   return output.read_text(encoding="utf-8").splitlines()
 
 
-def test_the_decoder_binary_cuts_long_inputs_as_the_saved_model(run_dir, loaded, reference,
-                                                                 tmp_path, capsys):
+def test_the_decoder_binary_cuts_long_inputs_as_the_saved_model(graph_run, graph_loaded,
+                                                                 graph_reference, tmp_path,
+                                                                 capsys):
   """t2t-decoder and the SavedModel of one run give the same outputs for the same lines,
   one longer than the training max_length among them. (t2t-decoder once built its
   decoding without the run's hparams and translated the long line whole. With target
   prefixes and terminology constraints too: test_server.py's
   test_every_path_gives_the_same_answer.)"""
-  model, vocab = reference
+  model, vocab = graph_reference
   long_line = " ".join(SENTENCES * 3)
   lines = [long_line, SENTENCES[0], "nine"]
-  uncut = translate.decode_lines(model, vocab, lines[:1], parse_decode_hparams(DECODE))
-  assert uncut != _texts(_translate(loaded, lines[:1])[0]), "the cut must change the output"
+  uncut = translate.decode_lines(model, vocab, lines[:1], parse_decode_hparams(GRAPH_DECODE))
+  assert uncut != _texts(_translate(graph_loaded, lines[:1])[0]), (
+      "the cut must change the output")
 
-  assert _decoder_binary(run_dir, tmp_path, lines) == _texts(_translate(loaded, lines)[0])
+  assert _decoder_binary(graph_run, tmp_path, lines) == _texts(
+      _translate(graph_loaded, lines)[0])
   assert "1 of 3 lines are longer than 12 pieces (EOS included) and were cut" in (
       capsys.readouterr().out)
 
