@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 from absl import flags
 from conftest import TINY_SENTENCES, custom_gradient_ops, make_tiny_run
-from serve_process import DECODE as GRAPH_DECODE, exported_tiny_run
+from serve_process import DECODE as GRAPH_DECODE, MAX_LENGTH as GRAPH_MAX_LENGTH
+from serve_process import exported_tiny_run
 
 import t2t_keras
 from t2t_keras.decoding import translate
@@ -63,7 +64,7 @@ def reference(run_dir):
 # file's XLA export is read by the layout, serving_default / nbest and standalone tests.
 @pytest.fixture(scope="module")
 def graph_run(tmp_path_factory):
-  assert GRAPH_DECODE == DECODE + ",jit=false"
+  assert (GRAPH_DECODE, GRAPH_MAX_LENGTH) == (DECODE + ",jit=false", MAX_LENGTH)
   return exported_tiny_run(tmp_path_factory)
 
 
