@@ -15,6 +15,8 @@ import re
 import time
 import uuid
 
+from t2t_keras.server.quoting import printable
+
 ACCESS_LOG = logging.getLogger("t2t_serve.access")
 _USABLE_ID = re.compile(r"[A-Za-z0-9\-_.:@/+=]{1,128}")
 
@@ -36,12 +38,6 @@ def request_id(headers):
       if _USABLE_ID.fullmatch(text):
         return text
   return uuid.uuid4().hex
-
-
-def printable(text):
-  """`text` with every control character (and backslash) escaped as \\xNN."""
-  return "".join(c if c.isprintable() and c != "\\" else f"\\x{ord(c):02x}"
-                 for c in text)
 
 
 class AccessLog:

@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 from t2t_keras.server import access, lifecycle, paths, rest
 from t2t_keras.server import prometheus
+from t2t_keras.server.quoting import shown
 from t2t_keras.server.batching import QueueFull, ShuttingDown, WorkerDead
 from t2t_keras.server.model import NotFound
 from t2t_keras.server.versions import UnknownVersion
@@ -153,21 +154,25 @@ def _unrouted(request):
   path = request.url.path
   if path in PROBES:
     return _error(405, f"{request.method} is not allowed on {path}: use GET")
-  return _error(404, f"no such path: {access.printable(path)}; t2t-serve answers "
+  return _error(404, f"no such path: {shown(path)}; t2t-serve answers "
                      f"/v1/models/NAME[/versions/N][:predict|/metadata], {', '.join(PROBES)}")
 
 
 def _json_bytes(build, *args):
+  """JSON of `build(*args)` as UTF-8 (a lone surrogate, which UTF-8 cannot hold, as "?")."""
   return json.dumps(build(*args), ensure_ascii=False, allow_nan=False,
-                    separators=(",", ":")).encode("utf-8")
+                    separators=(",", ":")).encode("utf-8", errors="replace")
 
 
 async def _read_body(request, limit):
   """The request body; 413 naming the limit when it is larger."""
   message = (f"request body is over the limit of {limit} bytes (--max_request_bytes)")
-  declared = request.headers.get("content-length")
-  if declared and declared.isdigit() and int(declared) > limit:
-    raise HttpError(413, f"{message}: {declared} bytes")
+  declared = request.headers.get("content-length", "")
+  # ASCII digits only (str.isdigit takes "²", which int() refuses), by length first (int()
+  # refuses over 4,300 digits).
+  if re.fullmatch(r"[0-9]+", declared) and (len(declared.lstrip("0")) > 19
+                                            or int(declared) > limit):
+    raise HttpError(413, f"{message}: {shown(declared)} bytes")
   chunks, size = [], 0
   async for chunk in request.stream():
     size += len(chunk)
@@ -231,7 +236,10 @@ _TF_NOISE = ("Graph execution error", "Detected at node", "<stack", "[[", "{{")
 
 
 def _error(status, message, headers=None):
-  return JSONResponse({"error": message}, status_code=status, headers=headers)
+  """TF Serving's error body: {"error": message}. The message quotes user input only
+  through quoting.shown; the encoding cannot fail whatever it holds (`_json_bytes`)."""
+  return Response(_json_bytes(dict, {"error": message}), status_code=status, headers=headers,
+                  media_type="application/json")
 
 
 def _page(model_name):

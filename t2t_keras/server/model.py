@@ -15,6 +15,7 @@ from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
 from t2t_keras import __version__
+from t2t_keras.server.quoting import shown
 
 
 class NotFound(Exception):
@@ -96,7 +97,7 @@ class ServedModel:
   def signature(self, name):
     """The concrete function of signature `name`; NotFound listing the known ones."""
     if name not in self.signature_defs:
-      raise NotFound(f"Serving signature name: \"{name}\" not found in signature def; "
+      raise NotFound(f"Serving signature name: \"{shown(name)}\" not found in signature def; "
                      f"known: {', '.join(sorted(self.signature_defs))}")
     return self._loaded.signatures[name]
 

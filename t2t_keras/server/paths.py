@@ -17,6 +17,8 @@ served (TF Serving: the model's own error).
 import dataclasses
 import re
 
+from t2t_keras.server.quoting import shown
+
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 _PREDICT = re.compile(r"models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|"
                       r"/labels/(?P<label>[^/:]+))?:(?P<verb>classify|regress|predict)",
@@ -44,7 +46,7 @@ class Target:
 def parse(method, rest, model_name, served):
   """The Target of `METHOD /v1/<rest>` for a server of `model_name` in versions `served`
   (newest first); PathError (400 or 404) as TF Serving answers."""
-  malformed = PathError(400, f"Malformed request: {method} /v1/{rest}")
+  malformed = PathError(400, f"Malformed request: {shown(method)} /v1/{shown(rest)}")
   match = (_PREDICT if method == "POST" else _STATUS).fullmatch(rest)
   if method not in ("GET", "POST") or not match:
     raise malformed
@@ -58,18 +60,19 @@ def parse(method, rest, model_name, served):
     raise malformed
   if not name:
     raise PathError(400, "Missing model name in request.")
-  if version is not None and int(version) > _INT64_MAX:
-    raise PathError(400, f"Failed to convert version: {version} to numeric.")
+  # By length first: int() refuses a string of over 4,300 digits (a ValueError, a 500).
+  if version is not None and (len(version.lstrip("0")) > 19 or int(version) > _INT64_MAX):
+    raise PathError(400, f"Failed to convert version: {shown(version)} to numeric.")
   if name != model_name:
-    spec = f"Specific({name}, {int(version)})" if version else f"Latest({name})"
+    spec = f"Specific({shown(name)}, {int(version)})" if version else f"Latest({shown(name)})"
     raise PathError(404, f"Servable not found for request: {spec}; this server serves "
                          f"{model_name!r}")
   numbers = ", ".join(map(str, served))
   if label is not None:
-    raise PathError(400, f"Unrecognized servable version label: {label} (t2t-serve serves "
+    raise PathError(400, f"Unrecognized servable version label: {shown(label)} (t2t-serve serves "
                          f"versions {numbers} and no labels)")
   if version is not None and int(version) not in served:
-    raise PathError(404, f"Servable not found for request: Specific({name}, "
+    raise PathError(404, f"Servable not found for request: Specific({shown(name)}, "
                          f"{int(version)}); served versions: {numbers}")
   kind = {"predict": "predict", "metadata": "metadata", None: "status"}[verb]
   return Target(kind, None if version is None else int(version))

@@ -1,5 +1,5 @@
-"""uvicorn's HTTP/1.1 protocol (h11) with the two limits it lacks: a header deadline and a
-cap on open connections.
+"""uvicorn's HTTP/1.1 protocol (h11) with the two limits it lacks, a header deadline and a
+cap on open connections, and TF Serving's JSON error body for a request h11 cannot parse.
 
     config = uvicorn.Config(app, http=limited_protocol(header_timeout_s=10,
                                                        max_connections=1000))
@@ -72,6 +72,12 @@ def limited_protocol(header_timeout_s, max_connections):
         self._arm()
       else:
         self._disarm()
+
+    def send_400_response(self, msg):
+      """uvicorn's answer to a request h11 cannot parse, in TF Serving's error shape (JSON,
+      not uvicorn's text/plain), closing the connection."""
+      self.transport.write(_raw_response(400, b"Bad Request", msg))
+      self.transport.close()
 
     def connection_lost(self, exc):
       self._disarm()

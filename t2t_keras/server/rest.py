@@ -36,6 +36,7 @@ import json
 import re
 
 from t2t_keras.server.model import as_json_value
+from t2t_keras.server.quoting import shown, shown_names
 
 
 class BadRequest(Exception):
@@ -117,7 +118,7 @@ def parse_body(body):
     raise BadRequest(f"request body must be a JSON object, got {type(request).__name__}")
   unknown = sorted(set(request) - set(_FIELDS))
   if unknown:
-    raise BadRequest(f"unknown field {unknown[0]!r}: a predict request has "
+    raise BadRequest(f"unknown field '{shown(unknown[0])}': a predict request has "
                      f"'signature_name' and one of 'instances' or 'inputs'")
   if ("instances" in request) == ("inputs" in request):
     raise BadRequest("a predict request needs exactly one of 'instances' (row format) or "
@@ -207,10 +208,10 @@ def _tag_inputs(inputs, languages):
   language the model does not know, or for any language asked of a bilingual model."""
   for i, language in _asked(inputs, TARGET_LANGUAGE):
     if not languages:
-      raise BadRequest(f"instance {i}: target language {language!r} asked of a model with "
+      raise BadRequest(f"instance {i}: target language '{shown(language)}' asked of a model with "
                        f"one target language (its export lists no target_languages)")
     if language not in languages:
-      raise BadRequest(f"instance {i}: unknown target language {language!r}; this model "
+      raise BadRequest(f"instance {i}: unknown target language '{shown(language)}'; this model "
                        f"knows {', '.join(languages)}")
     if "inputs" in inputs:
       inputs["inputs"][i] = with_tag(inputs["inputs"][i], language)
@@ -224,12 +225,12 @@ def _frame_sources(inputs, tokens):
   known = set(tokens.values())
   for i, language in _asked(inputs, SOURCE_LANGUAGE):
     if not tokens:
-      raise BadRequest(f"instance {i}: source language {language!r} asked of a model "
+      raise BadRequest(f"instance {i}: source language '{shown(language)}' asked of a model "
                        "without language tokens (its export lists no language_tokens): "
                        "send the text alone")
     token = tokens.get(language, language if language in known else None)
     if token is None:
-      raise BadRequest(f"instance {i}: unknown source language {language!r}; this model "
+      raise BadRequest(f"instance {i}: unknown source language '{shown(language)}'; this model "
                        f"knows {', '.join(sorted(tokens))}")
     if "inputs" in inputs:
       line = inputs["inputs"][i].decode("utf-8", errors="surrogateescape").strip()
@@ -260,7 +261,7 @@ def _rows(instances, input_names):
       missing = [k for k in input_names if k not in instance]
       extra = sorted(set(instance) - set(input_names))
       if missing or extra:
-        raise BadRequest(f"instance {i} has inputs {sorted(instance)}; the signature takes "
+        raise BadRequest(f"instance {i} has inputs {shown_names(instance)}; the signature takes "
                          f"{input_names}")
       for k in input_names:
         inputs[k].append(instance[k])
@@ -276,7 +277,7 @@ def _columns(columns, input_names):
   """Columnar format -> {input name: [values]}."""
   if isinstance(columns, dict) and "b64" not in columns:
     if sorted(columns) != input_names:
-      raise BadRequest(f"'inputs' has {sorted(columns)}; the signature takes {input_names}")
+      raise BadRequest(f"'inputs' has {shown_names(columns)}; the signature takes {input_names}")
   elif len(input_names) == 1:
     columns = {input_names[0]: columns}
   else:
@@ -308,8 +309,8 @@ def _string(value, index, input_name, limits, flag="--max_sentence_chars"):
   if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
     try:
       data = base64.b64decode(value["b64"], validate=True)
-    except binascii.Error as e:
-      raise BadRequest(f"{where}: invalid base64 ({e})") from None
+    except (binascii.Error, ValueError) as e:  # ValueError: a character beyond ASCII
+      raise BadRequest(f"{where}: invalid base64 ({shown(str(e))})") from None
     chars = len(data.decode("utf-8", errors="replace"))
   elif isinstance(value, str):
     try:

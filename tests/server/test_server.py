@@ -1,6 +1,7 @@
 """t2t-serve: real servers on 127.0.0.1, real HTTP requests, TF Serving's REST format."""
 
 import base64
+import http.client
 import json
 import os
 import re
@@ -185,6 +186,9 @@ def test_status_metadata_health_and_page(server):
     (b'{"instances": []}', 400, "no instances"),
     (b'{"instances": ["ok", "\\ud800"]}', 400, "instance 1 is not valid Unicode text"),
     (b'{"instances": [{"b64": "%%%"}]}', 400, "invalid base64"),
+    # Found by test_fuzz_server.py: a character beyond ASCII raised ValueError, a 500
+    (b'{"instances": [{"b64": "\\u0080"}]}', 400,
+     "instance 0: invalid base64 (string argument should contain only ASCII characters)"),
     (b'{"inputs": {"inputs": ["a"], "x": ["b"]}}', 400, "the signature takes ['inputs']"),
     (b'{"signature_name": "attention", "instances": ["nine"]}', 400,
      "must be an object with the inputs ['inputs', 'outputs']"),
@@ -199,11 +203,33 @@ def test_status_metadata_health_and_page(server):
      "instance 0 input 'prefix': expected a string"),
     (b'{"instances": [{"inputs": "nine", "prefix": "neun", "x": "y"}]}', 400,
      "the signature takes ['inputs', 'prefix']"),
+    # Found by test_fuzz_server.py: the name was echoed whole, and a lone surrogate made the
+    # answer unencodable (a 500 with a traceback in the log).
+    (b'{"instances": ["one"], "signature_name": "\\ud800"}', 400,
+     'Serving signature name: "\\ud800" not found'),
+    (b'{"instances": ["one"], "signature_name": "' + b"x" * 5000 + b'"}', 400,
+     'Serving signature name: "' + "x" * 80 + '... (5000 characters)" not found'),
+    (b'{"instances": [{"inputs": "nine", "\\udc00": "y"}]}', 400,
+     "instance 0 has inputs ['inputs', '\\udc00']"),
 ])
 def test_bad_requests_get_4xx_and_the_server_stays_up(server, raw, status, message):
   got_status, body = predict(server.url, None) if raw is None else call(
       server.url, f"/v1/models/{MODEL}:predict", raw=raw)
   assert (got_status, list(body)) == (status, ["error"]) and message in body["error"], body
+  assert call(server.url, "/healthz")[0] == 200
+
+
+def test_a_request_http_cannot_parse_gets_tf_servings_error_body(server):
+  """h11 refuses a Content-Length that is not a number: 400 in TF Serving's JSON shape
+  (uvicorn's own answer is text/plain), the connection closed, the server up."""
+  conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+  conn.putrequest("POST", f"/v1/models/{MODEL}:predict")
+  conn.putheader("Content-Length", "12abc")
+  conn.endheaders(b'{"instances": ["nine"]}')
+  response = conn.getresponse()
+  assert response.status == 400 and response.getheader("Content-Type") == "application/json"
+  assert json.load(response) == {"error": "Invalid HTTP request received."}
+  conn.close()
   assert call(server.url, "/healthz")[0] == 200
 
 
@@ -242,6 +268,9 @@ def test_unknown_model_version_verb_and_method(server):
            (f"/v1/models/{MODEL}/versions/abc", "GET", 400, "Malformed request: GET"),
            (f"/v1/models/{MODEL}/versions/99999999999999999999", "GET", 400,
             "Failed to convert version: 99999999999999999999 to numeric."),
+           # int() refuses over 4,300 digits: a ValueError, a 500, before
+           (f"/v1/models/{MODEL}/versions/{'9' * 5000}", "GET", 400,
+            f"Failed to convert version: {'9' * 80}... (5000 characters) to numeric."),
            ("/v1/models", "GET", 400, "Missing model name in request."),
            ("/v1/models/a/b/c", "GET", 400, "Malformed request"),
            ("/nowhere", "GET", 404, "no such path: /nowhere"),
