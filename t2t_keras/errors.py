@@ -6,7 +6,8 @@ are InputErrors) or
 file, a missing checkpoint. A write the file system refuses is one line too
 (`cannot_write`: a full disk or file size limit, `out_of_space`; a read-only directory or
 file system, `permission_denied`), whoever raised it: Python, or TensorFlow writing a
-checkpoint or a SavedModel. Anything else is a bug and keeps its traceback.
+checkpoint or a SavedModel; so is memory running out (`out_of_memory`: sizes asked for
+that no allocation can hold). Anything else is a bug and keeps its traceback.
 """
 
 import errno
@@ -70,6 +71,23 @@ def permission_denied(error):
   where = f" on {found[0]}" if found[0] else ""
   return (f"permission denied{where}: {found[1]}. Give this user access (make the "
           f"directory writable, or choose another) and {_KEPT}")
+
+
+RESOURCE_EXHAUSTED = 8  # tf.errors.ResourceExhaustedError's error_code
+
+
+def out_of_memory(error):
+  """The one-line message for an error that means memory ran out (MemoryError, TensorFlow's
+  ResourceExhaustedError: an allocation the sizes asked for cannot get), else None."""
+  if not (isinstance(error, MemoryError)
+          or getattr(error, "error_code", None) == RESOURCE_EXHAUSTED):
+    return None
+  lines = [line.strip() for line in str(getattr(error, "message", "") or error).splitlines()]
+  found = [line for line in lines if "OOM" in line or "memory" in line.lower()] or lines
+  cause = (found[0] if found else type(error).__name__)[:200]
+  return (f"out of memory: {cause}. Ask for less at once (the decoder: --decode_hparams "
+          f"batch_size, beam_size, extra_length or max_decode_length; the trainer: --hparams "
+          f"batch_size) and {_KEPT}")
 
 
 def cannot_write(error):

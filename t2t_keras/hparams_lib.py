@@ -7,6 +7,7 @@ It is immutable: `override` and `replace` return a new object.
 
 import difflib
 import json
+import math
 
 from t2t_keras import fileio
 from t2t_keras.errors import InputError
@@ -33,14 +34,25 @@ def _parse_value(key, text, default):
     if kind is int:
       return int(text)
     if kind is float:
-      return float(text)
+      value = float(text)
+      if not math.isfinite(value):  # nan, inf: never a learning rate, dropout or alpha
+        raise ValueError(text)
+      return value
     if kind is str:
       return text.strip()
-  except ValueError:
+  except ValueError:  # int() also refuses over 4,300 digits
     pass
+  what = "a finite float" if kind is float else kind.__name__
   raise HParamsError(
-      f"hparam {key!r}: cannot parse {text!r} as {kind.__name__} "
-      f"(default is {default!r})")
+      f"hparam {key!r}: cannot parse {shown(text)} as {what} (default is {default!r})")
+
+
+def shown(text, limit=80):
+  """repr(text), cut to `limit` characters with how many there were (an error message
+  quotes a user's value so)."""
+  if len(text) <= limit:
+    return repr(text)
+  return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 class HParams:
@@ -86,7 +98,7 @@ class HParams:
   def _unknown_message(self, key):
     close = difflib.get_close_matches(key, self._values, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    return (f"unknown hparam {key!r}.{hint} Valid keys: "
+    return (f"unknown hparam {shown(key)}.{hint} Valid keys: "
             f"{', '.join(sorted(self._values))}")
 
   def values(self):
@@ -119,7 +131,7 @@ class HParams:
       if not item.strip():
         continue
       if "=" not in item:
-        raise HParamsError(f"bad hparams override {item!r}: expected key=value")
+        raise HParamsError(f"bad hparams override {shown(item)}: expected key=value")
       key, raw = item.split("=", 1)
       key = key.strip()
       if key not in self._values:

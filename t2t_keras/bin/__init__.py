@@ -42,8 +42,8 @@ def run_main(main, name, argv):
   (bad flag value, bad file, missing checkpoint, ...) prints one line,
   `<name>: error: <message>`, and returns 1, as do a module that cannot be imported
   (`launcher.missing_module_message`) and a write that the file system refused
-  (`errors.cannot_write`: no room, no permission); anything else is a bug and keeps its
-  traceback.
+  (`errors.cannot_write`: no room, no permission) and memory running out
+  (`errors.out_of_memory`); anything else is a bug and keeps its traceback.
   Parts of TensorFlow log through absl at INFO (e.g. "Sharding callback duration" at
   every checkpoint); app.run sets INFO, so this lowers it unless --verbosity is given.
   """
@@ -70,8 +70,8 @@ def run_main(main, name, argv):
       raise
     print(launcher.missing_module_message(name, e.name), file=sys.stderr)
     return 1
-  except Exception as e:  # pylint: disable=broad-except  (a refused write: one line, else raised)
-    message = errors.cannot_write(e)
+  except Exception as e:  # pylint: disable=broad-except  (one line where it can, else raised)
+    message = errors.cannot_write(e) or errors.out_of_memory(e)
     if message is None:
       raise
     print(f"{name}: error: {message}", file=sys.stderr)

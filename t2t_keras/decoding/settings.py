@@ -72,6 +72,7 @@ GROUPS = {
 }
 
 SAMPLING_METHODS = ("argmax", "random")
+INT32_LIMIT = 2 ** 31
 LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_length": 0,
                 "batch_size": 1, "length_bucket": 1, "max_input_size": 0, "num_samples": -1,
                 "max_attention_plots": 0, "search_shards": 0, "sampling_temp": 0.0,
@@ -137,11 +138,16 @@ def parse_decode_hparams(overrides="", defaults=""):
 
 def check(values):
   """Raises HParamsError for a flat {key: value} dict's value out of range: LOWER_BOUNDS,
-  max_input_size not 1, sampling_method one of SAMPLING_METHODS, sampling_keep_top_p in
-  (0, 1]."""
+  an integer beyond int32, max_input_size not 1, sampling_method one of SAMPLING_METHODS,
+  sampling_keep_top_p in (0, 1]."""
   for key, low in LOWER_BOUNDS.items():
     if values[key] < low:
       raise HParamsError(f"decode hparam {key}={values[key]!r}: must be >= {low}")
+  for key, value in values.items():  # lengths, sizes and seeds become int32 tensors
+    if type(value) is int and not -INT32_LIMIT <= value < INT32_LIMIT:
+      shown = value if abs(value) < 10 ** 20 else f"<{len(str(abs(value)))} digits>"
+      raise HParamsError(f"decode hparam {key}={shown}: must be below 2**31 in size "
+                         "(TensorFlow's int32)")
   if values["max_input_size"] == 1:
     raise HParamsError("decode hparam max_input_size=1: must be 0 (the run's limit) or >= 2 "
                        "(a token and EOS)")

@@ -130,9 +130,11 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   and returns met too).
 
   A source longer than settings.batching.max_input_size ids (where not 0) is cut to it
-  (`cut_sources`) and named in the result's `truncated`. Returns an `NBest` list (one per
-  source) of lists of (ids without EOS, score), best first; a score is the model's log prob of the whole output, prefix included, / length
-  penalty. With phrases, its `unmet` names the sources no output of which holds them all.
+  (`cut_sources`) and named in the result's `truncated`. A source of EOS alone (an empty
+  line) gets [([], 0.0)] without a search, whatever its prefix. Returns an `NBest` list (one
+  per source) of lists of (ids without EOS, score), best first; a score is the model's log
+  prob of the whole output, prefix included, / length penalty. With phrases, its `unmet`
+  names the sources no output of which holds them all.
   """
   sources, truncated = cut_sources([list(s) for s in sources],
                                    settings.batching.max_input_size)
@@ -141,18 +143,13 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   for name, given in (("target prefixes", prefixes), ("constraint lists", phrases)):
     if given is not None and len(given) != len(sources):
       raise ValueError(f"{len(given)} {name} for {len(sources)} sources")
-  shape = None
-  if phrases is not None:  # every batch padded to the most phrases and tokens of any line
-    lexical.check_phrases(phrases)
-    shape = (max([1] + [len(c) for c in phrases]),
-             max([1] + [len(p) for c in phrases for p in c]))
-  search_fn = search_fn or make_search_fn(model, settings.search,
-                                          with_prefix=prefixes is not None,
-                                          with_phrases=shape)
-  unmet = []
-  order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
-  results = [None] * len(sources)
+  search_fn, shape = _search_and_shape(model, settings, search_fn, prefixes, phrases)
+  results, unmet = _empty_results(sources, phrases)
+  order = sorted((i for i, r in enumerate(results) if r is None),
+                 key=lambda i: -len(sources[i]))
   bar = _progress(len(sources), progress)
+  if bar is not None:
+    bar.update(len(sources) - len(order))
   for start in range(0, len(order), settings.batching.batch_size):
     index = order[start:start + settings.batching.batch_size]
     rows = [index[min(row, len(index) - 1)]  # spare rows repeat the last sentence
@@ -173,6 +170,27 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   results.unmet = sorted(unmet)
   results.truncated = truncated
   return results
+
+
+def _search_and_shape(model, settings, search_fn, prefixes, phrases):
+  """(`search_fn`, else one built from settings.search for the prefixes or phrases given;
+  the (phrases, tokens) every batch's constraints are padded to, None without phrases)."""
+  shape = None
+  if phrases is not None:  # every batch padded to the most phrases and tokens of any line
+    lexical.check_phrases(phrases)
+    shape = (max([1] + [len(c) for c in phrases]),
+             max([1] + [len(p) for c in phrases for p in c]))
+  return search_fn or make_search_fn(model, settings.search, with_prefix=prefixes is not None,
+                                     with_phrases=shape), shape
+
+
+def _empty_results(sources, phrases):
+  """(results, unmet): [([], 0.0)] for each source of EOS alone (an empty or whitespace-only
+  line: "" with score 0 and no search, as the SavedModel answers), None for the others;
+  the empty sources that have terminology constraints, which "" cannot hold."""
+  results = [[([], 0.0)] if len(s) <= 1 else None for s in sources]
+  unmet = [i for i, r in enumerate(results) if r and phrases is not None and phrases[i]]
+  return results, unmet
 
 
 def _search_batch(model, search_fn, settings, sources, prefixes, phrases, shape):

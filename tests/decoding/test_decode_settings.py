@@ -91,6 +91,13 @@ def test_an_unknown_key_is_refused_listing_the_known_ones():
     ("sampling_keep_top_p=0", r"sampling_keep_top_p=0.0: must be in \(0, 1\]"),
     ("sampling_keep_top_p=1.5", r"sampling_keep_top_p=1.5: must be in \(0, 1\]"),
     ("beam_size=two", "hparam 'beam_size': cannot parse 'two' as int"),
+    # Found by test_fuzz_inputs.py: accepted, then TensorFlow's int32 or NaN scores failed
+    ("extra_length=" + "9" * 19, r"extra_length=9{19}: must be below 2\*\*31 in size"),
+    ("sampling_seed=-2147483649", r"sampling_seed=-2147483649: must be below 2\*\*31"),
+    ("beam_size=" + "9" * 40, r"beam_size=<40 digits>: must be below 2\*\*31"),
+    ("alpha=nan", r"hparam 'alpha': cannot parse 'nan' as a finite float"),
+    ("sampling_temp=inf", r"hparam 'sampling_temp': cannot parse 'inf' as a finite float"),
+    ("batch_size=" + "9" * 5000, r"cannot parse '9{80}'\.\.\. \(5000 characters\) as int"),
 ])
 def test_values_out_of_range_are_refused_naming_the_key(text, message):
   with pytest.raises(HParamsError, match=message):

@@ -59,6 +59,35 @@ def test_outputs_come_back_in_input_order():
   assert [hyps[0][1] for hyps in out] == [float(len(s)) for s in sources]
 
 
+def test_empty_sources_get_empty_outputs_without_a_search():
+  """EOS alone (an empty or whitespace-only line): "" with score 0 and no search, whatever
+  its prefix, as the SavedModel answers (export.py); unmet where it has phrases. Found by
+  test_fuzz_inputs.py: the decoder searched from EOS and wrote the model's guess."""
+  searched = []
+
+  def search(batch, *more):
+    searched.append(batch.shape[0] if hasattr(batch, "shape") else len(batch))
+    lengths = tf.reduce_sum(tf.cast(batch > 0, tf.int32), 1)
+    ids = tf.stack([lengths + 10, tf.ones_like(lengths)], 1)[:, None]
+    return ids, tf.cast(lengths, tf.float32)[:, None]
+
+  sources = [[1], [5, 5, 1], [1]]
+  out = translate.translate_ids(None, sources, _hp(batch_size=3), search_fn=search)
+  assert [list(h) for h in out] == [[([], 0.0)], [([13], 3.0)], [([], 0.0)]]
+  assert searched == [3]  # one batch, of the one non-empty source (spare rows repeat it)
+  out = translate.translate_ids(None, [[1], [1]], _hp(), search_fn=search,
+                                prefixes=[[7], []])
+  assert [list(h) for h in out] == [[([], 0.0)], [([], 0.0)]] and searched == [3]
+
+  def lexical_search(batch, *constraints):
+    ids, scores = search(batch)
+    return ids, scores, tf.ones([batch.shape[0]], tf.bool)
+
+  out = translate.translate_ids(None, [[1], [5, 1], [1]], _hp(), search_fn=lexical_search,
+                                phrases=[[[7]], [[7]], []])
+  assert out.unmet == [0]  # the empty line cannot hold its phrase; the third has none
+
+
 @pytest.mark.heavy
 def test_batched_decoding_equals_one_by_one(model, vocab):
   batched = translate.translate_lines(model, vocab, SENTENCES, _hp())

@@ -35,6 +35,21 @@ def test_wrong_type_names_key_value_and_type():
     _hp().override("a")
 
 
+def test_values_and_keys_are_quoted_shortened_and_floats_finite():
+  """A NaN or infinite float is refused (never a learning rate, a dropout or an alpha), and
+  a long value or key is quoted to 80 characters with its length (int() refuses over
+  4,300 digits: that, too, is the one-line error)."""
+  for text in ("nan", "inf", "-inf", "1e400"):
+    with pytest.raises(HParamsError, match=r"hparam 'b': cannot parse .* as a finite float"):
+      _hp().override(f"b={text}")
+  with pytest.raises(HParamsError) as e:
+    _hp().override("a=" + "9" * 5000)
+  assert str(e.value) == (f"hparam 'a': cannot parse '{'9' * 80}'... (5000 characters) as "
+                          f"int (default is 1)")
+  with pytest.raises(HParamsError, match=r"unknown hparam 'xxxx.*'\.\.\. \(300 characters\)"):
+    _hp().override("x" * 300 + "=1")
+
+
 def test_frozen():
   hp = _hp()
   with pytest.raises(AttributeError, match="frozen"):

@@ -18,6 +18,7 @@ import tensorflow as tf
 from binaries import run_binary
 from conftest import make_two_checkpoint_run
 
+import t2t_keras.bin as t2t_bin
 from t2t_keras import errors, runs
 from t2t_keras.bin import avg_all as avg_all_bin
 from t2t_keras.bin import datagen as datagen_bin
@@ -84,6 +85,25 @@ def test_the_message_of_a_refused_access():
   assert errors.permission_denied(errors.InputError("x is not writable (Permission denied)")) \
       is None
   assert errors.cannot_write(OSError(2, "No such file or directory", "/d/f")) is None
+
+
+def test_memory_run_out_is_one_line(capsys):
+  """Sizes no allocation can hold (found by test_fuzz_inputs.py's strings: the decoder with
+  extra_length=99999999999 stopped on TensorFlow's ResourceExhaustedError, a traceback):
+  one line naming the allocation and what to lower; a full disk keeps its own line."""
+  oom = tf.errors.ResourceExhaustedError(None, None, "Graph execution error:\n\nOOM when "
+                                         "allocating tensor with shape[4,99999999999]")
+  line = errors.out_of_memory(oom)
+  assert line.startswith("out of memory: OOM when allocating tensor with shape[4,99999999999]. "
+                         "Ask for less at once (the decoder: --decode_hparams batch_size,")
+  assert errors.out_of_memory(MemoryError()).startswith("out of memory: MemoryError.")
+  assert errors.out_of_memory(ValueError("memory")) is None
+
+  def main(argv):
+    raise oom
+
+  assert t2t_bin.run_main(main, "t2t-decoder", ["t2t-decoder"]) == 1
+  assert capsys.readouterr().err == f"t2t-decoder: error: {line}\n"
 
 
 def test_exporter(capsys, tiny_run, tmp_path):
