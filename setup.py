@@ -111,9 +111,10 @@ setuptools.setup(
     ],
     # selenium drives Debian's chromium in the web page's browser test; setuptools and
     # build make the wheel and sdist that tests/package/test_packaging.py reads and installs
+    # hypothesis generates the requests and inputs of the fuzz tests (tests/server/test_fuzz_*)
     # ctranslate2: t2t-exporter --format=ctranslate2 and t2t-decoder --engine=ctranslate2
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "selenium>=4.20",
-                             "setuptools>=77", "build>=1.2"],
+                             "setuptools>=77", "build>=1.2", "hypothesis>=6.100"],
                     "ctranslate2": ["ctranslate2>=4.5,<5"],
                     # LiteRT's runtime (t2t-exporter --format=litert, litert_translate.py);
                     # TensorFlow converts, but its own tf.lite interpreter is deprecated.
