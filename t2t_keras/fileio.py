@@ -19,7 +19,9 @@ import builtins
 import contextlib
 import json
 import os
+import platform
 import shutil
+import tempfile
 
 from t2t_keras import errors
 from t2t_keras.errors import InputError
@@ -136,6 +138,45 @@ def rmtree(path):
       _gfile().rmtree(path)
   else:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def private_temporary_dir(parent, prefix):
+  """A new local directory in `parent` (None: the system's temporary directory) named
+  `<prefix><host>-<pid>-<random>`: a writer's work space until it renames the result into
+  place. Once its process is gone, `remove_dead_temporaries` removes it."""
+  return tempfile.mkdtemp(prefix=f"{prefix}{_host()}-{os.getpid()}-", dir=parent)
+
+
+def remove_dead_temporaries(parent, prefix):
+  """Removes `parent`'s `private_temporary_dir(parent, prefix)` directories whose process
+  on this host is gone (a writer killed before its rename; the next run of the same
+  command calls this first); returns their names. Live processes' and other hosts' stay."""
+  parent = parent or tempfile.gettempdir()
+  mine = f"{prefix}{_host()}-"
+  removed = []
+  for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+    if name.startswith(mine) and not _alive(name[len(mine):].split("-", 1)[0]):
+      shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+      removed.append(name)
+  return removed
+
+
+def _host():
+  """This host's name as a temporary name holds it (no "/")."""
+  return (platform.node() or "host").replace("/", "_")
+
+
+def _alive(pid):
+  """False only for a pid (a string) of no live process on this host (POSIX)."""
+  if not (pid.isascii() and pid.isdigit()) or os.name != "posix":
+    return True
+  try:
+    os.kill(int(pid), 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    pass  # another user's process
+  return True
 
 
 def copy(src, dst):

@@ -74,7 +74,8 @@ LONGEST_FIRST = ("test_trainer.py", "test_server_operations.py", "test_trainer_p
                  "test_hf_m2m100_import.py",
                  "test_transformer.py", "test_damaged_files.py",
                  "test_target_language_serving.py", "test_cli.py", "test_server.py",
-                 "test_multilingual.py", "test_kills.py", "test_remote_paths.py",
+                 "test_multilingual.py", "test_kill_loop.py", "test_kills.py",
+                 "test_remote_paths.py",
                  "test_model_gradient.py", "test_beam_search.py", "test_prefix.py")
 
 

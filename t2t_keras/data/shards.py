@@ -22,6 +22,7 @@ import concurrent.futures
 import json
 import math
 import multiprocessing
+import os
 import pickle
 import time
 
@@ -29,6 +30,7 @@ from t2t_keras import fileio
 from t2t_keras.data import vocabulary as vocab_lib
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
+from t2t_keras.processes import stop_with_parent
 
 TMP_SUFFIX = fileio.TMP_SUFFIX
 ENCODE_CHUNK = 4096
@@ -240,7 +242,7 @@ def _write_in_processes(problem, tmp_dir, split, paths, todo, bounds, vocab, wor
   context = multiprocessing.get_context("spawn")
   with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
                                               initializer=_init_worker,
-                                              initargs=(usr_dir,)) as pool:
+                                              initargs=(usr_dir, os.getpid())) as pool:
     futures = [pool.submit(_worker, problem, tmp_dir, split, paths, group, bounds,
                            vocab.model_path) for group in groups]
     shards_done = 0
@@ -252,8 +254,10 @@ def _write_in_processes(problem, tmp_dir, split, paths, todo, bounds, vocab, wor
           f"{elapsed:.0f} s, ETA {eta:.0f} s")
 
 
-def _init_worker(usr_dir):
-  import os  # pylint: disable=import-outside-toplevel
+def _init_worker(usr_dir, parent_pid):
+  """A shard writer's start: it ends with the datagen that started it (killed, that one
+  leaves no worker writing beside its rerun or waiting for work forever)."""
+  stop_with_parent(parent_pid)
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   if usr_dir:
     from t2t_keras.usr_dir import import_usr_dir  # pylint: disable=import-outside-toplevel

@@ -45,7 +45,6 @@ embedding, a vocabulary that is not sentencepiece (t2t's subwords).
 import json
 import os
 import shutil
-import tempfile
 
 import numpy as np
 
@@ -317,10 +316,13 @@ def model_dir(output_dir, given, name, quantization, overwrite):
 def write_model_dir(directory, write):
   """write(tmp) into a new directory beside `directory`, then that directory put in its
   place (an existing one removed): a reader never sees a half-written model. 0755, as a
-  SavedModel's (mkdtemp makes 0700)."""
+  SavedModel's (mkdtemp makes 0700). The temporary directories a killed conversion of
+  `directory` left are removed first."""
   parent = os.path.dirname(os.path.abspath(directory))
   os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}-", dir=parent)
+  prefix = f".{os.path.basename(os.path.abspath(directory))}-"
+  fileio.remove_dead_temporaries(parent, prefix)  # what a killed conversion left
+  tmp = fileio.private_temporary_dir(parent, prefix)
   try:
     write(tmp)
     os.chmod(tmp, 0o755)

@@ -48,7 +48,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 
 import tensorflow as tf
@@ -574,8 +573,8 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   version, final = _version_dir(export_dir, version, None if ensemble else ckpt, overwrite)
   # Saved beside the target where that is a local disk (then renamed into place at once),
   # else in a local temporary directory, then copied up.
-  tmp = tempfile.mkdtemp(prefix=f".tmp-{int(version)}-",
-                         dir=None if fileio.is_remote(export_dir) else export_dir)
+  tmp = fileio.private_temporary_dir(None if fileio.is_remote(export_dir) else export_dir,
+                                     f".tmp-{int(version)}-")
   try:
     translator = Translator(model, info["vocab_path"], settings,
                             postprocess=decoding.hooks.serving_postprocess(),
@@ -651,11 +650,22 @@ def _version_dir(export_dir, version, checkpoint, overwrite):
     if version is None:
       version = int(time.time())
   final = os.path.join(export_dir, str(int(version)))
+  _remove_killed_exports(export_dir, version)
   if fileio.exists(final) and not overwrite:
     raise FileExistsError(f"{final} exists: pass overwrite=True (--overwrite) or another "
                           f"version (--export_version)")
   fileio.makedirs(export_dir)
   return version, final
+
+
+def _remove_killed_exports(export_dir, version):
+  """Removes the temporary directories of this version that a killed export left (its
+  `.tmp-<version>-*` save, an overwrite's `.old-<version>-*`): the next run of the same
+  command cleans up after it (`fileio.remove_dead_temporaries`)."""
+  local = not fileio.is_remote(export_dir)
+  fileio.remove_dead_temporaries(export_dir if local else None, f".tmp-{int(version)}-")
+  if local:
+    fileio.remove_dead_temporaries(export_dir, f".old-{int(version)}-")
 
 
 def _save(translator, export_info, directory):
@@ -691,7 +701,7 @@ def _move_into_place(tmp, final, export_dir, version):
     fileio.upload_tree(tmp, final)
     shutil.rmtree(tmp, ignore_errors=True)
   elif os.path.exists(final):
-    old = tempfile.mkdtemp(prefix=f".old-{int(version)}-", dir=export_dir)
+    old = fileio.private_temporary_dir(export_dir, f".old-{int(version)}-")
     os.rename(final, os.path.join(old, "v"))
     os.rename(tmp, final)
     shutil.rmtree(old, ignore_errors=True)

@@ -72,6 +72,18 @@ class LiteRTTranslator:
     self.language_tokens = self.info.get("language_tokens", {})
     self.batch_size = max(1, int(batch_size))
     self.truncated = 0
+    self._warm_up()
+
+  def _warm_up(self):
+    """One throwaway search through each signature: a new interpreter's first search with
+    LiteRT's default delegate (XNNPACK) can compute wrong values (about half the first
+    calls of a test model chose other outputs than its every later call, and than the
+    builtin kernels; docs/notebook.md, "LiteRT's first search")."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    ids = np.full([1, 1], self.eos, np.int32)
+    for name, runner in self.runners.items():
+      runner(ids=ids, **({"prefix": np.zeros([1, 1], np.int32)} if name == "translate_prefix"
+                         else {}))
 
   def search_ids(self, batch, prefix=None):
     """The model's search on source ids: batch int [rows, width] (EOS-terminated,

@@ -18,11 +18,11 @@ subword over the whole dev split, no label smoothing), dev_bleu (cased
 sacreBLEU), dev_tok_bleu (tokenized BLEU, the paper's kind), dev_sentences.
 """
 
-import ctypes
 import json
 import os
-import signal
 import sys
+
+from t2t_keras.processes import stop_with_parent
 
 RESULT_TAG = "TRIAL_RESULT "
 ERROR_TAG = "TRIAL_ERROR "
@@ -73,17 +73,6 @@ def command(job, kwargs):
   if job not in JOBS:
     raise ValueError(f"unknown trial job {job!r}; known: {', '.join(JOBS)}")
   return [sys.executable, "-m", __name__, job, json.dumps(kwargs), str(os.getpid())]
-
-
-def stop_with_parent(parent_pid):
-  """Linux: SIGTERM to this process when the process that started it (parent_pid) dies
-  (prctl's PR_SET_PDEATHSIG), now if it is already gone. Elsewhere nothing."""
-  if not sys.platform.startswith("linux"):
-    return
-  pr_set_pdeathsig = 1
-  ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
-  if os.getppid() != parent_pid:  # it died before the call above
-    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main(argv):

@@ -5,6 +5,9 @@ datagen's length histogram; the chief generating while other workers wait."""
 import collections
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -140,6 +143,65 @@ def test_processes_write_the_same_files_as_one(files, tmp_path, capsys):
     if workers == 2:
       assert "train: 4/4 shards written by 2 processes" in out.out
   assert results[0] == results[1]
+
+
+def _workers(pid):
+  """The pids of pid's live multiprocessing children (spawned shard writers; Linux: /proc)."""
+  found = []
+  for entry in os.listdir("/proc"):
+    try:
+      with open(f"/proc/{entry}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+      with open(f"/proc/{entry}/cmdline", "rb") as f:
+        spawned = b"spawn_main" in f.read()
+    except (OSError, ValueError):
+      continue
+    if fields[0] != "Z" and int(fields[1]) == pid and spawned:
+      found.append(int(entry))
+  return found
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_datagen_takes_its_shard_writers_with_it(files, tmp_path):
+  """SIGKILL to t2t-datagen (no handler runs) once its two shard writers are started: the
+  writers end with it (PR_SET_PDEATHSIG). Before, they went on writing their shards
+  beside the rerun's writers of the same shards, then waited for work forever (found by
+  benchmarks/kill_loop.py: alive two minutes after the kill)."""
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "t2t_keras.bin.datagen", "--problem=translate_parallel_text",
+       f"--data_dir={tmp_path}", "--vocab_size=80", "--num_train_shards=4",
+       "--num_concurrent_processes=2",
+       *(f"--parallel_{split}={','.join(files[split])}" for split in ("train", "dev", "test"))],
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  workers, deadline = [], time.time() + 120
+  while len(workers) < 2:
+    assert proc.poll() is None and time.time() < deadline, "no two shard writers started"
+    time.sleep(0.05)
+    workers = _workers(proc.pid)
+  proc.kill()
+  proc.wait()
+  deadline = time.time() + 20
+  while _alive(workers) and time.time() < deadline:
+    time.sleep(0.1)
+  left = _alive(workers)
+  for pid in left:
+    os.kill(pid, signal.SIGKILL)
+  assert left == [], "the killed datagen's shard writers live on"
+
+
+def _alive(pids):
+  """Those of `pids` that are live processes (not zombies)."""
+  alive = []
+  for pid in pids:
+    try:
+      with open(f"/proc/{pid}/stat") as f:
+        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+          alive.append(pid)
+    except OSError:
+      pass
+  return alive
 
 
 def test_another_shard_count_in_the_same_data_dir_is_refused(files, tmp_path):

@@ -19,6 +19,7 @@ tests accept a difference only where the decision that made it was such a near-t
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import sysconfig
@@ -228,6 +229,26 @@ def test_gnmt_ranking_of_hand_made_hypotheses(tmp_path):
   live = translator._rank([(["x", "y"], -0.6), (["z"], -0.3)], limit=7)  # pylint: disable=protected-access
   assert [p for p, _ in live] == [["z"], ["x", "y"]]  # none finished: all by log p / lp(limit)
   np.testing.assert_allclose([s for _, s in live], [-0.3 / 2, -0.6 / 2])
+
+
+def test_a_conversion_removes_what_a_killed_one_left(tmp_path):
+  """A SIGKILLed conversion leaves its .<name>-<host>-<pid>-* directory beside the model
+  directory; the next conversion into that directory removes the dead process's (and
+  keeps a live one's and another directory's). LiteRT's conversion writes the same way."""
+  proc = subprocess.Popen([sys.executable, "-c", ""])
+  proc.wait()  # its pid is a dead process's
+  host = platform.node()
+  kept = [f".ctranslate2-{host}-{os.getpid()}-abc", f".ctranslate2_int8-{host}-{proc.pid}-de"]
+  for name in kept + [f".ctranslate2-{host}-{proc.pid}-fgh"]:
+    os.makedirs(tmp_path / name)
+
+  def write(directory):
+    with open(os.path.join(directory, "model.bin"), "w") as f:
+      f.write("a model")
+
+  ct2_convert.write_model_dir(str(tmp_path / "ctranslate2"), write)
+  assert sorted(os.listdir(tmp_path)) == sorted(kept + ["ctranslate2"])
+  assert os.listdir(tmp_path / "ctranslate2") == ["model.bin"]
 
 
 def test_without_ctranslate2_the_export_says_how_to_install_it(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -232,6 +233,41 @@ def test_existing_version_and_overwrite(run_dir, exported, monkeypatch):
   with open(os.path.join(again, "saved_model.pb")) as f:
     assert f.read() == "the new export"
   assert infos[0]["version"] == 3 and infos[0]["decode_hparams"]["beam_size"] == 1
+
+
+def _dead_pid():
+  """The pid of a process that has ended (what a killed export's temporary name holds)."""
+  proc = subprocess.Popen([sys.executable, "-c", ""])
+  proc.wait()
+  return proc.pid
+
+
+@pytest.mark.heavy
+def test_the_next_export_removes_what_a_killed_one_left(run_dir, tmp_path, monkeypatch):
+  """A SIGKILLed export leaves its .tmp-<version>-<host>-<pid>-* save (an overwrite also
+  an .old-<version>-*); the next export of that version removes the dead process's, also
+  when it refuses an existing version, and keeps a live one's, another version's and
+  another host's. (They stayed for good, beside the versions, before.)"""
+  host, dead = platform.node(), _dead_pid()
+  stale = [f".tmp-3-{host}-{dead}-abc", f".old-3-{host}-{dead}-def"]
+  kept = [f".tmp-3-{host}-{os.getpid()}-ghi", f".tmp-4-{host}-{dead}-jkl",
+          f".tmp-3-{host}x-{dead}-mno"]
+  for name in stale + kept:
+    os.makedirs(tmp_path / name / "variables")
+
+  def save(translator, export_info, directory):
+    del translator, export_info
+    with open(os.path.join(directory, "saved_model.pb"), "w") as f:
+      f.write("a SavedModel")
+
+  monkeypatch.setattr(export, "_save", save)
+  final = export.export_model(run_dir, export_dir=str(tmp_path), version=3,
+                              decode_hparams="beam_size=1,jit=false", log=None)
+  assert sorted(os.listdir(tmp_path)) == sorted(kept + ["3"]) and final.endswith("3")
+  os.makedirs(tmp_path / stale[1] / "v")  # killed as an overwrite moved version 3 aside
+  with pytest.raises(FileExistsError, match="overwrite"):
+    export.export_model(run_dir, export_dir=str(tmp_path), version=3, log=None)
+  assert sorted(os.listdir(tmp_path)) == sorted(kept + ["3"])
 
 
 def _isolated_python(code, *args):
