@@ -71,7 +71,7 @@ LONGEST_FIRST = ("test_trainer.py", "test_server_operations.py", "test_trainer_p
                  "test_parsing_serving.py", "test_ensemble.py", "test_ctranslate2.py",
                  "test_litert.py", "test_marian_downstream.py", "test_hf_marian_downstream.py",
                  "test_gpu_check.py", "test_out_of_space.py", "test_hf_marian_import.py",
-                 "test_hf_m2m100_import.py",
+                 "test_hf_m2m100_import.py", "test_library.py",
                  "test_transformer.py", "test_damaged_files.py",
                  "test_target_language_serving.py", "test_cli.py", "test_server.py",
                  "test_multilingual.py", "test_kill_loop.py", "test_kills.py",

@@ -78,11 +78,21 @@ def run_main(main, name, argv):
     return 1
 
 
+HELP_FLAGS = ("-h", "-?", "--help", "--helpshort", "--helpfull", "--helpxml")
+
+
 def app_run(main, name):
-  """absl.app.run for a binary: flags parsed from sys.argv, then `run_main`."""
+  """absl.app.run for a binary: flags parsed from sys.argv, then `run_main`. A help flag
+  exits 0 (absl exits 1 after printing the help; asking for it is not an error)."""
+  import sys
   from absl import app
   declare_help_flags(main.__module__)
-  app.run(lambda argv: run_main(main, name, argv))
+  try:
+    app.run(lambda argv: run_main(main, name, argv))
+  except SystemExit as e:
+    if e.code == 1 and any(arg in HELP_FLAGS for arg in sys.argv[1:]):
+      raise SystemExit(0) from None
+    raise
 
 
 def declare_help_flags(module_name):

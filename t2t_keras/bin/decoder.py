@@ -67,12 +67,13 @@ _define("string", "decode_constraints_file", None,
         "per input line (e.g. [\"Hund\", \"roter Ball\"]; [] or an empty line: none); "
         "each output contains every phrase of its line (lexically constrained beam search).")
 _define("string", "target_language", None,
-        "A multilingual run's output language for every line of --decode_from_file or "
-        "--decode_interactive (its tag, e.g. <2fr>, goes in front); without it each line "
-        "starts with its own tag.")
+        "A multilingual run's output language for every line of --decode_from_file, "
+        "--decode_interactive or --score_file (its tag, e.g. <2fr>, goes in front); without "
+        "it each line starts with its own tag.")
 _define("string", "source_language", None,
         "A language-token model's (M2M-100's) source language for every line, e.g. en "
-        "(its token, __en__, goes in front); without it each line starts with its own.")
+        "(its token, __en__, goes in front; --score_file's targets are scored after the "
+        "target language's token); without it each line starts with its own.")
 _define("string", "decode_to_file", None,
         "Where translations (or --score_file scores) go (default for translations: "
         "<decode_from_file>.beam<k>.alpha<a>.decodes).")
@@ -120,7 +121,9 @@ def main(argv):
                              source_language=FLAGS.source_language)
   elif FLAGS.score_file:
     scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
-                       batch_size=settings.batching.batch_size)
+                       batch_size=settings.batching.batch_size,
+                       source_language=FLAGS.source_language,
+                       target_language=FLAGS.target_language)
   elif FLAGS.decode_from_file:
     inputs = files.InputFiles(FLAGS.decode_from_file, FLAGS.decode_reference,
                               FLAGS.decode_prefix_file, FLAGS.decode_constraints_file,
@@ -146,9 +149,9 @@ def _check_flags():
       raise app.UsageError(f"{flag} goes with --decode_from_file")
   for flag, value in (("--target_language", FLAGS.target_language),
                       ("--source_language", FLAGS.source_language)):
-    if value and not (FLAGS.decode_from_file or FLAGS.decode_interactive):
-      raise app.UsageError(f"{flag} goes with --decode_from_file or --decode_interactive "
-                           "(a split's sources carry their tags)")
+    if value and FLAGS.decode_split:
+      raise app.UsageError(f"{flag} goes with --decode_from_file, --decode_interactive or "
+                           "--score_file (a split's sources carry their tags)")
   if FLAGS.decode_prefix_file and FLAGS.decode_constraints_file:
     raise app.UsageError("--decode_prefix_file and --decode_constraints_file do not combine "
                          "yet: give one")

@@ -58,18 +58,9 @@ class InputFiles:
   source_language: Optional[str] = None
 
   def read(self, vocab):
-    """Their `Lines` (sources tagged for a multilingual `vocab`; for one with language
-    tokens, M2M-100's, sources led by the source language's and prefixes by the target
-    language's: `languages.frame_with_tokens`); InputError naming both files where a
-    file's line count differs from the source's."""
-    tokens = languages_lib.language_tokens(vocab)
+    """Their `Lines`, framed for `vocab` (`frame_for_model`); InputError naming both
+    files where a file's line count differs from the source's."""
     sources = read_lines(self.source)
-    if not tokens:
-      if self.source_language is not None:
-        raise InputError("a source language is for models whose vocabulary has language "
-                         "tokens (M2M-100's); this one reads any source")
-      sources = tag_sources(languages_lib.languages_of(vocab), sources,
-                            self.target_language, self.source)
     aligned = []
     for path, reader, what in ((self.reference, read_lines, ""),
                                (self.prefix, read_lines, "the prefix file "),
@@ -79,14 +70,32 @@ class InputFiles:
         raise InputError(f"{self.source} has {len(sources)} lines but {what}{path} has "
                          f"{len(lines)}")
       aligned.append(lines)
-    if tokens:
-      if aligned[2] is not None:
-        raise InputError("terminology constraints on a model with language tokens "
-                         "(M2M-100's) are not supported yet")
-      sources, aligned[1] = languages_lib.frame_with_tokens(
-          sources, aligned[1], self.source_language, self.target_language, tokens,
-          self.source)
+    sources, aligned[1] = frame_for_model(vocab, sources, aligned[1], aligned[2],
+                                          self.target_language, self.source_language,
+                                          self.source)
     return Lines(sources, *aligned)
+
+
+def frame_for_model(vocab, sources, prefixes=None, constraints=None, target_language=None,
+                    source_language=None, name="input"):
+  """(sources, prefixes) as the model of `vocab` reads them: a multilingual model's
+  sources tagged (`tag_sources`); a language-token model's (M2M-100's) sources led by
+  the source language's token and prefixes by the target language's
+  (`languages.frame_with_tokens`); other models' unchanged. InputError for a language
+  the model has no use for, and for terminology constraints on a language-token model.
+  name: where the lines come from, for the errors (a file, "stdin", "lines")."""
+  tokens = languages_lib.language_tokens(vocab)
+  if not tokens:
+    if source_language is not None:
+      raise InputError("a source language is for models whose vocabulary has language "
+                       "tokens (M2M-100's); this one reads any source")
+    return tag_sources(languages_lib.languages_of(vocab), sources, target_language,
+                       name), prefixes
+  if constraints is not None:
+    raise InputError("terminology constraints on a model with language tokens "
+                     "(M2M-100's) are not supported yet")
+  return languages_lib.frame_with_tokens(sources, prefixes, source_language,
+                                         target_language, tokens, name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -333,18 +342,13 @@ def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn
   stream = stream or sys.stdin
   settings = settings.replace(batch_size=1)
   search_fn = search_fn or make_search_fn(model, settings.search)
-  known, tokens = languages_lib.languages_of(vocab), languages_lib.language_tokens(vocab)
   for line in stream:
     line = line.strip()
     if not line:
       continue
-    prefixes = None
     try:
-      if tokens:
-        (line,), prefixes = languages_lib.frame_with_tokens(
-            [line], None, source_language, target_language, tokens, "stdin")
-      else:
-        line, = tag_sources(known, [line], target_language, "stdin")
+      (line,), prefixes = frame_for_model(vocab, [line], None, None, target_language,
+                                          source_language, "stdin")
     except InputError as e:
       log(f"error: {e}")
       continue

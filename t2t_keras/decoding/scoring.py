@@ -8,18 +8,27 @@ import tensorflow as tf
 
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding.translate import encode_sources, pad_ids
-from t2t_keras.decoding.files import read_lines, write_lines
+from t2t_keras.decoding.files import frame_for_model, read_lines, write_lines
 from t2t_keras.errors import InputError
 
 
-def score_pairs(model, vocab, sources, targets, batch_size=32):
+def score_pairs(model, vocab, sources, targets, batch_size=32, source_language=None,
+                target_language=None, name="sources"):
   """log p(target | source) under the model, summed over the target's subwords and EOS.
 
-  t2t-decoder's --score_file. Args: text lines of equal count. Returns a
-  list of floats (natural log), one per pair, in input order.
+  t2t-decoder's --score_file. Args: text lines of equal count; a multilingual model's
+  sources tagged as the decoder tags them (`files.frame_for_model`: `target_language`'s
+  tag, else each line's own); a language-token model's (M2M-100's) sources led by the
+  source language's token and targets by the target language's, the decoder's forced
+  first token, whose log-probability the score includes (as translations' scores do).
+  Returns a list of floats (natural log), one per pair, in input order.
   """
   if len(sources) != len(targets):
     raise InputError(f"{len(sources)} sources but {len(targets)} targets")
+  sources, prefixes = frame_for_model(vocab, sources, None, None, target_language,
+                                      source_language, name)
+  if prefixes is not None:  # the target language's token leads each target
+    targets = [f"{p} {t}".strip() for p, t in zip(prefixes, targets)]
   return score_ids(model, encode_sources(vocab, sources),
                    encode_sources(vocabulary.target_side(vocab), targets), batch_size)
 
@@ -41,8 +50,10 @@ def score_ids(model, src_ids, tgt_ids, batch_size=32):
   return scores
 
 
-def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=print):
-  """Scores "source<TAB>target" lines (t2t's --score_file): one log-probability per line.
+def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=print,
+               source_language=None, target_language=None):
+  """Scores "source<TAB>target" lines (t2t's --score_file): one log-probability per line
+  (languages as `score_pairs`').
 
   Writes "%.6f" lines to output_path (atomically) when given; returns the scores.
   """
@@ -54,7 +65,8 @@ def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=pr
                        f"found {len(parts) - 1} tabs")
     sources.append(parts[0].strip())
     targets.append(parts[1].strip())
-  scores = score_pairs(model, vocab, sources, targets, batch_size) if sources else []
+  scores = score_pairs(model, vocab, sources, targets, batch_size, source_language,
+                       target_language, input_path) if sources else []
   if output_path:
     write_lines(output_path, [f"{x:.6f}" for x in scores])
     log(f"scored {len(scores)} pairs; wrote {output_path}")

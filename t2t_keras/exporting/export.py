@@ -141,7 +141,7 @@ def tokens_in_graph(inputs, target_language, tokens):
                      tf.argmax(tf.cast(match, tf.int32), axis=1))
 
 
-class Translator(tf.Module):
+class ServingModule(tf.Module):
   """A tf.Module with the model's variables, its tokenizer and translate functions.
 
   `translate`, `nbest`, `sample`, `prefix`, `constrained`, `target_language` and
@@ -538,7 +538,7 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
                  max_input_length=None, version=None, overwrite=False, log=print):
   """Exports a training run's checkpoint as a versioned SavedModel.
 
-  Load the run, resolve the decoding and the input limit, save the Translator
+  Load the run, resolve the decoding and the input limit, save the ServingModule
   to a temporary directory beside the target, then move it into place.
 
   Args:
@@ -576,10 +576,10 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   tmp = fileio.private_temporary_dir(None if fileio.is_remote(export_dir) else export_dir,
                                      f".tmp-{int(version)}-")
   try:
-    translator = Translator(model, info["vocab_path"], settings,
-                            postprocess=decoding.hooks.serving_postprocess(),
-                            constraint=decoding.constraint(vocab),
-                            max_positions=position_cap(hparams))
+    translator = ServingModule(model, info["vocab_path"], settings,
+                               postprocess=decoding.hooks.serving_postprocess(),
+                               constraint=decoding.constraint(vocab),
+                               max_positions=position_cap(hparams))
     export_info = _export_info(translator, ckpt, version, info, settings, hparams)
     _save(translator, export_info, tmp)
     _move_into_place(tmp, final, export_dir, version)

@@ -20,8 +20,28 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import tensorflow as tf  # noqa: E402
-import tensorflow_text  # noqa: E402,F401  (registers the SentencepieceOp kernels)
+
+def _import_quietly():
+  """tensorflow and tensorflow_text, their start-up lines (the CUDA probe, oneDNN's notice,
+  written to file descriptor 2 before logging is set up) sent to /dev/null, as the
+  t2t-keras binaries do (T2T_VERBOSE_TF=1 shows them)."""
+  if os.environ.get("T2T_VERBOSE_TF"):
+    import tensorflow  # pylint: disable=import-outside-toplevel
+    import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    return tensorflow
+  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    import tensorflow  # pylint: disable=import-outside-toplevel
+    import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (registers the SentencepieceOp kernels)
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
+  return tensorflow
+
+
+tf = _import_quietly()
 
 
 def resolve(export_dir):

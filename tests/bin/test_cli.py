@@ -431,12 +431,12 @@ def test_version_in_process(module, capsys):
 
 @pytest.mark.heavy
 def test_trainer_help_as_a_process():
-  """The console script, as a user types it (absl exits 1 after --help)."""
+  """The console script, as a user types it: the help and exit 0 (absl's own is 1)."""
   import subprocess
   import sys
   script = os.path.join(os.path.dirname(sys.executable), "t2t-trainer")
   proc = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
-  assert proc.returncode == 1 and not proc.stderr, proc.stderr
+  assert proc.returncode == 0 and not proc.stderr, proc.stderr
   assert ("--hparams_set: Registered hparams set (with --warm_start_from a run and no\n"
           "    --hparams_set: that run's hparams).\n    (default: 'transformer_tiny')"
           in proc.stdout)

@@ -275,7 +275,8 @@ def test_the_decoder_binary_takes_source_and_target_languages(tmp_path, capsys):
   """t2t-decoder --source_language=en --target_language=de (greedy): the reference's
   outputs as text (the language token left out); lines that carry their own source token
   need no --source_language; an unknown code lists the known ones; no target language is
-  one line saying so. The import says that the config's layer drop is ignored."""
+  one line saying so; --score_file with the same flags gives the reference's scores. The
+  import says that the config's layer drop is ignored."""
   from binaries import run_binary  # pylint: disable=import-outside-toplevel
   from t2t_keras.bin import decoder as decoder_bin  # pylint: disable=import-outside-toplevel
   capsys.readouterr()
@@ -314,6 +315,30 @@ def test_the_decoder_binary_takes_source_and_target_languages(tmp_path, capsys):
   assert code == 1 and "give the target language (one of de, en, fr)" in err
   code, err, _ = decode("--target_language=de")
   assert code == 1 and "line 1 does not start with a source-language token" in err
+  _check_scores(capsys, tmp_path, model, vocab, english)
+
+
+def _check_scores(capsys, tmp_path, model, vocab, english):
+  """t2t-decoder --score_file with the languages: each pair's log p(__de__ words </s> |
+  __en__ words </s>), the float64 reference's log-softmax summed over those labels (the
+  forced language token included, as in translations' scores)."""
+  from binaries import run_binary  # pylint: disable=import-outside-toplevel
+  from t2t_keras.bin import decoder as decoder_bin  # pylint: disable=import-outside-toplevel
+  german = marian_fixture.corpus(5, seed=11)[1]
+  pairs, scores = tmp_path / "pairs.tsv", tmp_path / "scores.txt"
+  pairs.write_text("".join(f"{s}\t{t}\n" for s, t in zip(english, german)), encoding="utf-8")
+  code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={tmp_path / 'run'}",
+                            f"--score_file={pairs}", f"--decode_to_file={scores}",
+                            "--source_language=en", "--target_language=de")
+  assert code == 0, err
+  for source, target, got in zip(english, german, scores.read_text().split()):
+    src = _hf(vocab, vocab.encode(f"__en__ {source}") + [EOS_ID])
+    tgt = _hf(vocab, vocabulary.target_side(vocab).encode(f"__de__ {target}") + [EOS_ID])
+    logits = reference.teacher_forced_logits(model["sd"], model["config"], src, tgt)
+    top = logits.max(axis=1, keepdims=True)
+    log_probs = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+    expected = sum(log_probs[i, t] for i, t in enumerate(tgt))
+    assert abs(float(got) - expected) < 1e-4, (source, target, got, expected)
 
 
 @pytest.mark.heavy

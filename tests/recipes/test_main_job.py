@@ -51,14 +51,14 @@ import json, sys
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(1)
 tf.config.threading.set_inter_op_parallelism_threads(1)
-from t2t_keras.training import trainer
+import t2t_keras
 data_dir, run_dir, steps, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 lines = []
-summary = trainer.train("translate_ende_numbers", "transformer_tiny", data_dir, run_dir,
-                        train_steps=steps, seed=seed, use_xla=False, save_every=steps,
-                        eval_every=steps, eval_steps=20, eval_bleu_sentences=0,
-                        log=lines.append)
-print("RESULT " + json.dumps({"accuracy": summary["dev_accuracy"],
+result = t2t_keras.train(output_dir=run_dir, data_dir=data_dir, train_steps=steps, seed=seed,
+                         use_xla=False, save_every=steps, eval_every=steps, eval_steps=20,
+                         eval_bleu_sentences=0, log=lines.append)
+assert (result.step, result.start_step) == (steps, 0), result
+print("RESULT " + json.dumps({"accuracy": result.dev["dev_accuracy"],
                               "warnings": [l for l in lines if l.startswith("warning")]}))
 """
 

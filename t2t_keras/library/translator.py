@@ -1,0 +1,129 @@
+"""A loaded model as `t2t_keras.load` returns it: translate, score and attention from Python.
+
+    translator = t2t_keras.load("runs/tiny")
+    translator.translate("one hundred and five")            # Translation(text=..., ...)
+    translator.translate(lines, beam_size=8, alpha=1.0, n_best=3)
+    translator.score(["one"], ["eins"])                      # [log p(target | source)]
+    translator.attention("one", "eins").weights              # [layers, heads, T, S]
+
+Every call goes through the decoder's own corridor (`decoding/spec.py`'s settings,
+`decoding/files.frame_for_model`'s languages, `decoding/translate.translate_lines`,
+the problem's postprocess), so a line translates here as t2t-decoder writes it.
+"""
+
+from t2t_keras.decoding import files, scoring, translate
+from t2t_keras.errors import InputError
+from t2t_keras.ids import EOS_ID
+from t2t_keras.library.arguments import per_line, texts
+from t2t_keras.library.results import Attention, Candidate, Translation
+
+
+class Translator:
+  """A run (or an ensemble of runs) loaded for translation; made by `t2t_keras.load`.
+
+  settings: the decode hparams every call starts from (a dict of t2t's flat keys: the
+  problem's defaults, then `load`'s decode_hparams, the input limit resolved from the
+  run); a call's keywords apply over them for that call only.
+  """
+
+  def __init__(self, run, spec, path):
+    self._run, self._spec, self.path = run, spec, path
+    self._searches = {}  # (search settings, prefixes?) -> the traced search, reused
+
+  @property
+  def settings(self):
+    return self._spec.settings.values()
+
+  @property
+  def problem(self):
+    return self._run.info.get("problem")
+
+  @property
+  def checkpoint_path(self):
+    return self._run.checkpoint_path
+
+  def translate(self, lines, *, beam_size=None, alpha=None, n_best=1, target_prefix=None,
+                terms=None, source_language=None, target_language=None, decode_hparams=""):
+    """Translations of `lines` (a str: one `Translation`; a list of str: a list of them).
+
+    beam_size, alpha: the search's (None: settings'); decode_hparams: any other t2t decode
+    hparam for this call ("extra_length=20,sampling_method=random"). n_best: candidates
+    kept per line (at most beam_size). target_prefix: text each output starts with (a
+    str for one line, a list with one per line, "" for none). terms: target phrases each
+    output must hold (a list of str for one line, a list of such lists for several).
+    target_language / source_language: a multilingual model's output language for every
+    line (else each line starts with its tag, e.g. "<2fr> ..."), a language-token
+    model's (M2M-100's, NLLB's) languages. InputError (one line) for anything refused.
+    """
+    single = isinstance(lines, str)
+    batch = texts([lines] if single else lines, "lines")
+    prefixes = per_line(target_prefix, batch, single, "target_prefix", str)
+    phrases = per_line(terms, batch, single, "terms", list)
+    settings = self._call_settings(beam_size, alpha, decode_hparams)
+    if not isinstance(n_best, int) or not 1 <= n_best <= settings.search.beam_size:
+      raise InputError(f"n_best must be an int from 1 to beam_size "
+                       f"({settings.search.beam_size}), got {n_best!r}")
+    sources, prefixes = files.frame_for_model(self._run.vocab, batch, prefixes, phrases,
+                                              target_language, source_language, "lines")
+    nbest = translate.translate_lines(self._run.model, self._run.vocab, sources, settings,
+                                      self._search_fn(settings, prefixes, phrases),
+                                      prefixes=prefixes, constraints=phrases)
+    postprocess = self._spec.hooks.postprocess
+    out = []
+    for i, (source, hyps) in enumerate(zip(sources, nbest)):
+      kept = tuple(Candidate(postprocess(source, h.text), h.score) for h in hyps[:n_best])
+      out.append(Translation(kept[0].text, kept[0].score, kept,
+                             truncated=i in nbest.truncated,
+                             terms_met=None if phrases is None else i not in nbest.unmet))
+    return out[0] if single else out
+
+  def score(self, sources, targets, *, source_language=None, target_language=None):
+    """log p(target | source) of each pair (natural log, summed over the target's pieces
+    and EOS; t2t-decoder --score_file's numbers). A multilingual model's sources are tagged
+    as translate tags them; a language-token model's targets are scored after the target
+    language's token, the decoder's forced first token, whose probability is included (as
+    in translate's scores)."""
+    sources, targets = texts(sources, "sources"), texts(targets, "targets")
+    return scoring.score_pairs(self._run.model, self._run.vocab, sources, targets,
+                               self._spec.settings.batching.batch_size, source_language,
+                               target_language)
+
+  def attention(self, source, target):
+    """The encoder-decoder `Attention` of one pair (source text, its translation)."""
+    from t2t_keras.data import vocabulary  # pylint: disable=import-outside-toplevel
+    from t2t_keras.decoding import attention_maps  # pylint: disable=import-outside-toplevel
+    (source,), (target,) = texts([source], "source"), texts([target], "target")
+    vocab = self._run.vocab
+    source_ids = translate.encode_sources(vocab, [source])[0]
+    target_ids = vocabulary.target_side(vocab).encode(target)
+    weights = attention_maps.attention_weights(self._run.model, source_ids, target_ids)
+    source_side = vocabulary.source_side(vocab)
+    return Attention(tuple(source_side.id_to_piece(i) for i in source_ids),
+                     tuple(vocab.id_to_piece(i) for i in target_ids + [EOS_ID]),
+                     weights)
+
+  def _call_settings(self, beam_size, alpha, decode_hparams):
+    """The spec's `DecodeSettings` with this call's keywords over them."""
+    settings = self._spec.settings.override(decode_hparams)
+    changes = {k: v for k, v in (("beam_size", beam_size), ("alpha", alpha)) if v is not None}
+    return settings.replace(**changes) if changes else settings
+
+  def _search_fn(self, settings, prefixes, phrases):
+    """The traced search for these settings (kept for the next call with the same), or
+    None where translate_lines builds its own (terms: shaped by each call's phrases)."""
+    if phrases is not None:
+      if self._spec.constraint(self._run.vocab) is not None:
+        raise InputError(f"terms cannot be combined with {self.problem}'s output constraint "
+                         "yet; pass decode_hparams=\"constrain=false\" to decode without it")
+      return None
+    key = (tuple(settings.search.values().items()), prefixes is not None)
+    if key not in self._searches:
+      self._searches[key] = translate.make_search_fn(
+          self._run.model, settings.search, self._spec.constraint(self._run.vocab),
+          with_prefix=prefixes is not None)
+    return self._searches[key]
+
+  def __repr__(self):
+    return (f"Translator({self.path!r}, problem={self.problem!r}, "
+            f"checkpoint={self.checkpoint_path!r})")
+
