@@ -163,19 +163,18 @@ def test_t2t_decoder_binary(model, vocab, tmp_path, capsys):
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("return_beams", [False, True])
-def test_decode_interactive_prints_each_lines_nbest(model, vocab, return_beams):
+def test_decode_interactive_prints_each_lines_nbest(model, vocab):
   """Lines of a stream (blank ones skipped) -> "k<TAB>score<TAB>text" per hypothesis, the
   best only unless return_beams, as translate_lines ranks them one sentence at a time."""
   import io
-  printed = []
-  files.decode_interactive(model, vocab, _hp(return_beams=return_beams),
-                           stream=io.StringIO(f"{SENTENCES[0]}\n\n  {SENTENCES[1]}  \n"),
-                           log=printed.append)
   expected = []
   for line in SENTENCES[:2]:
     hyps = translate.translate_lines(model, vocab, [line], _hp(batch_size=1))[0]
-    expected += [f"{k}\t{h.score:.4f}\t{h.text}" for k, h in enumerate(hyps)][
-        :None if return_beams else 1]
-  assert printed == expected
-  assert len(printed) == (4 if return_beams else 2)  # beam_size 2
+    expected.append([f"{k}\t{h.score:.4f}\t{h.text}" for k, h in enumerate(hyps)])
+  assert [len(e) for e in expected] == [2, 2]  # beam_size 2
+  for return_beams in (False, True):
+    printed = []
+    files.decode_interactive(model, vocab, _hp(return_beams=return_beams),
+                             stream=io.StringIO(f"{SENTENCES[0]}\n\n  {SENTENCES[1]}  \n"),
+                             log=printed.append)
+    assert printed == [t for e in expected for t in e[:None if return_beams else 1]]
