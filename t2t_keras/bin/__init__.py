@@ -78,7 +78,7 @@ def run_main(main, name, argv):
     return 1
 
 
-HELP_FLAGS = ("-h", "-?", "--help", "--helpshort", "--helpfull", "--helpxml")
+HELP_FLAGS = ("-?", "--help", "--helpshort", "--helpfull", "--helpxml")  # absl's
 
 
 def app_run(main, name):
@@ -90,7 +90,8 @@ def app_run(main, name):
   try:
     app.run(lambda argv: run_main(main, name, argv))
   except SystemExit as e:
-    if e.code == 1 and any(arg in HELP_FLAGS for arg in sys.argv[1:]):
+    given = sys.argv[1:sys.argv.index("--")] if "--" in sys.argv else sys.argv[1:]
+    if e.code == 1 and any(arg in HELP_FLAGS for arg in given):
       raise SystemExit(0) from None
     raise
 

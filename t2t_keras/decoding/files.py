@@ -341,6 +341,8 @@ def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn
   answered with the error and skipped)."""
   stream = stream or sys.stdin
   settings = settings.replace(batch_size=1)
+  # Languages the model has no use for are refused once, before the first line.
+  frame_for_model(vocab, [], None, None, target_language, source_language, "stdin")
   search_fn = search_fn or make_search_fn(model, settings.search)
   for line in stream:
     line = line.strip()

@@ -25,12 +25,23 @@ def score_pairs(model, vocab, sources, targets, batch_size=32, source_language=N
   """
   if len(sources) != len(targets):
     raise InputError(f"{len(sources)} sources but {len(targets)} targets")
-  sources, prefixes = frame_for_model(vocab, sources, None, None, target_language,
-                                      source_language, name)
-  if prefixes is not None:  # the target language's token leads each target
-    targets = [f"{p} {t}".strip() for p, t in zip(prefixes, targets)]
+  sources, targets = frame_pairs(vocab, sources, targets, source_language, target_language,
+                                 name)
   return score_ids(model, encode_sources(vocab, sources),
                    encode_sources(vocabulary.target_side(vocab), targets), batch_size)
+
+
+def frame_pairs(vocab, sources, targets, source_language=None, target_language=None,
+                name="sources"):
+  """(sources, targets) as the model of `vocab` reads them (`files.frame_for_model`); a
+  language-token model's targets led by the target language's token (once: a target that
+  starts with it keeps it as it is)."""
+  sources, prefixes = frame_for_model(vocab, sources, None, None, target_language,
+                                      source_language, name)
+  if prefixes is not None:
+    targets = [t if t.split(" ", 1)[0] == p else f"{p} {t}".strip()
+               for p, t in zip(prefixes, targets)]
+  return sources, targets
 
 
 def score_ids(model, src_ids, tgt_ids, batch_size=32):

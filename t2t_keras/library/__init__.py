@@ -31,14 +31,20 @@ def load(path, *, checkpoint_path=None, decode_hparams="", t2t_usr_dir=None, log
   separated by commas (an ensemble: the mean of their probabilities), a SavedModel export
   (t2t-exporter's directory; its search is fixed), or a model from elsewhere that
   t2t-import reads (a tensor2tensor output_dir, a Marian / OPUS-MT release, a Hugging
-  Face directory), imported into a temporary run first, which `log` says.
+  Face directory), imported into a temporary run first, which `log` says (removed once
+  loaded).
   checkpoint_path: a run's checkpoint (default its newest readable); decode_hparams:
   t2t's "beam_size=4,alpha=0.6" over the problem's defaults, what every call starts from;
   t2t_usr_dir: a directory of modules registering the run's problem.
   """
   from t2t_keras import tf_startup  # pylint: disable=import-outside-toplevel
   tf_startup.import_tensorflow_quietly()
+  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding.settings import parse_decode_hparams  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding.spec import DecodingSpec  # pylint: disable=import-outside-toplevel
   from t2t_keras.library import sources  # pylint: disable=import-outside-toplevel
+  from t2t_keras.library.translator import Translator  # pylint: disable=import-outside-toplevel
+  parse_decode_hparams(decode_hparams)  # refused before anything loads or imports
   if t2t_usr_dir:
     from t2t_keras.usr_dir import import_usr_dir  # pylint: disable=import-outside-toplevel
     import_usr_dir(t2t_usr_dir)
@@ -49,17 +55,16 @@ def load(path, *, checkpoint_path=None, decode_hparams="", t2t_usr_dir=None, log
                        "load its run for checkpoint_path or decode_hparams")
     from t2t_keras.library.exported import ExportedTranslator  # pylint: disable=import-outside-toplevel
     return ExportedTranslator(where)
-  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
-  from t2t_keras.decoding.settings import parse_decode_hparams  # pylint: disable=import-outside-toplevel
-  from t2t_keras.decoding.spec import DecodingSpec  # pylint: disable=import-outside-toplevel
-  from t2t_keras.library.translator import Translator  # pylint: disable=import-outside-toplevel
-  parse_decode_hparams(decode_hparams)  # refused before the model loads
-  run = runs.load(where, checkpoint_path)
+  try:
+    run = runs.load(where, checkpoint_path)
+  finally:
+    if kind == "imported":  # the run is in memory now
+      sources.remove_temporary(where)
   spec = DecodingSpec.for_run(run.info["problem"], decode_hparams, run.hparams)
   return Translator(run, spec, str(path))
 
 
-def train(*, output_dir, problem="translate_ende_numbers", hparams_set="transformer_tiny",
+def train(*, output_dir, problem="translate_ende_numbers", hparams_set=None,
           hparams="", data_dir="t2t_data", train_steps=None, generate_data=False,
           tmp_dir="t2t_tmp", problem_kwargs=None, t2t_usr_dir=None, log=None, **settings):
   """What t2t-trainer runs, with its flags' names and defaults; returns a `TrainingResult`.
@@ -67,7 +72,9 @@ def train(*, output_dir, problem="translate_ende_numbers", hparams_set="transfor
   Rerun with the same output_dir, it resumes. settings: the trainer's other settings
   (`training/config.py`'s TrainerConfig fields: seed, save_every, eval_every,
   eval_steps, keep_checkpoints, warm_start_from, use_xla, ...); problem_kwargs: a
-  problem's constructor arguments (translate_parallel_text's files, raw_dir, vocab_size);
+  problem's constructor arguments (translate_parallel_text's files, raw_dir, vocab_size).
+  hparams_set: default transformer_tiny, or with warm_start_from a run and no set given,
+  that run's hparams (as t2t-trainer);
   log: where the progress lines go (default: printed, as t2t-trainer prints them).
   """
   from t2t_keras import tf_startup  # pylint: disable=import-outside-toplevel
@@ -82,12 +89,16 @@ def train(*, output_dir, problem="translate_ende_numbers", hparams_set="transfor
   if unknown:
     raise InputError(f"unknown training setting {unknown[0]!r}; the settings are "
                      f"{', '.join(sorted(known))}")
+  if hparams_set is None and not settings.get("warm_start_from"):
+    hparams_set = "transformer_tiny"
   summary = trainer.train(problem, hparams_set, data_dir, output_dir, hparams=hparams,
                           train_steps=train_steps, generate_data=generate_data,
                           tmp_dir=tmp_dir, problem_kwargs=problem_kwargs,
                           **({"log": log} if log else {}), **settings)
-  fixed = ("step", "start_step", "loss", "seconds", "interrupted", "checkpoint")
-  dev = {k: v for k, v in summary.items() if k not in fixed and k != "curves_png"}
+  fixed = ("step", "start_step", "loss", "seconds", "interrupted", "checkpoint",
+           "curves_png", "early_stopped", "best_checkpoint")
+  dev = {k: v for k, v in summary.items() if k not in fixed}
   return TrainingResult(str(output_dir), int(summary["step"]), int(summary["start_step"]),
                         float(summary["loss"]), float(summary["seconds"]),
-                        bool(summary["interrupted"]), summary["checkpoint"], dev)
+                        bool(summary["interrupted"]), summary["checkpoint"], dev,
+                        summary.get("best_checkpoint"))

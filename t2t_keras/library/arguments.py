@@ -26,9 +26,9 @@ def per_line(value, batch, single, name, kind):
   if len(items) != len(batch):
     raise InputError(f"{len(items)} {name} items for {len(batch)} lines")
   for i, item in enumerate(items):
-    if not isinstance(item, kind) or (kind is list and not all(isinstance(p, str)
+    if not isinstance(item, kind) or (kind is list and not all(isinstance(p, str) and p.strip()
                                                                for p in item)):
-      expected = "a str" if kind is str else "a list of str"
+      expected = "a str" if kind is str else "a list of non-empty str"
       raise InputError(f"{name}{'' if single else f'[{i}]'} must be {expected}, got "
                        f"{item!r:.80}")
   return items

@@ -11,6 +11,7 @@ call may ask for those values or leave them out. Scoring and attention need the 
 import json
 import os
 
+from t2t_keras.decoding.search_common import NO_HYPOTHESIS
 from t2t_keras.errors import InputError
 from t2t_keras.library.results import Candidate, Translation
 from t2t_keras.library.arguments import per_line, texts
@@ -64,15 +65,21 @@ class ExportedTranslator:
                        f"{', n_best' if n_best > 1 else ''}: load the run to combine them")
     if not batch:
       return []
-    out = self._run_signature(batch, n_best, prefixes, phrases, target_language)
+    try:
+      out = self._run_signature(batch, n_best, prefixes, phrases, target_language)
+    except self._tf.errors.InvalidArgumentError as e:  # e.g. a language it does not know
+      raise InputError(f"the export refused the call: {e.message.strip().splitlines()[0]}"
+                       ) from None
     decoded = [t.decode("utf-8") if isinstance(t, bytes) else [x.decode("utf-8") for x in t]
              for t in out["outputs"].numpy().tolist()]
     scores, truncated = out["scores"].numpy().tolist(), out["truncated"].numpy().tolist()
     met = out["met"].numpy().tolist() if "met" in out else [None] * len(batch)
     results = []
     for line, text, score, cut, held in zip(batch, decoded, scores, truncated, met):
-      kept = (tuple(Candidate(t, float(s)) for t, s in zip(text, score))[:n_best]
-              if isinstance(text, list) else (Candidate(text, float(score)),))
+      kept = (tuple(Candidate(t, float(s)) for t, s in zip(text, score)
+                    if s > NO_HYPOTHESIS)[:n_best]  # beam slots that found none: left out
+              if isinstance(text, list) else ())
+      kept = kept or (Candidate(_first(text), float(_first(score))),)
       if not line.strip():  # a blank line: "" once, no search (as t2t-decoder answers it)
         kept = kept[:1]
       results.append(Translation(kept[0].text, kept[0].score, kept, truncated=bool(cut),
@@ -89,7 +96,8 @@ class ExportedTranslator:
     if differ:
       shown = ", ".join(f"{k}={exported.values()[k]!r}" for k in differ)
       raise InputError(f"this export decodes with {shown} (fixed when it was exported); "
-                       f"load its run ({self.checkpoint_path}) to decode otherwise")
+                       f"load its run (the directory of {self.checkpoint_path}) to decode "
+                       "otherwise")
     if not isinstance(n_best, int) or not 1 <= n_best <= exported.search.beam_size:
       raise InputError(f"n_best must be an int from 1 to beam_size "
                        f"({exported.search.beam_size}), got {n_best!r}")
@@ -117,11 +125,15 @@ class ExportedTranslator:
 
   def score(self, sources, targets, **unused):
     raise InputError(f"an export cannot score pairs (it has no scoring signature); "
-                     f"load its run ({self.checkpoint_path}) to score")
+                     f"load its run (the directory of {self.checkpoint_path}) to score")
 
   def attention(self, source, target):
-    raise InputError(f"attention with every head needs the run; load it "
-                     f"({self.checkpoint_path})")
+    raise InputError(f"attention with every head needs the run; load it (the directory "
+                     f"of {self.checkpoint_path})")
 
   def __repr__(self):
     return f"ExportedTranslator({self.path!r}, problem={self.problem!r})"
+
+
+def _first(value):
+  return value[0] if isinstance(value, list) else value

@@ -51,7 +51,8 @@ class Attention:
 class TrainingResult:
   """What `t2t_keras.train` returns: the run directory, the step reached and the step it
   started from (a resumed run's), the last training loss, seconds, whether a signal
-  stopped it early, the newest checkpoint and the last dev metrics (name -> value)."""
+  stopped it early, the newest checkpoint, the last dev metrics (name -> value) and, with
+  early stopping, the best checkpoint (output_dir/best/)."""
   output_dir: str
   step: int
   start_step: int
@@ -60,3 +61,4 @@ class TrainingResult:
   interrupted: bool
   checkpoint: Optional[str]
   dev: dict
+  best_checkpoint: Optional[str] = None

@@ -9,7 +9,6 @@ directory), flags.txt beside model.ckpt-* files (t2t-trainer of tensor2tensor), 
 decoder.yml or *.npz (an OPUS-MT release), config.json (the Hugging Face hub's layout).
 """
 
-import atexit
 import glob
 import os
 import shutil
@@ -31,9 +30,10 @@ def _stderr(message):
 
 
 def resolve(path, log=_stderr):
-  """(kind, where): ("run", a run directory or "a,b" runs) or ("export", a SavedModel
-  directory); a foreign model is imported into a temporary run first, said through `log`,
-  the directory removed when the process ends. InputError listing what is recognised."""
+  """(kind, where): ("run", a run directory or "a,b" runs), ("export", a SavedModel
+  directory) or ("imported", a temporary run a foreign model was imported into, said
+  through `log`; the caller loads it, then `remove_temporary`). InputError listing what
+  is recognised."""
   path = str(path)
   if runs.is_ensemble(path):
     return "run", path
@@ -47,11 +47,19 @@ def resolve(path, log=_stderr):
     raise InputError(f"{path}: {what}; t2t_keras.load takes {'; '.join(KINDS)}")
   name, run_import, flag = importer
   output_dir = os.path.join(tempfile.mkdtemp(prefix="t2t_keras_import_"), "run")
-  atexit.register(shutil.rmtree, os.path.dirname(output_dir), True)
   log(f"importing the {name} model in {path} into a temporary run ({output_dir}, removed "
-      f"at exit; `t2t-import {flag} --output_dir=DIR` keeps one)")
-  run_import(path, output_dir, log=log)
-  return "run", output_dir
+      f"once loaded; `t2t-import {flag} --output_dir=DIR` keeps one)")
+  try:
+    run_import(path, output_dir, log=log)
+  except BaseException:
+    remove_temporary(output_dir)
+    raise
+  return "imported", output_dir
+
+
+def remove_temporary(output_dir):
+  """Removes an imported run's temporary directory (the run is in memory by then)."""
+  shutil.rmtree(os.path.dirname(output_dir), ignore_errors=True)
 
 
 def _saved_model(path):

@@ -11,11 +11,17 @@ Every call goes through the decoder's own corridor (`decoding/spec.py`'s setting
 the problem's postprocess), so a line translates here as t2t-decoder writes it.
 """
 
+import collections
+import dataclasses
+
 from t2t_keras.decoding import files, scoring, translate
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 from t2t_keras.library.arguments import per_line, texts
 from t2t_keras.library.results import Attention, Candidate, Translation
+
+
+MAX_SEARCHES = 8  # traced searches kept (each with its XLA programs) for the settings used
 
 
 class Translator:
@@ -28,7 +34,7 @@ class Translator:
 
   def __init__(self, run, spec, path):
     self._run, self._spec, self.path = run, spec, path
-    self._searches = {}  # (search settings, prefixes?) -> the traced search, reused
+    self._searches = collections.OrderedDict()  # (search settings, prefixes?) -> search
 
   @property
   def settings(self):
@@ -88,13 +94,18 @@ class Translator:
                                self._spec.settings.batching.batch_size, source_language,
                                target_language)
 
-  def attention(self, source, target):
-    """The encoder-decoder `Attention` of one pair (source text, its translation)."""
+  def attention(self, source, target, *, source_language=None, target_language=None):
+    """The encoder-decoder `Attention` of one pair (source text, its translation), the pair
+    framed as `score` frames it and the source cut to the input limit as `translate`
+    cuts it."""
     from t2t_keras.data import vocabulary  # pylint: disable=import-outside-toplevel
     from t2t_keras.decoding import attention_maps  # pylint: disable=import-outside-toplevel
     (source,), (target,) = texts([source], "source"), texts([target], "target")
     vocab = self._run.vocab
-    source_ids = translate.encode_sources(vocab, [source])[0]
+    (source,), (target,) = scoring.frame_pairs(vocab, [source], [target], source_language,
+                                               target_language, "source")
+    (source_ids,), _ = translate.cut_sources(translate.encode_sources(vocab, [source]),
+                                             self._spec.settings.batching.max_input_size)
     target_ids = vocabulary.target_side(vocab).encode(target)
     weights = attention_maps.attention_weights(self._run.model, source_ids, target_ids)
     source_side = vocabulary.source_side(vocab)
@@ -109,18 +120,23 @@ class Translator:
     return settings.replace(**changes) if changes else settings
 
   def _search_fn(self, settings, prefixes, phrases):
-    """The traced search for these settings (kept for the next call with the same), or
-    None where translate_lines builds its own (terms: shaped by each call's phrases)."""
+    """The traced search for these settings (kept for the next calls with the same, the
+    last MAX_SEARCHES of them), or None where translate_lines builds its own (terms: shaped
+    by each call's phrases)."""
+    constraint = dataclasses.replace(self._spec, settings=settings).constraint(
+        self._run.vocab)
     if phrases is not None:
-      if self._spec.constraint(self._run.vocab) is not None:
+      if constraint is not None:
         raise InputError(f"terms cannot be combined with {self.problem}'s output constraint "
                          "yet; pass decode_hparams=\"constrain=false\" to decode without it")
       return None
     key = (tuple(settings.search.values().items()), prefixes is not None)
     if key not in self._searches:
+      if len(self._searches) >= MAX_SEARCHES:
+        self._searches.popitem(last=False)
       self._searches[key] = translate.make_search_fn(
-          self._run.model, settings.search, self._spec.constraint(self._run.vocab),
-          with_prefix=prefixes is not None)
+          self._run.model, settings.search, constraint, with_prefix=prefixes is not None)
+    self._searches.move_to_end(key)
     return self._searches[key]
 
   def __repr__(self):
