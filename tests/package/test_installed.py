@@ -149,7 +149,13 @@ def test_the_numbers_problem_end_to_end(installed):
   installed.ok("t2t-decoder", f"--output_dir={run}", "--decode_from_file=in.txt",
                "--decode_to_file=out.txt", "--decode_hparams=beam_size=2,jit=false")
   with open(os.path.join(installed.cwd, "out.txt")) as f:
-    assert len(f.read().splitlines()) == 2
+    decoded = f.read().splitlines()
+  assert len(decoded) == 2
+  library = installed.ok("python", "-c", (  # the Python API from the wheel: the same lines
+      "import t2t_keras\n"
+      f"t = t2t_keras.load({run!r}, decode_hparams='beam_size=2,jit=false')\n"
+      "for r in t.translate(['one hundred and five', 'twenty-three']): print(r.text)"))
+  assert library.splitlines() == decoded
   installed.ok("t2t-exporter", f"--output_dir={run}", "--decode_hparams=beam_size=2,jit=false")
   with open(os.path.join(installed.cwd, run, "export", "20", "assets",
                          "export_info.json")) as f:
