@@ -3,6 +3,13 @@
 from t2t_keras.errors import InputError
 
 
+def check_n_best(n_best, beam_size):
+  """InputError unless n_best is an int from 1 to beam_size."""
+  if not isinstance(n_best, int) or not 1 <= n_best <= beam_size:
+    raise InputError(f"n_best must be an int from 1 to beam_size ({beam_size}), got "
+                     f"{n_best!r}")
+
+
 def texts(lines, name):
   """`lines` as a list of str; InputError naming the argument otherwise."""
   if isinstance(lines, str) or not hasattr(lines, "__iter__"):

@@ -14,7 +14,7 @@ import os
 from t2t_keras.decoding.search_common import NO_HYPOTHESIS
 from t2t_keras.errors import InputError
 from t2t_keras.library.results import Candidate, Translation
-from t2t_keras.library.arguments import per_line, texts
+from t2t_keras.library.arguments import check_n_best, per_line, texts
 
 
 class ExportedTranslator:
@@ -98,9 +98,7 @@ class ExportedTranslator:
       raise InputError(f"this export decodes with {shown} (fixed when it was exported); "
                        f"load its run (the directory of {self.checkpoint_path}) to decode "
                        "otherwise")
-    if not isinstance(n_best, int) or not 1 <= n_best <= exported.search.beam_size:
-      raise InputError(f"n_best must be an int from 1 to beam_size "
-                       f"({exported.search.beam_size}), got {n_best!r}")
+    check_n_best(n_best, exported.search.beam_size)
 
   def _run_signature(self, batch, n_best, prefixes, phrases, target_language):
     tf, signatures = self._tf, self._model.signatures

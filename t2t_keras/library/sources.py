@@ -12,7 +12,6 @@ decoder.yml or *.npz (an OPUS-MT release), config.json (the Hugging Face hub's l
 import glob
 import os
 import shutil
-import sys
 import tempfile
 
 from t2t_keras import fileio, runs
@@ -25,11 +24,7 @@ KINDS = ("a run directory (run.json)", "runs separated by commas (an ensemble)",
          "a Hugging Face model directory (config.json)")
 
 
-def _stderr(message):
-  print(message, file=sys.stderr, flush=True)
-
-
-def resolve(path, log=_stderr):
+def resolve(path, log):
   """(kind, where): ("run", a run directory or "a,b" runs), ("export", a SavedModel
   directory) or ("imported", a temporary run a foreign model was imported into, said
   through `log`; the caller loads it, then `remove_temporary`). InputError listing what

@@ -17,7 +17,7 @@ import dataclasses
 from t2t_keras.decoding import files, scoring, translate
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
-from t2t_keras.library.arguments import per_line, texts
+from t2t_keras.library.arguments import check_n_best, per_line, texts
 from t2t_keras.library.results import Attention, Candidate, Translation
 
 
@@ -66,9 +66,7 @@ class Translator:
     prefixes = per_line(target_prefix, batch, single, "target_prefix", str)
     phrases = per_line(terms, batch, single, "terms", list)
     settings = self._call_settings(beam_size, alpha, decode_hparams)
-    if not isinstance(n_best, int) or not 1 <= n_best <= settings.search.beam_size:
-      raise InputError(f"n_best must be an int from 1 to beam_size "
-                       f"({settings.search.beam_size}), got {n_best!r}")
+    check_n_best(n_best, settings.search.beam_size)
     sources, prefixes = files.frame_for_model(self._run.vocab, batch, prefixes, phrases,
                                               target_language, source_language, "lines")
     nbest = translate.translate_lines(self._run.model, self._run.vocab, sources, settings,
@@ -123,19 +121,19 @@ class Translator:
     """The traced search for these settings (kept for the next calls with the same, the
     last MAX_SEARCHES of them), or None where translate_lines builds its own (terms: shaped
     by each call's phrases)."""
-    constraint = dataclasses.replace(self._spec, settings=settings).constraint(
-        self._run.vocab)
+    spec = dataclasses.replace(self._spec, settings=settings)  # this call's constrain
     if phrases is not None:
-      if constraint is not None:
+      if spec.constraint(self._run.vocab) is not None:
         raise InputError(f"terms cannot be combined with {self.problem}'s output constraint "
                          "yet; pass decode_hparams=\"constrain=false\" to decode without it")
       return None
     key = (tuple(settings.search.values().items()), prefixes is not None)
-    if key not in self._searches:
+    if key not in self._searches:  # the constraint is built with the search, once
       if len(self._searches) >= MAX_SEARCHES:
         self._searches.popitem(last=False)
       self._searches[key] = translate.make_search_fn(
-          self._run.model, settings.search, constraint, with_prefix=prefixes is not None)
+          self._run.model, settings.search, spec.constraint(self._run.vocab),
+          with_prefix=prefixes is not None)
     self._searches.move_to_end(key)
     return self._searches[key]
 

@@ -202,9 +202,8 @@ def _module_imports(path):
   runs the package's __init__ first either way: no edge of its own)."""
   found = _imports(path)
   return [(line, name) for line, name in found
-          if not any(other.startswith(name + ".") and other.count(".") == name.count(".") + 1
-                     and (line, other) != (line, name) and ln == line
-                     and _is_module(other) for ln, other in found)]
+          if not any(ln == line and other.rsplit(".", 1)[0] == name and _is_module(other)
+                     for ln, other in found)]
 
 
 def _is_module(name):
