@@ -31,6 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from t2t_keras import runs  # noqa: E402
 from t2t_keras.decoding import translate, files  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
+from t2t_keras.decoding.spec import DecodingSpec  # noqa: E402
 from t2t_keras.data import languages  # noqa: E402
 from t2t_keras.metrics import bleu  # noqa: E402
 from t2t_keras.exporting import ct2_convert, ct2_translate  # noqa: E402
@@ -125,7 +126,8 @@ def main():
   print(f"{args.run} ({run.checkpoint_path}); {len(sources)} inputs; decode {hp.beam_size=} "
         f"{hp.alpha=} {hp.extra_length=} {hp.max_decode_length=}; CPU {cpu_name()}, {os.cpu_count()} cores", flush=True)
 
-  search_fn = translate.make_search_fn(run.model, hp, with_prefix=prefixes is not None)
+  search_fn = DecodingSpec(None, settings).search_fn(run.model, run.vocab,
+                                                     "ids" if prefixes is None else "prefix")
   translate.translate_lines(run.model, run.vocab, ours_sources, settings, search_fn,  # compiles
                             prefixes=prefixes)
   engines = {"ours (TF, XLA)": lambda: [

@@ -25,6 +25,7 @@ import tensorflow as tf  # noqa: E402
 from t2t_keras import runs  # noqa: E402
 from t2t_keras.decoding import translate, sampling  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
+from t2t_keras.decoding.spec import DecodingSpec  # noqa: E402
 from t2t_keras.decoding.search_common import NEG_INF  # noqa: E402
 
 
@@ -60,7 +61,7 @@ def main():
   fns, outputs, bisection = {}, {}, sampling.filter_top_p
   for name, (text, nucleus_filter) in variants.items():
     settings = parse_decode_hparams(text + extra)
-    fn = translate.make_search_fn(run.model, settings.search)
+    fn = DecodingSpec(None, settings).search_fn(run.model, run.vocab)
     sampling.filter_top_p = nucleus_filter or bisection  # looked up when traced
     start = time.perf_counter()
     outputs[name] = translate.translate_ids(run.model, sources, settings, fn)

@@ -88,7 +88,8 @@ def evaluate_split(model, vocab, settings, sources, refs, ks):
 def latency(model, vocab, settings, sources, prefixes):
   """(median, p90) milliseconds of translating each sentence alone, after a warm-up."""
   one = settings.replace(batch_size=1)
-  search_fn = translate.make_search_fn(model, one.search, with_prefix=prefixes is not None)
+  search_fn = DecodingSpec(None, one).search_fn(model, vocab,
+                                                "ids" if prefixes is None else "prefix")
   times = []
   for warm in (True, False):
     for i, line in enumerate(sources):

@@ -47,8 +47,7 @@ from absl import app, flags
 
 from t2t_keras import fileio
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
-from t2t_keras.decoding import translate, files, scoring
-from t2t_keras.decoding.settings import parse_decode_hparams
+from t2t_keras.decoding import files, scoring
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 
@@ -100,20 +99,21 @@ def main(argv):
   del argv
   _check_flags()
   run_flags.import_usr_dir()
-  parse_decode_hparams(FLAGS.decode_hparams)  # bad overrides fail before the model loads
-  run_flags.check(FLAGS.output_dir)
   from t2t_keras import runs  # pylint: disable=import-outside-toplevel
+  hparams, info = runs.load_run_info(runs.split_runs(FLAGS.output_dir)[0])
+  # The decoding resolved once, from the run's files: bad overrides fail before the model
+  # loads (an ensemble's first run gives the problem and hparams, as runs.load_ensemble).
+  decoding = DecodingSpec.for_run(info["problem"], FLAGS.decode_hparams, hparams)
+  settings = decoding.settings
+  run_flags.check(FLAGS.output_dir)
   model, vocab, hparams, info, checkpoint_path = runs.load(FLAGS.output_dir,
                                                           FLAGS.checkpoint_path)
   print(f"loaded {checkpoint_path} ({info['problem']}, vocab {vocab.vocab_size})")
-  decoding = DecodingSpec.for_run(info["problem"], FLAGS.decode_hparams, hparams)
-  settings = decoding.settings
   if decoding.defaults:
     print(f"decoding with {info['problem']}'s defaults {decoding.defaults}, then "
           f"--decode_hparams={FLAGS.decode_hparams!r}")
-  constraint = None if FLAGS.score_file else decoding.constraint(vocab)
   outputs = files.Outputs(FLAGS.decode_to_file or None, FLAGS.attention_plot_dir or None)
-  search_fn = _search_fn(model, settings, constraint, info["problem"])
+  search_fn = None if FLAGS.score_file else _search_fn(model, vocab, decoding, info["problem"])
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
     files.decode_interactive(model, vocab, settings, search_fn=search_fn,
@@ -174,28 +174,26 @@ def _check_flags():
     fileio.check_writable(FLAGS.decode_to_file)
 
 
-def _search_fn(model, settings, constraint, problem):
-  """The search function the flags ask for, or None for translate's default."""
+def _search_fn(model, vocab, decoding, problem):
+  """The search the flags ask for (the spec's, or an engine's), or None where translate_ids
+  asks a spec itself (terminology constraints; no prefix file and no output constraint)."""
+  constraint = decoding.constraint(vocab)
   if FLAGS.engine != "tensorflow":
     from t2t_keras.exporting import ct2_engine  # pylint: disable=import-outside-toplevel
     search_ids, what = ct2_engine.load_engine(
-        FLAGS.engine, FLAGS.output_dir, settings.search, constraint,
+        FLAGS.engine, FLAGS.output_dir, decoding.settings.search, constraint,
         FLAGS.ct2_model_dir if FLAGS.engine == "ctranslate2" else FLAGS.litert_model_dir,
         prefixes=bool(FLAGS.decode_prefix_file))
     print(f"decoding with {what}")
     return search_ids
-  if FLAGS.decode_constraints_file:
-    if constraint is not None:
-      raise InputError(f"terminology constraints cannot be combined with "
-                       f"{problem}'s output constraint yet; pass "
-                       f"--decode_hparams=constrain=false to decode without it")
-    return None  # translate_ids builds it once the file's largest phrase list is known
+  if FLAGS.decode_constraints_file and constraint is not None:
+    raise InputError(f"terminology constraints cannot be combined with {problem}'s output "
+                     "constraint yet; pass --decode_hparams=constrain=false to decode without it")
   if constraint is not None:
     print(f"decoding with {problem}'s output constraint {type(constraint).__name__} "
           "(constrain=false turns it off)")
   if FLAGS.decode_prefix_file or constraint is not None:
-    return translate.make_search_fn(model, settings.search, constraint,
-                                    with_prefix=bool(FLAGS.decode_prefix_file))
+    return decoding.search_fn(model, vocab, "prefix" if FLAGS.decode_prefix_file else "ids")
   return None
 
 

@@ -23,7 +23,8 @@ from typing import Optional, Sequence
 from t2t_keras import errors, fileio
 from t2t_keras.data import languages as languages_lib
 from t2t_keras.data import vocabulary
-from t2t_keras.decoding.translate import encode_sources, make_search_fn, translate_lines
+from t2t_keras.decoding.spec import DecodingSpec
+from t2t_keras.decoding.translate import encode_sources, translate_lines
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.errors import InputError
 
@@ -167,7 +168,7 @@ def translate_and_score(model, vocab, lines, settings, outputs=Outputs(), search
   "sentences_per_second", "output_path" and, with references, "bleu" (a
   `metrics.bleu.bleu_report`). `postprocess(source, output) -> text` (a
   problem's, e.g. parsing's tree building) is applied to every hypothesis;
-  `search_fn` (`translate.make_search_fn`'s, e.g. with the problem's constraint)
+  `search_fn` (`DecodingSpec.search_fn`'s, e.g. with the problem's constraint)
   defaults to one built from settings.search.
   """
   output = settings.output
@@ -343,7 +344,7 @@ def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn
   settings = settings.replace(batch_size=1)
   # Languages the model has no use for are refused once, before the first line.
   frame_for_model(vocab, [], None, None, target_language, source_language, "stdin")
-  search_fn = search_fn or make_search_fn(model, settings.search)
+  search_fn = search_fn or DecodingSpec(None, settings).search_fn(model, vocab)
   for line in stream:
     line = line.strip()
     if not line:

@@ -6,17 +6,20 @@ constraint, the input limit and the search.
     spec.input_limit                # ids an input keeps, EOS included (settings'
                                     # max_input_size, resolved from the run)
     spec.search_fn(model, vocab)    # the compiled search, constraint included
+    spec.search_fn(model, vocab, takes="prefix")   # what it takes: decoding/builder.py
     spec.hooks.postprocess(source, output)
 
-t2t-decoder, the exporter, the CTranslate2 converter, checkpoint selection and trials each
-build the decoding of a run here, from the run's training hparams, so a problem's defaults,
-its constraint and the input limit apply alike in all of them.
+t2t-decoder, the library, training's dev BLEU, the exporter, the CTranslate2 and LiteRT
+converters, checkpoint selection and trials each build the decoding of a run here, from the
+run's training hparams, so a problem's defaults, its constraint and the input limit apply
+alike in all of them; a spec is the only caller of `decoding/builder.py`, where every search
+is built.
 """
 
 import dataclasses
 
 from t2t_keras.data import problem as problem_lib
-from t2t_keras.decoding import translate
+from t2t_keras.decoding import builder
 from t2t_keras.decoding.search_common import position_cap
 from t2t_keras.decoding.settings import DecodeSettings, parse_decode_hparams
 from t2t_keras.errors import InputError
@@ -68,6 +71,17 @@ class DecodingSpec:
     """The ids an input keeps, EOS included; None: no limit (no run hparams were given)."""
     return self.settings.batching.max_input_size or None
 
+  def limits(self, train_hparams):
+    """The lengths every engine holds to, computed here once (export_info.json's "limits";
+    the CTranslate2 and LiteRT models' info files): max_input_length (ids an input
+    keeps, EOS included), extra_length and max_decode_length (0: none) of the output
+    limit (`search_common.output_limit`), and max_positions (the run's learned positions,
+    `search_common.position_cap`; 0: none)."""
+    s = self.settings.search
+    return {"max_input_length": int(self.input_limit or 0), "extra_length": int(s.extra_length),
+            "max_decode_length": int(s.max_decode_length or 0),
+            "max_positions": int(position_cap(train_hparams) or 0)}
+
   @property
   def hooks(self):
     """The problem's hooks (`data/problem.py`; the defaults for an unknown problem)."""
@@ -77,6 +91,14 @@ class DecodingSpec:
     """The problem's output constraint for `vocab`, or None (none, or constrain=false)."""
     return self.hooks.decode_constraint(vocab) if self.settings.search.constrain else None
 
-  def search_fn(self, model, vocab):
-    """The compiled search (`translate.make_search_fn`) with this spec's constraint."""
-    return translate.make_search_fn(model, self.settings.search, self.constraint(vocab))
+  def search_fn(self, model, vocab, takes="ids", phrase_shape=None):
+    """The compiled search (`builder.compile_search`: sharded, jit as the settings say) of
+    the inputs `takes` names, with this spec's output constraint; `phrase_shape` (C, T)
+    for takes="phrases"."""
+    return builder.compile_search(model, self.settings.search, self.constraint(vocab), takes,
+                                phrase_shape)
+
+  def searcher(self, model, vocab, takes="ids"):
+    """The same search as a Python callable, not compiled (`builder.make_searcher`; LiteRT's
+    signatures are its own tf.functions)."""
+    return builder.make_searcher(model, self.settings.search, self.constraint(vocab), takes)

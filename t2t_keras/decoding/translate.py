@@ -14,17 +14,16 @@ back in the input order.
 """
 
 import collections
-import functools
 import sys
 
 import numpy as np
 import tensorflow as tf
 
 from t2t_keras.data import vocabulary
-from t2t_keras.decoding import lexical, search
+from t2t_keras.decoding import lexical
 from t2t_keras.decoding.search_common import (NO_HYPOTHESIS, output_limit, position_cap,
                                               prefix_width)
-from t2t_keras.decoding.sharding import shard_search_fn
+from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID
 
@@ -62,37 +61,6 @@ def pad_ids(rows, multiple=1, min_width=1):
   return tf.constant(out)
 
 
-def make_search_fn(model, search_settings, constraint=None, with_prefix=False,
-                   with_phrases=None):
-  """A tf.function: int32 [batch, len] source ids -> (ids [batch, beam, max_len], scores [batch, beam]).
-
-  search_settings: a `DecodeSettings.search` (with jit and search_shards); `constraint`
-  (e.g. a problem's `decode_constraint`) limits the outputs the search builds;
-  `with_prefix`: the function takes target prefixes too, int32 [batch, P] 0-padded
-  (`search_common.prefix_forcing`); `with_phrases`: (C, T), it takes terminology
-  constraints instead, `lexical.Constraints`' three tensors of at most C phrases of T
-  tokens (static: the search's candidates are counted in Python), and also returns met,
-  bool [batch].
-  """
-  # One trace for every shape; XLA still compiles one program per input shape.
-  signature = [tf.TensorSpec([None, None], tf.int32)] * (2 if with_prefix else 1)
-  if with_phrases:
-    if constraint is not None or with_prefix:
-      raise InputError("terminology constraints cannot be combined with target prefixes "
-                       "or a problem's output constraint yet")
-    c, t = with_phrases
-    signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, c, t], tf.int32),
-                 tf.TensorSpec([None, c], tf.int32), tf.TensorSpec([None, c, t], tf.int32)]
-    searcher = search.constrained_from_settings(model, search_settings)
-  else:
-    searcher = search.from_settings(model, search_settings, constraint)
-  if with_prefix:
-    searcher = functools.partial(lambda s, inputs, prefix: s(inputs, prefix=prefix), searcher)
-  search_fn = tf.function(searcher, jit_compile=search_settings.jit, autograph=False,
-                          input_signature=signature)
-  return shard_search_fn(search_fn, search_settings.search_shards, signature)
-
-
 def _strip(ids):
   """Output ids up to (not including) the first EOS; without EOS, less the buffer's padding."""
   ids = [int(i) for i in ids]
@@ -119,15 +87,16 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
 
   settings: a `DecodeSettings` (its batching; its search where `search_fn` is None);
   `search_fn` maps int32 [batch, width] ids to (ids [batch, beam, length], scores
-  [batch, beam]), tensors or arrays (default `make_search_fn`'s; the CTranslate2
+  [batch, beam]), tensors or arrays (default: a `DecodingSpec` of `settings` without a
+  problem builds it, `DecodingSpec.search_fn`; the CTranslate2
   engine's is `Ct2Translator.search_ids`). `prefixes`: optional target id lists (no
   EOS; empty: none), one per source: each output starts with its prefix, and
-  `search_fn` then also takes the padded prefixes (`make_search_fn(with_prefix=True)`).
+  `search_fn` then also takes the padded prefixes (`search_fn(..., takes="prefix")`).
 
   `phrases`: optional terminology constraints, per source a list of target phrases (id
   lists) that each output must contain (`lexical.py`; a given `search_fn` then takes
-  `lexical.Constraints`' tensors padded to the most phrases and tokens of any source,
-  and returns met too).
+  the phrases' pieces and lengths padded to the most phrases and tokens of any source,
+  as `takes="phrases"`, and returns met too).
 
   A source longer than settings.batching.max_input_size ids (where not 0) is cut to it
   (`cut_sources`) and named in the result's `truncated`. A source of EOS alone (an empty
@@ -180,8 +149,10 @@ def _search_and_shape(model, settings, search_fn, prefixes, phrases):
     lexical.check_phrases(phrases)
     shape = (max([1] + [len(c) for c in phrases]),
              max([1] + [len(p) for c in phrases for p in c]))
-  return search_fn or make_search_fn(model, settings.search, with_prefix=prefixes is not None,
-                                     with_phrases=shape), shape
+  if search_fn is None:
+    takes = "phrases" if shape else "prefix" if prefixes is not None else "ids"
+    search_fn = DecodingSpec(None, settings).search_fn(model, None, takes, shape)
+  return search_fn, shape
 
 
 def _empty_results(sources, phrases):
@@ -200,8 +171,8 @@ def _search_batch(model, search_fn, settings, sources, prefixes, phrases, shape)
   width = max(len(s) for s in sources)
   if phrases is not None:
     _check_phrases_fit(phrases, width, settings.search, _max_positions(model))
-    ids, scores, met = search_fn(pad_ids(sources, bucket),
-                                 *lexical.constraint_tensors(phrases, *shape))
+    tensors = lexical.constraint_tensors(phrases, *shape)
+    ids, scores, met = search_fn(pad_ids(sources, bucket), tensors.tokens, tensors.lengths)
     return np.asarray(ids), np.asarray(scores), np.asarray(met)
   if prefixes is None:
     ids, scores = search_fn(pad_ids(sources, bucket))

@@ -219,15 +219,14 @@ def build_spec(model, pieces, source_pieces=None):
   return spec
 
 
-def decoding_settings(search_settings, max_input_length, hparams, problem):
+def decoding_settings(decoding, hparams, problem):
   """The t2t_decoding.json dict: what ct2_translate needs to decode as the run does
-  (search_settings: a `DecodeSettings.search`; hparams: the run's)."""
-  s = search_settings
-  return {"problem": problem, "beam_size": int(s.beam_size),
-          "alpha": float(s.alpha), "extra_length": int(s.extra_length),
-          "max_decode_length": int(s.max_decode_length),
-          "max_input_length": int(max_input_length),
-          "max_positions": int(hparams.max_positions)}
+  (decoding: the run's `DecodingSpec`; hparams: the run's): the search's beam and alpha,
+  and the spec's limits, whose max_positions is the converted position table's length
+  here whatever the run's positions (CTranslate2 reads sinusoids from a table too)."""
+  s = decoding.settings.search
+  return {"problem": problem, "beam_size": int(s.beam_size), "alpha": float(s.alpha),
+          **decoding.limits(hparams), "max_positions": int(hparams.max_positions)}
 
 
 README = """# {problem}: a CTranslate2 model converted by t2t-exporter
@@ -289,7 +288,7 @@ def convert_run(output_dir, ct2_dir=None, checkpoint_path=None, quantization="no
   pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]  # the target side's
   source = vocabulary.source_side(vocab)
   spec = build_spec(model, pieces, [source.id_to_piece(i) for i in range(vocab.vocab_size)])
-  settings = decoding_settings(decoding.settings.search, decoding.input_limit, hparams,
+  settings = decoding_settings(decoding, hparams,
                                info.get("problem"))
   tokens = languages.language_tokens(vocab)
   if tokens:  # M2M-100, NLLB: ct2_translate frames inputs and forces the target's

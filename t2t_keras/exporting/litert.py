@@ -48,7 +48,6 @@ import tensorflow as tf
 
 from t2t_keras import __version__, runs
 from t2t_keras.data import languages
-from t2t_keras.decoding import search as search_lib
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 from t2t_keras.exporting import ct2_convert
@@ -64,21 +63,22 @@ class UnsupportedError(InputError):
   """The run cannot become a LiteRT model (the message says why)."""
 
 
-def search_signatures(model, search_settings, constraint=None, with_prefix=False):
+def search_signatures(model, decoding, vocab, with_prefix=False):
   """{name: concrete function} of the LiteRT model's signatures (module docstring): the
-  run's search (`search.from_settings`; beam or greedy) over source ids, and with
-  `with_prefix` its variant with target prefixes forced; `constraint` the problem's output
-  constraint, or None."""
-  search = search_lib.from_settings(model, search_settings, constraint)
+  run's search (`DecodingSpec.searcher`: beam or greedy, the problem's output constraint
+  where `decoding` has one) over source ids, and with `with_prefix` its variant with target
+  prefixes forced."""
   outputs = lambda result: {"ids": tf.identity(result[0], name="ids"),  # noqa: E731
                             "scores": tf.identity(result[1], name="scores")}
   ids = tf.TensorSpec([None, None], tf.int32, name="ids")
+  search = decoding.searcher(model, vocab)
   out = {"translate": tf.function(lambda ids: outputs(search(ids)), autograph=False,
                                   input_signature=[ids]).get_concrete_function()}
   if with_prefix:
     prefix = tf.TensorSpec([None, None], tf.int32, name="prefix")
+    search = decoding.searcher(model, vocab, "prefix")
     out["translate_prefix"] = tf.function(
-        lambda ids, prefix: outputs(search(ids, prefix=prefix)), autograph=False,
+        lambda ids, prefix: outputs(search(ids, prefix)), autograph=False,
         input_signature=[ids, prefix]).get_concrete_function()
   return out
 
@@ -194,10 +194,7 @@ def litert_info(settings, decoding, hparams, info, ckpt, quantization, signature
          "checkpoint_path": os.path.basename(ckpt), "problem": info.get("problem"),
          "t2t_keras_version": __version__, "eos_id": EOS_ID, "pad_id": PAD_ID,
          "vocab_size": vocab.vocab_size, "beam_size": int(s.beam_size),
-         "alpha": float(s.alpha), "extra_length": int(s.extra_length),
-         "max_decode_length": int(s.max_decode_length or 0),
-         "max_input_length": int(decoding.input_limit),
-         "max_positions": int(hparams.max_positions) if hparams.get("pos") == "emb" else 0,
+         "alpha": float(s.alpha), **decoding.limits(hparams),
          "constrained": constrained, "signatures": sorted(signatures)}
   tokens = languages.language_tokens(vocab)
   if tokens:
@@ -237,7 +234,7 @@ def convert_run(output_dir, litert_dir=None, checkpoint_path=None, quantization=
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   tokenizers = _tokenizers(vocab, log)
   constraint = decoding.constraint(vocab)
-  signatures = search_signatures(model, decoding.settings.search, constraint,
+  signatures = search_signatures(model, decoding, vocab,
                                  with_prefix=bool(languages.language_tokens(vocab)))
   info = litert_info(decoding.settings, decoding, hparams, info, ckpt, quantization,
                      signatures, vocab, constraint is not None)

@@ -131,9 +131,8 @@ class Translator:
     if key not in self._searches:  # the constraint is built with the search, once
       if len(self._searches) >= MAX_SEARCHES:
         self._searches.popitem(last=False)
-      self._searches[key] = translate.make_search_fn(
-          self._run.model, settings.search, spec.constraint(self._run.vocab),
-          with_prefix=prefixes is not None)
+      self._searches[key] = spec.search_fn(self._run.model, self._run.vocab,
+                                           "ids" if prefixes is None else "prefix")
     self._searches.move_to_end(key)
     return self._searches[key]
 

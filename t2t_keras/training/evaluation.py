@@ -116,11 +116,11 @@ class Evaluator:
     return metrics
 
   def dev_bleu(self, sentences):
-    """Greedy-decodes the first `sentences` dev pairs (of each language): {"dev_bleu",
+    """Greedy-decodes the first `sentences` dev pairs (of each language) as t2t-decoder
+    decodes with --decode_hparams=beam_size=1: {"dev_bleu",
     "dev_char_bleu"} (sacreBLEU; multilingual: the languages' mean, and "dev_bleu_de", ...)."""
     from t2t_keras.decoding import translate, files  # pylint: disable=import-outside-toplevel
-    from t2t_keras.decoding.settings import (  # pylint: disable=import-outside-toplevel
-        parse_decode_hparams)
+    from t2t_keras.decoding.spec import DecodingSpec  # pylint: disable=import-outside-toplevel
     from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
     if self._dev_pairs is None:
       sources, references = files.split_pairs(self.problem, self.data_dir, "dev",
@@ -128,8 +128,10 @@ class Evaluator:
       self._dev_pairs = _first_of_each(sources, references, sentences, self.languages)
     sources, references, groups = self._dev_pairs
     if self._greedy is None:  # one tf.function for every evaluation: traced (and compiled)
-      settings = parse_decode_hparams("beam_size=1")  # once per shape, not every time
-      self._greedy = settings, translate.make_search_fn(self.model, settings.search)
+      # once per shape, not every time; the problem's decoding (its defaults, output
+      # constraint and the input limit, as t2t-decoder's), greedy.
+      spec = DecodingSpec.for_run(self.problem.name, "beam_size=1", self.hparams)
+      self._greedy = spec.settings, spec.search_fn(self.model, self.vocab)
     hyps = translate.decode_lines(self.model, self.vocab, sources, *self._greedy)
     if not self.languages:
       report = bleu.bleu_report(hyps, references)

@@ -241,12 +241,12 @@ def test_sharded_search_equals_the_whole_batch(model, shards, rows, jit):
   """Under XLA where two slices of different shapes are compiled apart (2 of 3 rows); the
   other cases in graph mode (the slicing does not depend on XLA, and every export test
   runs the default two shards compiled)."""
-  from t2t_keras.decoding import translate
+  from t2t_keras.decoding.spec import DecodingSpec
   settings = f"extra_length=5,jit={str(jit).lower()}"
-  whole = translate.make_search_fn(
-      model, parse_decode_hparams(f"{settings},search_shards=1").search)
-  sharded = translate.make_search_fn(
-      model, parse_decode_hparams(f"{settings},search_shards={shards}").search)
+  whole = DecodingSpec(None, parse_decode_hparams(f"{settings},search_shards=1")).search_fn(
+      model, None)
+  sharded = DecodingSpec(
+      None, parse_decode_hparams(f"{settings},search_shards={shards}")).search_fn(model, None)
   src = SRC[:rows]
   ids, scores = whole(src)
   got_ids, got_scores = sharded(src)  # 4 shards of 3 rows: searched whole

@@ -9,6 +9,7 @@ from t2t_keras import registry
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import translate, files
 from t2t_keras.decoding.settings import parse_decode_hparams
+from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.models.transformer import Transformer
 from t2t_keras import runs
 import t2t_keras.bin as t2t_bin
@@ -92,7 +93,7 @@ def test_empty_sources_get_empty_outputs_without_a_search():
 def test_batched_decoding_equals_one_by_one(model, vocab):
   batched = translate.translate_lines(model, vocab, SENTENCES, _hp())
   one = _hp(batch_size=1)
-  search_fn = translate.make_search_fn(model, one.search)
+  search_fn = DecodingSpec(None, one).search_fn(model, vocab)
   for line, hyps in zip(SENTENCES, batched):
     alone = translate.translate_lines(model, vocab, [line], one, search_fn=search_fn)[0]
     assert [h.ids for h in hyps] == [h.ids for h in alone]

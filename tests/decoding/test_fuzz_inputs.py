@@ -24,7 +24,7 @@ from serve_process import DECODE, QUIET, exported_tiny_run
 from t2t_keras import registry, runs
 from t2t_keras.bin import decoder as decoder_bin
 from t2t_keras.bin import trainer as trainer_bin
-from t2t_keras.decoding import files, translate
+from t2t_keras.decoding import files
 from t2t_keras.decoding.settings import DEFAULTS, parse_decode_hparams
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
@@ -52,7 +52,7 @@ def loaded(run_dir):
   model, vocab, hparams, info, _ = runs.load(run_dir)
   decode = parse_decode_hparams(DECODE)
   return (model, vocab, hparams, info["problem"], decode,
-          translate.make_search_fn(model, decode.search))
+          DecodingSpec(None, decode).search_fn(model, vocab))
 
 
 def first_bad_line(data):

@@ -19,7 +19,7 @@ from serve_process import exported_tiny_run
 import t2t_keras
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
-from t2t_keras.exporting import export
+from t2t_keras.exporting import export, serving_graph
 from t2t_keras import runs
 
 # The full suite only (T2T_QUICK=1 leaves it out): see conftest.py.
@@ -332,7 +332,7 @@ def test_saved_model_cli_lists_signatures(exported):
 
 
 def test_next_power_of_two():
-  got = [int(export._next_power_of_two(tf.constant(n)))  # pylint: disable=protected-access
+  got = [int(serving_graph._next_power_of_two(tf.constant(n)))  # pylint: disable=protected-access
          for n in (1, 2, 3, 4, 5, 31, 32, 33, 1000)]
   assert got == [1, 2, 4, 4, 8, 32, 32, 64, 1024]
 

@@ -139,8 +139,9 @@ def test_words_as_leaves_outputs_copy_their_input(parsing_run):
   if not info["problem"].endswith("_words"):
     assert constraint is None
     return
-  outputs = search.decode_lines(model, vocab, SENTENCES, settings,
-                                search.make_search_fn(model, settings.search, constraint))
+  outputs = search.decode_lines(
+      model, vocab, SENTENCES, settings,
+      DecodingSpec.for_run(info["problem"], settings).search_fn(model, vocab))
   for sentence, output in zip(SENTENCES, outputs):
     assert [t for t in output.split() if t[0] not in "()"] == sentence.split()
 

@@ -192,6 +192,51 @@ def test_a_runs_decoding_is_built_in_one_place():
   assert bad == []
 
 
+# Who may call what, for a search to be built in one place: the strategies' constructors
+# only in decoding/builder.py, the builder only in decoding/spec.py.
+_BUILDERS = {"from_settings": ("decoding/builder.py",),
+             "constrained_from_settings": ("decoding/builder.py",),
+             "shard_search_fn": ("decoding/builder.py",),
+             "compile_search": ("decoding/spec.py",),
+             "make_searcher": ("decoding/spec.py", "decoding/builder.py")}
+
+
+def _build_calls(source, rel):
+  """'file:line name' for each call of a `_BUILDERS` name outside its one caller."""
+  bad = []
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Call):
+      name = getattr(node.func, "attr", getattr(node.func, "id", None))
+      options = getattr(getattr(node.func, "value", None), "id", None) == "SearchOptions"
+      if name in _BUILDERS and rel not in _BUILDERS[name] and not options:
+        bad.append(f"{rel}:{node.lineno} {name}")
+  return bad
+
+
+def test_a_search_is_built_in_one_place():
+  """Every search is built by decoding/builder.py, asked by a DecodingSpec (spec.search_fn,
+  spec.searcher): the decoder, the library, dev BLEU, the SavedModel and LiteRT alike."""
+  bad = []
+  for path in _modules():
+    bad += _build_calls(path.read_text(), path.relative_to(ROOT).as_posix())
+  assert bad == []
+  assert _build_calls("fn = builder.compile_search(m, s)\nsearch.from_settings(m, s)\n"
+                      "SearchOptions.from_settings(s)\n", "exporting/export.py") == [
+                          "exporting/export.py:1 compile_search",
+                          "exporting/export.py:2 from_settings"]
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_500_lines():
+  """A module over MAX_MODULE_LINES is split by concern (the export's graph batching apart
+  from its signatures; the trainer's loop, checkpoints and evaluation apart)."""
+  long = {_rel(p): n for p in _modules() if (n := len(p.read_text().splitlines()))
+          > MAX_MODULE_LINES}
+  assert long == {}
+
+
 def _module_name(path):
   parts = ("t2t_keras",) + path.relative_to(ROOT).with_suffix("").parts
   return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

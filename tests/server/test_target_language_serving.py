@@ -21,7 +21,7 @@ from t2t_keras.data import languages
 from t2t_keras.data.languages import with_tag
 from t2t_keras.decoding import translate
 from t2t_keras.decoding.settings import parse_decode_hparams
-from t2t_keras.exporting import export
+from t2t_keras.exporting import export, language_ops
 from t2t_keras.server import rest
 
 LANGUAGES = ("de", "fr")
@@ -64,16 +64,17 @@ def test_the_tag_is_put_in_front_as_with_tag_does():
   """The export's tag_in_graph and the server's rest.with_tag give languages.with_tag's
   string: a leading tag replaced, the ends' whitespace (Python's, Unicode's too) dropped."""
   want = [with_tag(line, "fr", LANGUAGES) for line in EDGES]
-  got = export.tag_in_graph(tf.constant(EDGES), tf.constant(["fr"] * len(EDGES)), LANGUAGES)
+  got = language_ops.tag_in_graph(tf.constant(EDGES), tf.constant(["fr"] * len(EDGES)),
+                                  LANGUAGES)
   assert [t.decode() for t in got.numpy()] == want
   assert [rest.with_tag(line.encode(), "fr").decode() for line in EDGES] == want
   # Bytes that are not UTF-8 stay as they are in the server (the graph makes them U+FFFD).
   assert rest.with_tag(b" <2de> \xff x ", "de") == b"<2de> \xff x"
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="unknown target language; this model knows de, fr"):
-    export.tag_in_graph(tf.constant(["a", "b"]), tf.constant(["fr", "es"]), LANGUAGES)
+    language_ops.tag_in_graph(tf.constant(["a", "b"]), tf.constant(["fr", "es"]), LANGUAGES)
   with pytest.raises(tf.errors.InvalidArgumentError, match="one language per input"):
-    export.tag_in_graph(tf.constant(["a", "b"]), tf.constant(["fr"]), LANGUAGES)
+    language_ops.tag_in_graph(tf.constant(["a", "b"]), tf.constant(["fr"]), LANGUAGES)
 
 
 LIMITS = rest.Limits(max_sentence_chars=20)
