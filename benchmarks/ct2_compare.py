@@ -37,7 +37,7 @@ from t2t_keras.metrics import bleu  # noqa: E402
 from t2t_keras.exporting import ct2_convert, ct2_translate  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_compare import cpu_model  # noqa: E402  (imports no TensorFlow)
+from peer_sides import cpu_model  # noqa: E402  (imports no TensorFlow)
 
 
 def cpu_name():

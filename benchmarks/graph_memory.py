@@ -73,7 +73,7 @@ def main():
     print(json.dumps(measure(args.child, args.trainings, args.steps)))
     return
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  from peer_compare import cpu_model  # pylint: disable=import-outside-toplevel
+  from peer_sides import cpu_model  # pylint: disable=import-outside-toplevel
   with open("/proc/cpuinfo") as f:
     print(f"CPU: {cpu_model(f.read()) or 'unknown'}; {args.trainings} trainings of "
           f"{args.steps} steps in one process")

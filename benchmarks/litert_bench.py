@@ -29,7 +29,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_compare import cpu_model  # noqa: E402  (imports no TensorFlow: the workers' RSS)
+from peer_sides import cpu_model  # noqa: E402  (imports no TensorFlow: the workers' RSS)
 
 ENGINES = ("savedmodel", "litert float32", "litert float16", "litert int8", "ct2 int8")
 BATCH = 16

@@ -16,7 +16,7 @@ sets it where our Trainer compiles: on a GPU). Then beam search (beam 4, alpha 0
 length 40, a plain tf.function, as the shared script) on 32 sources of 29 random ids in
 [3, vocab) + EOS, the inputs of our step_bench.py; it may stop at EOS, so its mean decoded
 length is printed. --decode_steps 0 skips the search. Output lines are the shared
-script's, so peer_compare.parse_peer_step reads both.
+script's, so peer_sides.parse_peer_step (peer_compare.py's) reads both.
 
 Imports only the peer's packages (numpy, tensorflow, tf_keras, official): nothing of ours.
 """

@@ -1,4 +1,5 @@
-"""benchmarks/peer_compare.py: parsing of the children's output, medians, ratio lines."""
+"""benchmarks/peer_compare.py and its sides, rounds and report (peer_sides.py, peer_rounds.py,
+peer_report.py): parsing of the children's output, medians, ratio lines."""
 
 import argparse
 import sys
@@ -8,6 +9,7 @@ import pytest
 from conftest import load_benchmark
 
 pc = load_benchmark("peer_compare")
+sides, rounds, report = pc.peer_sides, pc.peer_rounds, pc.peer_report
 
 PEER_STEP_OUTPUT = (  # the lines model_garden_peer.py prints
     "tf 2.15.1 tf_keras 2.15.1\n"
@@ -23,57 +25,57 @@ PEER_STEP_OUTPUT = (  # the lines model_garden_peer.py prints
 def test_cpu_model_is_the_first_model_name():
   text = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\nprocessor\t: 1\n" \
          "model name\t: Other\n"
-  assert pc.cpu_model(text) == "Intel(R) Xeon(R) CPU @ 2.20GHz"
-  assert pc.cpu_model("flags: x\n") is None
+  assert sides.cpu_model(text) == "Intel(R) Xeon(R) CPU @ 2.20GHz"
+  assert sides.cpu_model("flags: x\n") is None
   epyc = ("model name\t: AMD EPYC\ncpu family\t: 26\nmodel\t\t: 2\n"
           "flags\t\t: fpu avx2 avx512f avx512_bf16\nmodel name\t: AMD EPYC\n")
-  assert pc.cpu_model(epyc) == "AMD EPYC (family 26, model 2; avx512f, avx512_bf16)"
+  assert sides.cpu_model(epyc) == "AMD EPYC (family 26, model 2; avx512f, avx512_bf16)"
 
 
 def test_parse_peer_step():
-  fig = pc.parse_peer_step(PEER_STEP_OUTPUT)
+  fig = sides.parse_peer_step(PEER_STEP_OUTPUT)
   assert fig == {"tf": "2.15.1", "tf_keras": "2.15.1", "jit": False,
                  "train_median_step_s": 1.5753, "train_target_tok_s": 2600.0,
                  "decode_median_s": 2.0, "decode_sent_s": 16.0, "decode_length_mean": 39.5}
-  assert pc.parse_peer_step("tf 2.15.1 tf_keras 2.15.1\n") == {"tf": "2.15.1",
-                                                               "tf_keras": "2.15.1"}
+  assert sides.parse_peer_step("tf 2.15.1 tf_keras 2.15.1\n") == {"tf": "2.15.1",
+                                                                  "tf_keras": "2.15.1"}
 
 
 def test_parse_step_bench_takes_the_last_result_line():
   text = "noise\nSTEP_BENCH_RESULT {\"a\": 1}\nSTEP_BENCH_RESULT {\"a\": 2, \"b\": 3.5}\n"
-  assert pc.parse_step_bench(text) == {"a": 2, "b": 3.5}
-  assert pc.parse_step_bench("TRAIN ...\n") is None
+  assert sides.parse_step_bench(text) == {"a": 2, "b": 3.5}
+  assert sides.parse_step_bench("TRAIN ...\n") is None
 
 
 def test_parse_peer_multi30k_done():
   line = ("training done: 312 steps, 5.01 min, 0.34 epochs, median tgt tok/s 2607 "
           "(src+tgt 5120)")
-  assert pc.parse_peer_multi30k_done(line) == {"steps": 312, "minutes": 5.01,
-                                               "tgt_tok_s": 2607.0}
-  assert pc.parse_peer_multi30k_done("step    100 |   1.00 min | tgt tok/s    2600") is None
+  assert sides.parse_peer_multi30k_done(line) == {"steps": 312, "minutes": 5.01,
+                                                  "tgt_tok_s": 2607.0}
+  assert sides.parse_peer_multi30k_done("step    100 |   1.00 min | tgt tok/s    2600") is None
 
 
 def test_parse_trainer_progress_and_start():
   line = "step     200  loss 6.1234  lr 1.250e-03  2,457 tgt tok/s  ETA 10:02:03  input wait 0.4%"
-  assert pc.parse_trainer_progress(line) == (200, 2457.0)
-  assert pc.parse_trainer_progress("step     200  dev loss 5.1  ppl 160.2  acc 0.1") is None
-  assert pc.is_trainer_start("training translate_ende_multi30k with 7,569,408 parameters on 1 "
-                             "replica(s), XLA off, pair buckets, steps 0 -> 100000")
-  assert not pc.is_trainer_start("train split: 12 of 29000 pairs are longer than max_length")
+  assert sides.parse_trainer_progress(line) == (200, 2457.0)
+  assert sides.parse_trainer_progress("step     200  dev loss 5.1  ppl 160.2  acc 0.1") is None
+  assert sides.is_trainer_start("training translate_ende_multi30k with 7,569,408 parameters "
+                                "on 1 replica(s), XLA off, pair buckets, steps 0 -> 100000")
+  assert not sides.is_trainer_start("train split: 12 of 29000 pairs are longer than max_length")
 
 
 def test_window_median_drops_the_first_window():
-  assert pc.window_median([100.0, 3.0, 1.0, 2.0]) == 2.0
-  assert pc.window_median([100.0, 3.0]) == 3.0
-  assert pc.window_median([7.0]) == 7.0  # the peer's rule: all windows when only one
-  assert pc.window_median([]) is None
+  assert sides.window_median([100.0, 3.0, 1.0, 2.0]) == 2.0
+  assert sides.window_median([100.0, 3.0]) == 3.0
+  assert sides.window_median([7.0]) == 7.0  # the peer's rule: all windows when only one
+  assert sides.window_median([]) is None
 
 
 def test_ratio_line():
-  line = pc.ratio_line("train_step_tok_s", 5800.0, 4500.0, "peer", 2, 2, "tok_s")
+  line = report.ratio_line("train_step_tok_s", 5800.0, 4500.0, "peer", 2, 2, "tok_s")
   assert line == ("RATIO train_step_tok_s         ours 5,800 / peer 4,500 = 1.29x   "
                   "(medians of 2 alternated runs each)")
-  line = pc.ratio_line("decode_sent_s", 25.25, None, "ct2_int8", 2, 0, "sent_s", "x")
+  line = report.ratio_line("decode_sent_s", 25.25, None, "ct2_int8", 2, 0, "sent_s", "x")
   assert line.endswith("ours 25.2 / ct2_int8 n/a = n/a   (medians of ours 2 / ct2_int8 0 runs; x)")
 
 
@@ -86,7 +88,7 @@ def _args(**kw):
 
 
 def test_summary_takes_medians_over_rounds():
-  comp = pc.Comparison(_args())
+  comp = rounds.Comparison(_args())
   runs = [("step", "peer", dict(train_target_tok_s=2000.0, decode_sent_s=10.0,
                                 decode_length_mean=40.0, max_rss_mib=1000.0)),
           ("step", "ours", dict(train_target_tok_s=3000.0, decode_sent_s=20.0,
@@ -117,8 +119,8 @@ def test_summary_takes_medians_over_rounds():
 
 
 def test_child_measures_peak_rss_with_wait4(tmp_path):
-  child = pc.Child("echo", [sys.executable, "-c", "print('hello'); print('world')"],
-                   str(tmp_path / "logs" / "echo.log"))
+  child = sides.Child("echo", [sys.executable, "-c", "print('hello'); print('world')"],
+                      str(tmp_path / "logs" / "echo.log"))
   child.drain()
   assert child.reap(timeout=60) == 0
   assert child.lines == ["hello", "world"]
@@ -139,7 +141,7 @@ def test_no_peer_says_so_and_exits_0(tmp_path, capsys, monkeypatch):
 
 
 def test_missing_bench_scripts_fail_clearly(tmp_path, capsys, monkeypatch):
-  monkeypatch.setattr(pc, "package_versions", lambda python, dists: {d: "1.0" for d in dists})
+  monkeypatch.setattr(sides, "package_versions", lambda python, dists: {d: "1.0" for d in dists})
   monkeypatch.setattr(sys, "argv", ["peer_compare.py", f"--peer_python={sys.executable}",
                                     f"--ct2_python={tmp_path}/no_ct2",
                                     f"--bench_dir={tmp_path}", f"--work_dir={tmp_path}/work"])
@@ -163,25 +165,25 @@ def test_peer_argv_sets_the_policy_before_the_unchanged_script_runs(tmp_path):
   script.write_text("import os, sys, tf_keras\n"
                     "print(__name__, os.path.basename(__file__), sys.argv[1:], "
                     "tf_keras.mixed_precision.POLICY[0])\n")
-  assert pc.peer_argv("py", str(script), "float32", ["--a=1"]) == ["py", str(script), "--a=1"]
-  argv = pc.peer_argv(sys.executable, str(script), "mixed_bfloat16", ["--a=1", "b"])
+  assert sides.peer_argv("py", str(script), "float32", ["--a=1"]) == ["py", str(script), "--a=1"]
+  argv = sides.peer_argv(sys.executable, str(script), "mixed_bfloat16", ["--a=1", "b"])
   out = subprocess.run(argv, capture_output=True, text=True, check=True,
                        env=dict(os.environ, PYTHONPATH=str(tmp_path))).stdout
   assert out.strip() == "__main__ peer_script.py ['--a=1', 'b'] mixed_bfloat16"
 
 
 def test_ours_overrides_add_the_precision():
-  assert pc.ours_overrides("float32", "") == ""
-  assert pc.ours_overrides("float32", "a=1") == "a=1"
-  assert pc.ours_overrides("mixed_bfloat16", "") == "precision=mixed_bfloat16"
-  assert pc.ours_overrides("mixed_bfloat16", "a=1") == "a=1,precision=mixed_bfloat16"
-  assert pc.ours_overrides("mixed_bfloat16", "a=1,b=2", "", "c=3") == (
+  assert sides.ours_overrides("float32", "") == ""
+  assert sides.ours_overrides("float32", "a=1") == "a=1"
+  assert sides.ours_overrides("mixed_bfloat16", "") == "precision=mixed_bfloat16"
+  assert sides.ours_overrides("mixed_bfloat16", "a=1") == "a=1,precision=mixed_bfloat16"
+  assert sides.ours_overrides("mixed_bfloat16", "a=1,b=2", "", "c=3") == (
       "a=1,b=2,c=3,precision=mixed_bfloat16")
 
 
 def test_precision_line_says_our_search_stays_float32():
-  assert pc.precision_line("float32") == "precision float32 on both sides"
-  line = pc.precision_line("mixed_bfloat16")
+  assert report.precision_line("float32") == "precision float32 on both sides"
+  line = report.precision_line("mixed_bfloat16")
   assert line.startswith("precision mixed_bfloat16 on both sides, except our beam search: float32")
 
 
@@ -189,18 +191,18 @@ def test_gpu_names_reads_the_probe_and_is_empty_on_failure(tmp_path):
   fake = tmp_path / "fake_python"
   fake.write_text("#!/bin/sh\necho 'start-up noise'\necho '[\"NVIDIA H100 80GB HBM3\"]'\n")
   fake.chmod(0o755)
-  assert pc.gpu_names(str(fake)) == ["NVIDIA H100 80GB HBM3"]
+  assert sides.gpu_names(str(fake)) == ["NVIDIA H100 80GB HBM3"]
   broken = tmp_path / "broken_python"
   broken.write_text("#!/bin/sh\necho 'Traceback: no tensorflow' >&2\nexit 1\n")
   broken.chmod(0o755)
-  assert pc.gpu_names(str(broken)) == []
-  assert pc.gpu_names(str(tmp_path / "missing")) == []
+  assert sides.gpu_names(str(broken)) == []
+  assert sides.gpu_names(str(tmp_path / "missing")) == []
 
 
 @pytest.mark.parametrize("gpus,jit", [([], "0"), (["NVIDIA H100 80GB HBM3"], "1")])
 def test_peer_compiles_with_xla_exactly_where_our_trainer_does(gpus, jit, monkeypatch):
-  comp = pc.Comparison(_args(gpus=gpus, quick=True, peer_python="peer-python",
-                             bench_dir="/bench", precision="float32"))
+  comp = rounds.Comparison(_args(gpus=gpus, quick=True, peer_python="peer-python",
+                                 bench_dir="/bench", precision="float32"))
   envs = []
 
   class Stop(Exception):
@@ -248,12 +250,12 @@ def test_base_size_builds_the_peer_from_our_hparams(monkeypatch):
   """At --size base the peer is model_garden_sized.py with the paper's transformer_base:
   post-norm, P_drop 0.1, no attention/ReLU dropout, a 37k vocabulary, [64, 64] batches;
   ours gets the same size; train only: no search on either side."""
-  comp = pc.Comparison(_args(size="base", peer_python="peer-python", bench_dir="/bench"))
+  comp = rounds.Comparison(_args(size="base", peer_python="peer-python", bench_dir="/bench"))
   started = _children(comp, monkeypatch)
   comp.step_round(1, with_ct2=True, decode=False)
   (peer_label, peer, peer_env), (ours_label, ours, ours_env) = started
   assert peer_label == "peer step r1" and ours_label == "ours step r1"
-  assert peer[:2] == ["peer-python", pc.SIZED_PEER]
+  assert peer[:2] == ["peer-python", sides.SIZED_PEER]
   assert peer[2:] == ["--vocab=37000", "--layers=6", "--d_model=512", "--heads=8",
                       "--d_ff=2048", "--norm_first=0", "--dropout=0.1",
                       "--attention_dropout=0", "--relu_dropout=0", "--batch=64",
@@ -264,14 +266,14 @@ def test_base_size_builds_the_peer_from_our_hparams(monkeypatch):
 
 
 def test_both_sides_take_hparams_and_batch_and_bf16(monkeypatch):
-  comp = pc.Comparison(_args(size="big", peer_python="peer-python", bench_dir="/bench",
-                             hparams="norm_type=pre", batch=256, precision="mixed_bfloat16",
-                             ours_hparams="bucket_mode=max"))
+  comp = rounds.Comparison(_args(size="big", peer_python="peer-python", bench_dir="/bench",
+                                 hparams="norm_type=pre", batch=256,
+                                 precision="mixed_bfloat16", ours_hparams="bucket_mode=max"))
   started = _children(comp, monkeypatch)
   comp.step_round(2, with_ct2=False, decode=True)
   (_, peer, peer_env), (_, ours, _) = started
-  assert peer[:3] == ["peer-python", "-c", pc.PEER_POLICY_CODE]
-  assert peer[3:5] == ["mixed_bfloat16", pc.SIZED_PEER]
+  assert peer[:3] == ["peer-python", "-c", sides.PEER_POLICY_CODE]
+  assert peer[3:5] == ["mixed_bfloat16", sides.SIZED_PEER]
   assert {"--d_model=1024", "--heads=16", "--d_ff=4096", "--norm_first=1", "--dropout=0.3",
           "--batch=256"} <= set(peer)
   assert peer_env["DSTEPS"] == "5"
@@ -280,19 +282,19 @@ def test_both_sides_take_hparams_and_batch_and_bf16(monkeypatch):
 
 
 def test_gpu_peaks_and_mfu_lines():
-  assert pc.gpu_peak_tflops("NVIDIA H100 80GB HBM3", "mixed_bfloat16") == 989.4
-  assert pc.gpu_peak_tflops("NVIDIA H100 PCIe", "float32") == 378.0
-  assert pc.gpu_peak_tflops("NVIDIA H200", "float32") == 494.7
-  assert pc.gpu_peak_tflops("Tesla T4", "float32") is None
-  assert pc.mfu_line("ours", 176.33, 989.4, "H200 peak") == (
+  assert report.gpu_peak_tflops("NVIDIA H100 80GB HBM3", "mixed_bfloat16") == 989.4
+  assert report.gpu_peak_tflops("NVIDIA H100 PCIe", "float32") == 378.0
+  assert report.gpu_peak_tflops("NVIDIA H200", "float32") == 494.7
+  assert report.gpu_peak_tflops("Tesla T4", "float32") is None
+  assert report.mfu_line("ours", 176.33, 989.4, "H200 peak") == (
       "MFU ours       176.33 TFLOP/s = 17.8% of H200 peak 989.40 TFLOP/s")
-  assert pc.mfu_line("peer", None, 1.0, "x") == "MFU peer       n/a (x: not measured)"
+  assert report.mfu_line("peer", None, 1.0, "x") == "MFU peer       n/a (x: not measured)"
 
 
 def test_summary_mfu_is_model_flops_over_each_sides_step(monkeypatch):
   from flops import train_step_flops
   import bench_sizes
-  comp = pc.Comparison(_args(size="base", gpus=["NVIDIA H200"], precision="float32"))
+  comp = rounds.Comparison(_args(size="base", gpus=["NVIDIA H200"], precision="float32"))
   comp.peak_gflops = 250.0
   comp.runs.extend([dict(part="step", side="ours", train_target_tok_s=1.0,
                          train_median_step_s=2.0),
@@ -302,13 +304,13 @@ def test_summary_mfu_is_model_flops_over_each_sides_step(monkeypatch):
   flops = train_step_flops(bench_sizes.hparams(bench_sizes.get("base")), 37000,
                            [(64, 64, 64)])
   ours = flops / 2.0 / 1e12
-  assert pc.mfu_line("peer", ours / 2, 494.7, "NVIDIA H200 dense float32 peak") in lines
-  assert pc.mfu_line("ours", ours, 494.7, "NVIDIA H200 dense float32 peak") in lines
+  assert report.mfu_line("peer", ours / 2, 494.7, "NVIDIA H200 dense float32 peak") in lines
+  assert report.mfu_line("ours", ours, 494.7, "NVIDIA H200 dense float32 peak") in lines
   assert not any("measured" in line for line in lines)  # a GPU: the data sheet's peak only
   assert comp.report["mfu"]["flops_per_step"] == flops
   comp.args.gpus = []  # a CPU: the measured peak
   lines = comp.summary(["train"], with_ct2=False)
-  assert pc.mfu_line("ours", ours, 0.25, "measured float32 matmul peak") in lines
+  assert report.mfu_line("ours", ours, 0.25, "measured float32 matmul peak") in lines
 
 
 @pytest.mark.parametrize("argv, message", [
