@@ -4,6 +4,9 @@
     reporter.progress(step, loss, lr, tokens_per_second, eta_seconds, input_wait)
     reporter.evaluation(step, metrics, bleu_sentences)
     png = reporter.close()        # flushes TensorBoard, plots the curves (chief only)
+
+    window = ProgressWindow(trainer)   # the steps since the last progress line
+    window.add(loss, tokens); window.report(reporter, step, train_steps, learning_rate)
 """
 
 import os
@@ -70,6 +73,39 @@ class Reporter:
     """Flushes TensorBoard; returns the learning-curves PNG path (chief) or None."""
     self.flush()
     return curves.plot(self.history.path, self.output_dir) if self.chief else None
+
+
+class ProgressWindow:
+  """Loss, target tokens, steps and input wait since the last progress line, and when it
+  started (after an evaluation: when the evaluation ended).
+
+  Args:
+    loop: what the steps run in; its `input_wait` is the seconds it has waited for
+      input so far (the Trainer's).
+  """
+
+  def __init__(self, loop):
+    self.loop = loop
+    self.loss = self.tokens = 0.0
+    self.steps = 0
+    self.restart()
+
+  def restart(self):
+    self.start, self.input_wait = time.time(), self.loop.input_wait
+
+  def add(self, loss, tokens):
+    self.loss += loss
+    self.tokens += tokens
+    self.steps += 1
+
+  def report(self, reporter, step, train_steps, learning_rate):
+    """One progress record (mean loss, tokens/s, ETA, input wait) to `reporter`; starts a
+    new window."""
+    seconds = max(time.time() - self.start, 1e-9)
+    reporter.progress(step, self.loss / self.steps, learning_rate, self.tokens / seconds,
+                      (train_steps - step) * seconds / self.steps,
+                      min(1.0, (self.loop.input_wait - self.input_wait) / seconds))
+    self.__init__(self.loop)
 
 
 def _per_language(metrics):

@@ -9,10 +9,11 @@
 Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy in this TF/Keras
 version, so the loop is our own, and this module holds it. The update itself
 (forward, backward, token-weighted gradient sums, clipping, apply) is
-`step.TrainStep`; dev metrics are `evaluation.Evaluator`; the loop reports to
-`reporting.Reporter` (log, TensorBoard, metrics.jsonl, curves), stops on
-`signals` (SIGTERM / Ctrl-C, agreed across workers) and resumes through
-`checkpoints` (the newest readable checkpoint).
+`step.TrainStep`; dev metrics are `evaluation.Evaluator`, and what follows an
+evaluation (its report, the best checkpoint, early stopping) `dev_monitor.DevMonitor`;
+the loop reports to `reporting.Reporter` (log, TensorBoard, metrics.jsonl, curves), stops
+on `signals` (SIGTERM / Ctrl-C, agreed across workers), and saves and resumes through
+`checkpoints.RunCheckpoints` (the newest readable checkpoint, or a warm start).
 """
 
 import dataclasses
@@ -30,8 +31,10 @@ from t2t_keras.data.pipeline import count_long_pairs, make_dataset
 from t2t_keras.errors import InputError
 from t2t_keras.hparams_lib import HParams, HParamsError
 from t2t_keras.models.transformer import ABSENT_DEFAULTS
-from t2t_keras.training import checkpoints, early_stopping, reporting, signals, warm_start
+from t2t_keras.training import reporting, signals, warm_start
+from t2t_keras.training.checkpoints import RunCheckpoints
 from t2t_keras.training.config import TrainerConfig
+from t2t_keras.training.dev_monitor import DevMonitor
 from t2t_keras.training.evaluation import Evaluator
 from t2t_keras.training.loss_guard import LossClimbGuard
 from t2t_keras.training.schedule import make_optimizer
@@ -108,7 +111,9 @@ class Trainer:
     self.iterator = iter(make_dataset(problem, data_dir, "train", hparams,
                                       self._training_stream(),
                                       input_context=self.input_context))
-    self._make_checkpoints()
+    self.checkpoints = RunCheckpoints(
+        self.model, self.optimizer, self.step, self.iterator, self.output_dir,
+        None if self.chief else self.strategy.cluster_resolver.task_id, config, self.log)
     self.step_fn = TrainStep(self.model, self.optimizer, hparams, self.strategy,
                              self.iterator.element_spec, use_xla=self.use_xla,
                              single_device=self._single_device())
@@ -118,7 +123,7 @@ class Trainer:
                                eval_steps=config.eval_steps,
                                bleu_sentences=config.eval_bleu_sentences,
                                chief=self.chief, from_chief=self.agreement.from_chief)
-    self.early_stopping = self._early_stopping(recorded.get("best"))
+    self.dev = DevMonitor(config, self.checkpoints, recorded.get("best"), self.log)
 
   # Set-up, in __init__'s order.
 
@@ -146,30 +151,6 @@ class Trainer:
                f"--warm_start_from now gives {given}")
       return recorded
     return given
-
-  def _early_stopping(self, recorded):
-    """The EarlyStopping tracker (resuming what run.json recorded) and the best checkpoint's
-    manager, or None when config.early_stopping_steps is 0 (TrainerConfig checked the rest)."""
-    if not self.config.early_stopping_steps:
-      return None
-    directory = os.path.join(self.output_dir, early_stopping.BEST_DIR) if self.chief else \
-        os.path.join(self.output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}",
-                     early_stopping.BEST_DIR)
-    runs.repair_checkpoint_index(directory, self.log)
-    self.best_manager = tf.train.CheckpointManager(
-        self._checkpoint_without_data, directory, max_to_keep=1, checkpoint_name="ckpt")
-    return early_stopping.EarlyStopping(self.config.early_stopping_metric,
-                                        self.config.early_stopping_steps, recorded)
-
-  def _save_best(self, step):
-    """Saves this step as the best (output_dir/best/ckpt-<step>), records it in run.json
-    and makes best/ a run directory."""
-    path = self.best_manager.save(checkpoint_number=step)
-    if self.chief:
-      runs.record(self.output_dir, best=self.early_stopping.record(path))
-      runs.copy_run_info(self.output_dir, os.path.dirname(path))
-      self.log(f"best dev {self.early_stopping.metric} so far "
-               f"({self.early_stopping.value:.4g}): saved {path}")
 
   def _build_model_and_optimizer(self):
     """model, optimizer (built) and the step counter, in the strategy's scope and the
@@ -218,29 +199,6 @@ class Trainer:
                                   streams=self.input_streams,
                                   data_service=self.config.data_service_address)
 
-  def _make_checkpoints(self):
-    """The checkpoint (model, optimizer, step, dropout RNG states and this worker's
-    tf.data iterator: a resumed run continues the exact batch sequence; tf.distribute's
-    own iterators cannot be checkpointed in this TF version) and its manager."""
-    rng_states = [v for v in self.model.variables if "seed_generator_state" in v.path]
-    state = dict(model=self.model, optimizer=self.optimizer, step=self.step,
-                 rng_states=rng_states)
-    # Without the iterator: for checkpoints whose iterator another pipeline wrote.
-    self._checkpoint_without_data = tf.train.Checkpoint(**state)
-    if self.config.data_service_address:  # the service's stream has no position to save
-      self.checkpoint = tf.train.Checkpoint(**state, **{checkpoints.PIPELINE_KEY: tf.Variable(
-          checkpoints.NO_INPUT_POSITION, trainable=False)})
-    else:
-      self.checkpoint = tf.train.Checkpoint(
-          iterator=self.iterator, **state,
-          **{checkpoints.PIPELINE_KEY: tf.Variable(pipeline.VERSION, trainable=False)})
-    directory = self.output_dir if self.chief else os.path.join(
-        self.output_dir, f"worker_tmp_{self.strategy.cluster_resolver.task_id}")
-    runs.repair_checkpoint_index(directory, self.log)  # else a damaged index starts over
-    self.manager = tf.train.CheckpointManager(
-        self.checkpoint, directory, max_to_keep=self.config.keep_checkpoints,
-        checkpoint_name="ckpt")
-
   # Steps.
 
   def _single_device(self):
@@ -285,45 +243,16 @@ class Trainer:
 
   # The loop.
 
+  @property
+  def manager(self):
+    """The tf.train.CheckpointManager of this worker's checkpoints."""
+    return self.checkpoints.manager
+
   def restore(self):
     """Restores the newest readable checkpoint of output_dir; without one, the warm start's
     weights (if any). Returns the step."""
-    path = checkpoints.restore_newest_readable(self._restore_target, self.manager, self.log)
-    self.resumed_from = path
-    if path:
-      self.log(f"resumed from {path} at step {int(self.step.numpy())}")
-    elif self.warm_start:
-      source, with_optimizer = self.warm_start["from"], self.warm_start["optimizer"]
-      count = warm_start.load(source, self.model, self.optimizer if with_optimizer else None)
-      state = "with its optimizer state" if with_optimizer else "fresh optimizer and schedule"
-      self.log(f"warm start: {count} variables from {source} ({state})")
+    self.resumed_from = self.checkpoints.restore(self.warm_start)
     return int(self.step.numpy())
-
-  def _restore_target(self, path):
-    """The checkpoint object to restore `path` into: all of it, or all but the
-    input position when an earlier input pipeline wrote it (a tf.data iterator
-    restores only into the graph that saved it)."""
-    if self.config.data_service_address:
-      self.log("the tf.data service's training stream starts afresh at the resumed step "
-               "(its position cannot be checkpointed)")
-      return self._checkpoint_without_data
-    if self.config.reset_input_position:
-      self.log(f"warning: --reset_input_position: the model, optimizer and step resume from "
-               f"{path}; the data order starts afresh from --seed={self.config.seed}")
-      return self._checkpoint_without_data
-    written = checkpoints.input_pipeline_version(path)
-    if written == pipeline.VERSION:
-      return self.checkpoint
-    if written == checkpoints.NO_INPUT_POSITION:
-      self.log(f"warning: {path} was written reading through the tf.data service, which "
-               "keeps no input position: the data order starts afresh from "
-               f"--seed={self.config.seed}")
-      return self._checkpoint_without_data
-    self.log(f"warning: {path} holds its place in the training data for input pipeline "
-             f"version {written}, and this t2t-keras reads with version {pipeline.VERSION}: "
-             f"the model, optimizer and step resume; the data order starts afresh from "
-             f"--seed={self.config.seed}")
-    return self._checkpoint_without_data
 
   def save(self):
     """Saves a checkpoint of this step; refuses (NonFiniteLossError) when a weight is NaN or
@@ -340,8 +269,8 @@ class Trainer:
       raise NonFiniteLossError(
           f"non-finite weights after step {int(self.step.numpy())} (the update was not finite); "
           f"not saved. The last good checkpoint ({self.manager.latest_checkpoint}) is kept. "
-          f"{self._recovery()}")
-    path = self.manager.save(checkpoint_number=int(self.step.numpy()))
+          f"{self.checkpoints.recovery(self.hparams.learning_rate_constant)}")
+    path = self.checkpoints.save()
     if self.chief:
       self.log(f"saved {path}")
     return path
@@ -378,9 +307,7 @@ class Trainer:
     summary = {"step": result["step"], "start_step": start_step, "loss": result["loss"],
                "seconds": time.time() - t0, "interrupted": result["interrupted"],
                "checkpoint": self.manager.latest_checkpoint, **result["eval"]}
-    if self.early_stopping is not None:
-      summary.update(early_stopped=result["early_stopped"],
-                     best_checkpoint=self.best_manager.latest_checkpoint)
+    summary.update(self.dev.summary(result["early_stopped"]))
     png = reporter.close()
     if png:
       summary["curves_png"] = png
@@ -398,9 +325,7 @@ class Trainer:
                          self.config.hparams_set, bucket_mode=self.bucket_mode,
                          shuffle_buffer=self.shuffle_buffer,
                          input_streams=self.input_streams, warm_start=self.warm_start,
-                         best=self.early_stopping.record(self.best_manager.latest_checkpoint)
-                         if self.early_stopping and self.early_stopping.step is not None
-                         else None)
+                         best=self.dev.best_record())
     start_step = self.restore()
     self.agreement.same_step(start_step, self.output_dir)
     if start_step == 0 and self.chief:  # datagen's length histogram (older data: a pass)
@@ -422,12 +347,10 @@ class Trainer:
     checkpoint. Returns {"step", "loss" (the last), "eval" (the last metrics),
     "interrupted", "early_stopped"}."""
     config = self.config
-    window = _Window(self)
+    window = reporting.ProgressWindow(self)
     guard = LossClimbGuard(self.hparams.learning_rate_warmup_steps)
     last_save, last_loss, eval_metrics, interrupted = time.time(), float("nan"), {}, False
-    early = bool(self.early_stopping and self.early_stopping.should_stop(step))
-    if early:
-      self.log("already stopped: " + self.early_stopping.reason(step))
+    early = self.dev.stopped_before(step)
     while step < train_steps and not early:
       loss, tokens = self.train_step()
       step = int(self.step.numpy())
@@ -436,8 +359,9 @@ class Trainer:
       window.add(loss, tokens)
       if step % config.log_every == 0 or step == train_steps:
         window.report(reporter, step, train_steps, float(self.optimizer.learning_rate))
-      if config.eval_every and (step % config.eval_every == 0 or step == train_steps):
-        eval_metrics, early = self._evaluate_at(step, reporter)
+      if self.dev.due(step, train_steps):
+        eval_metrics = self.evaluate()
+        early = self.dev.evaluated(step, eval_metrics, reporter)
         window.restart()
       stop, save_now = self.agreement(
           stop_signals.received is not None,
@@ -458,69 +382,16 @@ class Trainer:
     return {"step": step, "loss": last_loss, "eval": eval_metrics, "interrupted": interrupted,
             "early_stopped": early}
 
-  def _evaluate_at(self, step, reporter):
-    """Dev metrics at `step`, reported; with early stopping, a new best saved. Returns
-    (metrics, whether training stops early here)."""
-    metrics = self.evaluate()
-    reporter.evaluation(step, metrics, self.config.eval_bleu_sentences)
-    if self.early_stopping is None:
-      return metrics, False
-    if self.early_stopping.update(step, metrics):
-      self._save_best(step)
-    if self.early_stopping.should_stop(step):
-      self.log(self.early_stopping.reason(step))
-      return metrics, True
-    return metrics, False
-
-  def _recovery(self):
-    """How to go on after a non-finite loss: the same command meets it again (the run is
-    deterministic) and the run's hparams are fixed, so a new run starts from the kept
-    checkpoint, Adam's state and step included, at a lower learning rate."""
-    latest = self.manager.latest_checkpoint
-    if latest is None:
-      return "Start again with a lower learning_rate_constant, or norm_type=pre."
-    return (f"To go on at a lower learning rate, start a run in a new --output_dir with "
-            f"--warm_start_from={latest} --warm_start_optimizer (the weights, Adam's moments "
-            f"and the step come too) and --hparams=learning_rate_constant=<lower than "
-            f"{self.hparams.learning_rate_constant:g}>")
-
   def _check_loss(self, step, loss, guard):
     """NonFiniteLossError for a NaN / Inf loss; the loss-climb warning when the guard fires."""
     if not math.isfinite(loss):
       raise NonFiniteLossError(
           f"loss is {loss} at step {step}; stopping. The last good checkpoint "
-          f"({self.manager.latest_checkpoint}) is kept. {self._recovery()}")
+          f"({self.manager.latest_checkpoint}) is kept. "
+          f"{self.checkpoints.recovery(self.hparams.learning_rate_constant)}")
     climb = guard.update(step, loss)
     if climb:
       self.log(self._climb_warning(step, climb))
-
-
-class _Window:
-  """Loss, target tokens, steps and input wait since the last progress line, and when it
-  started (after an evaluation: when the evaluation ended)."""
-
-  def __init__(self, trainer):
-    self.trainer = trainer
-    self.loss = self.tokens = 0.0
-    self.steps = 0
-    self.restart()
-
-  def restart(self):
-    self.start, self.input_wait = time.time(), self.trainer.input_wait
-
-  def add(self, loss, tokens):
-    self.loss += loss
-    self.tokens += tokens
-    self.steps += 1
-
-  def report(self, reporter, step, train_steps, learning_rate):
-    """One progress record (mean loss, tokens/s, ETA, input wait) to `reporter`; starts a
-    new window."""
-    seconds = max(time.time() - self.start, 1e-9)
-    reporter.progress(step, self.loss / self.steps, learning_rate, self.tokens / seconds,
-                      (train_steps - step) * seconds / self.steps,
-                      min(1.0, (self.trainer.input_wait - self.input_wait) / seconds))
-    self.__init__(self.trainer)
 
 
 def _input_context(strategy):

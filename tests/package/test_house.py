@@ -122,7 +122,7 @@ def test_training_holds_the_loop_only():
   names = {p.stem for p in (ROOT / "training").glob("*.py")} - {"__init__"}
   assert names <= {"adam", "checkpoints", "curves", "evaluation", "loss", "loss_guard",
                    "precision", "reporting", "schedule", "signals", "step", "strategy",
-                   "trainer", "warm_start", "early_stopping", "config"}, names
+                   "trainer", "warm_start", "early_stopping", "config", "dev_monitor"}, names
 
 
 # Renames outside fileio.atomic_open / write_atomic, each for a reason that function cannot

@@ -1,4 +1,4 @@
-"""training/reporting.py and the trainer's progress window: the progress line, its ETA and
+"""training/reporting.py and its progress window: the progress line, its ETA and
 tokens/s, and what goes to metrics.jsonl, against hand-worked figures."""
 
 import json
@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from t2t_keras.training import reporting, trainer
+from t2t_keras.training import reporting
 
 
 @pytest.mark.parametrize("seconds, text", [
@@ -21,11 +21,11 @@ def test_progress_window_line_and_history(tmp_path, monkeypatch):
   waiting for input (the trainer had waited 7 s before the window): loss the mean of the
   three, 1,500 tokens/s, (100 - 40) steps left at 4/3 s a step: 80 s, input wait 12.5%."""
   clock = [1000.0]
-  monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
+  monkeypatch.setattr(reporting.time, "time", lambda: clock[0])
   lines = []
   reporter = reporting.Reporter(str(tmp_path), chief=True, log=lines.append, start_step=0)
   loop = types.SimpleNamespace(input_wait=7.0)
-  window = trainer._Window(loop)  # pylint: disable=protected-access
+  window = reporting.ProgressWindow(loop)
   for loss, tokens in ((3.0, 1000), (2.0, 2000), (1.0, 3000)):
     window.add(loss, tokens)
   clock[0] += 4.0

@@ -87,7 +87,7 @@ def test_checkpoint_of_an_earlier_input_pipeline_resumes_all_but_the_data_order(
   assert checkpoints.input_pipeline_version(t.manager.latest_checkpoint) == pipeline.VERSION
   old_graph = t.problem.dataset(copy_data, "train").padded_batch(8)
   old = tf.train.Checkpoint(model=t.model, optimizer=t.optimizer, step=t.step,
-                            rng_states=t._checkpoint_without_data.rng_states,
+                            rng_states=t.checkpoints.without_data.rng_states,
                             iterator=iter(old_graph))
   t.step.assign(7)
   path = tf.train.CheckpointManager(old, str(out), max_to_keep=5,
