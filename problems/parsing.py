@@ -167,8 +167,8 @@ class ParsingEnglishPtb8kWords(ParsingEnglishPtb8k):
   def decode_constraint(vocab):
     """The searches' constraint (decode hparam constrain, on by default): the output's
     leaves are the input's pieces, in order, between brackets ("▁(" or "▁)" and a
-    label); `t2t_keras.decoding.constraints.LeafCopyConstraint`."""
-    from t2t_keras.decoding.constraints import LeafCopyConstraint  # pylint: disable=import-outside-toplevel
+    label); `t2t_keras.decoding.output_constraint.LeafCopyConstraint`."""
+    from t2t_keras.decoding.output_constraint import LeafCopyConstraint  # pylint: disable=import-outside-toplevel
     return LeafCopyConstraint.from_vocab(vocab)
 
 

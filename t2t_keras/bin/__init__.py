@@ -60,6 +60,7 @@ def run_main(main, name, argv):
     if len(argv) > 1:
       raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     check_unsupported_flags()
+    _take_deprecated_flags(name)
     return main(argv) or 0
   except (app.UsageError,) + errors.user_errors() as e:
     print(f"{name}: error: {errors.permission_denied(e) or e}", file=sys.stderr)
@@ -168,6 +169,30 @@ def define_flag(kind, name, default, help_text, **kwargs):
     flags.DEFINE_enum(name, default, kwargs.pop("enum_values"), help_text, **kwargs)
   elif name not in flags.FLAGS:
     getattr(flags, f"DEFINE_{kind}")(name, default, help_text, **kwargs)
+
+
+_RENAMED = {}  # a flag's old name -> its new one (kept for one release)
+
+
+def define_renamed_flag(old, new):
+  """--old as a deprecated name of the string flag --new, for one release: its value goes
+  to --new with a warning (`_take_deprecated_flags`). Define --new first."""
+  _RENAMED[old] = new
+  define_flag("string", old, None, f"Deprecated: the old name of --{new} (one release).")
+
+
+def _take_deprecated_flags(name):
+  """Moves each given renamed flag's value to its new name, with a warning on stderr;
+  UsageError where both names are given."""
+  import sys
+  from absl import app, flags
+  for old, new in _RENAMED.items():
+    if old in flags.FLAGS and flags.FLAGS[old].present:
+      if flags.FLAGS[new].present:
+        raise app.UsageError(f"give --{new} only (--{old} is its old name)")
+      print(f"{name}: warning: --{old} is now --{new}; the old name goes in the next "
+            "release", file=sys.stderr)
+      flags.FLAGS[new].value = flags.FLAGS[old].value
 
 
 define_flag("bool", "version", False, "Print the version of t2t-keras (and of TensorFlow, "

@@ -61,10 +61,11 @@ _define("string", "decode_from_file", None, "Translate this text file, one sente
 _define("string", "decode_prefix_file", None,
         "With --decode_from_file: target prefixes, line-aligned with it (an empty line: "
         "none); each output starts with its prefix, scored with it.")
-_define("string", "decode_constraints_file", None,
+_define("string", "decode_terms_file", None,
         "With --decode_from_file: terminology constraints, a JSON list of target phrases "
         "per input line (e.g. [\"Hund\", \"roter Ball\"]; [] or an empty line: none); "
         "each output contains every phrase of its line (lexically constrained beam search).")
+t2t_keras.bin.define_renamed_flag("decode_constraints_file", "decode_terms_file")
 _define("string", "target_language", None,
         "A multilingual run's output language for every line of --decode_from_file, "
         "--decode_interactive or --score_file (its tag, e.g. <2fr>, goes in front); without "
@@ -126,7 +127,7 @@ def main(argv):
                        target_language=FLAGS.target_language)
   elif FLAGS.decode_from_file:
     inputs = files.InputFiles(FLAGS.decode_from_file, FLAGS.decode_reference,
-                              FLAGS.decode_prefix_file, FLAGS.decode_constraints_file,
+                              FLAGS.decode_prefix_file, FLAGS.decode_terms_file,
                               FLAGS.target_language, FLAGS.source_language)
     files.decode_file(model, vocab, inputs, settings, outputs, search_fn,
                       decoding.hooks.postprocess)
@@ -144,7 +145,7 @@ def _check_flags():
   if sum(bool(v) for v in modes.values()) != 1:
     raise app.UsageError(f"give exactly one of {', '.join(modes)}")
   for flag, value in (("--decode_prefix_file", FLAGS.decode_prefix_file),
-                      ("--decode_constraints_file", FLAGS.decode_constraints_file)):
+                      ("--decode_terms_file", FLAGS.decode_terms_file)):
     if value and not FLAGS.decode_from_file:
       raise app.UsageError(f"{flag} goes with --decode_from_file")
   for flag, value in (("--target_language", FLAGS.target_language),
@@ -152,19 +153,19 @@ def _check_flags():
     if value and FLAGS.decode_split:
       raise app.UsageError(f"{flag} goes with --decode_from_file, --decode_interactive or "
                            "--score_file (a split's sources carry their tags)")
-  if FLAGS.decode_prefix_file and FLAGS.decode_constraints_file:
-    raise app.UsageError("--decode_prefix_file and --decode_constraints_file do not combine "
+  if FLAGS.decode_prefix_file and FLAGS.decode_terms_file:
+    raise app.UsageError("--decode_prefix_file and --decode_terms_file do not combine "
                          "yet: give one")
   for flag, path in (("--decode_from_file", FLAGS.decode_from_file),
                      ("--decode_prefix_file", FLAGS.decode_prefix_file),
-                     ("--decode_constraints_file", FLAGS.decode_constraints_file),
+                     ("--decode_terms_file", FLAGS.decode_terms_file),
                      ("--decode_reference", FLAGS.decode_reference),
                      ("--score_file", FLAGS.score_file)):
     if path and not fileio.isfile(path):
       raise InputError(f"{flag}={path}: no such file")
   if FLAGS.score_file and not FLAGS.decode_to_file:
     raise InputError("--score_file needs --decode_to_file for the scores")
-  if FLAGS.engine != "tensorflow" and FLAGS.decode_constraints_file:
+  if FLAGS.engine != "tensorflow" and FLAGS.decode_terms_file:
     raise InputError(f"--engine={FLAGS.engine} has no terminology constraints; use "
                      "--engine=tensorflow")
   if FLAGS.engine != "tensorflow" and (FLAGS.score_file or FLAGS.attention_plot_dir):
@@ -186,7 +187,7 @@ def _search_fn(model, vocab, decoding, problem):
         prefixes=bool(FLAGS.decode_prefix_file))
     print(f"decoding with {what}")
     return search_ids
-  if FLAGS.decode_constraints_file and constraint is not None:
+  if FLAGS.decode_terms_file and constraint is not None:
     raise InputError(f"terminology constraints cannot be combined with {problem}'s output "
                      "constraint yet; pass --decode_hparams=constrain=false to decode without it")
   if constraint is not None:

@@ -151,7 +151,7 @@ class Text2TextProblem:
 
   @staticmethod
   def decode_constraint(vocab):
-    """The searches' output constraint (`decoding/constraints.py`) for `vocab`; None: free."""
+    """The searches' output constraint (`decoding/output_constraint.py`) for `vocab`; None: free."""
     del vocab
 
   @staticmethod

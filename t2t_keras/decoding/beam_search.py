@@ -247,7 +247,7 @@ def beam_search(model, inputs, options=SearchOptions(), constraint=None, prefix=
       capped), eos_id, stop_early (t2t's early termination), cached (False re-runs the
       full decoder over the output buffer at every step: the reference).
     constraint: optional; its `wrap(fn, inputs)` forbids tokens at each step
-      (`decoding/constraints.py`, e.g. parse trees whose leaves copy the input).
+      (`decoding/output_constraint.py`, e.g. parse trees whose leaves copy the input).
     prefix: optional int32 [B, P] target prefixes, 0-padded: each output starts with
       its prefix (`search_common.prefix_forcing`); scores include the prefix's log probs.
   Returns:

@@ -44,7 +44,7 @@ def signature(takes="ids", phrase_shape=None):
 def make_searcher(model, search_settings, constraint=None, takes="ids"):
   """The search as a Python callable of the inputs `takes` names (module docstring), not
   compiled (LiteRT compiles its own signatures). `constraint`: a problem's output constraint
-  (`decoding/constraints.py`) or None; terminology constraints refuse one (InputError)."""
+  (`decoding/output_constraint.py`) or None; terminology constraints refuse one (InputError)."""
   if takes not in TAKES:
     raise ValueError(f"takes={takes!r}: one of {', '.join(TAKES)}")
   if takes == "phrases":

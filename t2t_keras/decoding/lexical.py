@@ -3,7 +3,7 @@ sentence (terminology), by dynamic beam allocation (Post & Vilar, 2018) in the v
 form of Hu et al. (2019), in static shapes (XLA, the beam-folded cache).
 
     phrases = [[[17, 4]], [], [[9], [31, 32, 33]]]     # per sentence: target phrases (ids)
-    c = constraint_tensors(phrases)
+    c = term_tensors(phrases)
     ids, scores, met = constrained_beam_search(model, inputs, c, SearchOptions(beam_size=4))
     # ids [B, K, L], scores [B, K] as beam_search's; met bool [B]: False where no output
     # holding every phrase was found within the sentence's length limit
@@ -32,8 +32,8 @@ from t2t_keras.ids import EOS_ID, PAD_ID
 
 INF = bs.INF
 
-Constraints = collections.namedtuple("Constraints", ["tokens", "lengths", "fail"])
-Constraints.__doc__ = """Each sentence's target phrases as tensors (`constraint_tensors`).
+Terms = collections.namedtuple("Terms", ["tokens", "lengths", "fail"])
+Terms.__doc__ = """Each sentence's target phrases as tensors (`term_tensors`).
 
   tokens: int32 [B, C, T], phrase c of sentence b, 0-padded (C phrases at most, T tokens).
   lengths: int32 [B, C], each phrase's length (0: an unused slot).
@@ -90,8 +90,8 @@ def failure_links(tokens, lengths):
   return tf.where(tf.range(width) < lengths[..., None], fail, 0)
 
 
-def constraint_tensors(phrases, min_phrases=1, min_tokens=1):
-  """Per-sentence lists of phrases (lists of ids, no PAD or EOS) -> `Constraints`.
+def term_tensors(phrases, min_phrases=1, min_tokens=1):
+  """Per-sentence lists of phrases (lists of ids, no PAD or EOS) -> `Terms`.
 
   Shapes are at least [B, min_phrases, min_tokens] (fixed shapes: fewer XLA programs).
   """
@@ -106,14 +106,14 @@ def constraint_tensors(phrases, min_phrases=1, min_tokens=1):
       tokens[b, i, :len(phrase)] = phrase
       lengths[b, i] = len(phrase)
       fail[b, i, :len(phrase)] = _failure(list(phrase))
-  return Constraints(tf.constant(tokens), tf.constant(lengths), tf.constant(fail))
+  return Terms(tf.constant(tokens), tf.constant(lengths), tf.constant(fail))
 
 
 def advance(c, met, progress, tokens):
   """Each hypothesis's phrase state after it emits `tokens`.
 
   Args:
-    c: `Constraints` with its batch axis already matching (tokens [N, C, T], ...).
+    c: `Terms` with its batch axis already matching (tokens [N, C, T], ...).
     met: bool [N, C], the phrases the output holds; progress: int32 [N, C], how many of
       each phrase's tokens end the output (KMP's state; 0 once met); tokens: int32 [N].
   Returns:
@@ -229,8 +229,8 @@ def constrained_beam_search_loop(p, constraints, options):
   max_penalty = length_penalty(decode_lengths, alpha)                            # [B]
   k, num_phrases = options.beam_size, constraints.lengths.shape[1]
   num_banks, n = num_phrases * constraints.tokens.shape[2] + 1, 4 * k + k * num_phrases
-  per_candidate = Constraints(*(tf.repeat(x[:, None], n, axis=1) for x in constraints))
-  flat = Constraints(*(tf.repeat(x, n, axis=0) for x in constraints))            # [B * N, ...]
+  per_candidate = Terms(*(tf.repeat(x[:, None], n, axis=1) for x in constraints))
+  flat = Terms(*(tf.repeat(x, n, axis=0) for x in constraints))            # [B * N, ...]
 
   def cond(s):
     return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(s.done)))
@@ -295,7 +295,7 @@ def _result(s, constraints, max_penalty):
 
 def constrained_beam_search(model, inputs, constraints, options=SearchOptions()):
   """Beam search (`SearchOptions`; sampling and prefixes aside) whose outputs contain each
-  sentence's phrases (`constraint_tensors`).
+  sentence's phrases (`term_tensors`).
 
   Returns (ids int32 [B, K, max_len], scores float32 [B, K], met bool [B]), as
   `beam_search.beam_search` plus met: False where no output holding every phrase was found.
@@ -307,3 +307,17 @@ def constrained_beam_search(model, inputs, constraints, options=SearchOptions())
 def constrained_beam_search_with_steps(model, inputs, constraints, options):
   """`constrained_beam_search` that also returns the number of decoder steps run."""
   return constrained_beam_search_loop(prepare(model, inputs, options), constraints, options)
+
+
+_OLD_NAMES = {"Constraints": "Terms", "constraint_tensors": "term_tensors"}
+
+
+def __getattr__(name):
+  """The old names of `Terms` and `term_tensors` ("constraint" alone named a problem's
+  output constraint too), kept for one release with a DeprecationWarning."""
+  if name in _OLD_NAMES:
+    import warnings  # pylint: disable=import-outside-toplevel
+    warnings.warn(f"lexical.{name} is now lexical.{_OLD_NAMES[name]}", DeprecationWarning,
+                  stacklevel=2)
+    return globals()[_OLD_NAMES[name]]
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ from t2t_keras.ids import EOS_ID
 
 class Strategy:
   """A search over `model` with `options`; `constraint` (optional) forbids tokens at each
-  step (`decoding/constraints.py`). Called on int32 source ids [batch, src_len] (and
+  step (`decoding/output_constraint.py`). Called on int32 source ids [batch, src_len] (and
   optionally target prefixes [batch, P], 0-padded): (ids [batch, beam, max_len], scores
   [batch, beam]); `with_steps` also returns the decoder steps run."""
 
@@ -101,7 +101,7 @@ class ConstrainedBeamSearch(Strategy):
   def __call__(self, inputs, tokens, lengths, fail):  # pylint: disable=arguments-differ
     from t2t_keras.decoding import lexical  # pylint: disable=import-outside-toplevel
     return lexical.constrained_beam_search(self.model, inputs,
-                                           lexical.Constraints(tokens, lengths, fail),
+                                           lexical.Terms(tokens, lengths, fail),
                                            self.options)
 
 

@@ -171,7 +171,7 @@ def _search_batch(model, search_fn, settings, sources, prefixes, phrases, shape)
   width = max(len(s) for s in sources)
   if phrases is not None:
     _check_phrases_fit(phrases, width, settings.search, _max_positions(model))
-    tensors = lexical.constraint_tensors(phrases, *shape)
+    tensors = lexical.term_tensors(phrases, *shape)
     ids, scores, met = search_fn(pad_ids(sources, bucket), tensors.tokens, tensors.lengths)
     return np.asarray(ids), np.asarray(scores), np.asarray(met)
   if prefixes is None:

@@ -124,10 +124,13 @@ BAD_INPUTS = [
     ("decoder", ["--output_dir={run}", "--decode_from_file={in}",
                  "--decode_prefix_file={tmp}/missing.de"], "--decode_prefix_file="),
     ("decoder", ["--output_dir={run}", "--decode_split=test",
-                 "--decode_constraints_file={in}"],
-     "--decode_constraints_file goes with --decode_from_file"),
+                 "--decode_terms_file={in}"],
+     "--decode_terms_file goes with --decode_from_file"),
     ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--decode_prefix_file={in}",
-                 "--decode_constraints_file={in}"], "do not combine yet"),
+                 "--decode_terms_file={in}"], "do not combine yet"),
+    ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--decode_terms_file={in}",
+                 "--decode_constraints_file={in}"],
+     "give --decode_terms_file only (--decode_constraints_file is its old name)"),
     ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--decode_hparams=beam_sze=2"],
      "unknown hparam 'beam_sze'. Did you mean 'beam_size'?"),
     ("decoder", ["--output_dir={run}", "--decode_from_file={in}", "--decode_hparams=beam_size=0"],
@@ -212,6 +215,20 @@ def test_bad_input_is_one_clear_line(capsys, places, binary, args, expected):
   assert lines[0].startswith(f"t2t-{binary}: error: "), err
   assert expected.format(**places) in lines[0]
   assert sorted(os.listdir(places["run"])) == before  # nothing written into the run
+
+
+@pytest.mark.heavy
+def test_a_renamed_flag_works_for_one_release_with_a_warning(capsys, places):
+  """--decode_constraints_file is --decode_terms_file's old name: its value moves there."""
+  missing = f"{places['tmp']}/missing.jsonl"
+  code, _, err = run_binary(capsys, "decoder", f"--output_dir={places['run']}",
+                            f"--decode_from_file={places['in']}",
+                            f"--decode_constraints_file={missing}")
+  assert code == 1
+  assert [line for line in err.splitlines() if line.strip()] == [
+      "t2t-decoder: warning: --decode_constraints_file is now --decode_terms_file; the old "
+      "name goes in the next release",
+      f"t2t-decoder: error: --decode_terms_file={missing}: no such file"]
 
 
 @pytest.mark.parametrize("args,expected", [

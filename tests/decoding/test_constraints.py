@@ -12,7 +12,7 @@ from t2t_keras import registry
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import beam_search as bs
 from t2t_keras.decoding import translate
-from t2t_keras.decoding.constraints import NEG_INF, LeafCopyConstraint
+from t2t_keras.decoding.output_constraint import NEG_INF, LeafCopyConstraint
 from t2t_keras.decoding.greedy import greedy_loop
 from t2t_keras.decoding.search_common import Prepared, SearchOptions
 from t2t_keras.decoding.spec import DecodingSpec
@@ -198,3 +198,20 @@ def test_every_gold_dev_tree_is_allowed(tmp_path):
       if i < len(t) and out[r, t[i]] <= NEG_INF / 2:
         forbidden.append((r, i, vocab.id_to_piece(t[i])))
   assert len(pairs) > 250 and not forbidden, forbidden[:5]
+
+
+def test_the_old_names_warn_and_are_the_new_ones():
+  """One release of the names from before "output constraint" and "terms" were told apart:
+  the module decoding.constraints, lexical.Constraints and lexical.constraint_tensors."""
+  import importlib  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding import lexical, output_constraint  # pylint: disable=import-outside-toplevel
+  sys.modules.pop("t2t_keras.decoding.constraints", None)
+  with pytest.warns(DeprecationWarning, match="now t2t_keras.decoding.output_constraint"):
+    assert importlib.import_module("t2t_keras.decoding.constraints") is output_constraint
+  with pytest.warns(DeprecationWarning, match="lexical.Constraints is now lexical.Terms"):
+    assert lexical.Constraints is lexical.Terms
+  with pytest.warns(DeprecationWarning, match="now lexical.term_tensors"):
+    assert lexical.constraint_tensors is lexical.term_tensors
+  with pytest.raises(AttributeError, match="no attribute 'Constrains'"):
+    getattr(lexical, "Constrains")

@@ -31,10 +31,10 @@ def test_the_matcher_finds_phrases_wherever_they_occur():
   """advance() over every sequence of 6 tokens from {2, 3} equals a brute-force search,
   for self-overlapping phrases too (KMP's failure links)."""
   phrases = [[2, 2, 3], [3, 2, 3, 2], [2]]
-  c = lexical.constraint_tensors([phrases])
+  c = lexical.term_tensors([phrases])
   seqs = list(itertools.product([2, 3], repeat=6))
   rows = lambda x: tf.repeat(x, len(seqs), axis=0)  # noqa: E731
-  cs = lexical.Constraints(*map(rows, c))
+  cs = lexical.Terms(*map(rows, c))
   met = tf.zeros([len(seqs), 3], tf.bool)
   progress = tf.zeros([len(seqs), 3], tf.int32)
   for t in range(6):
@@ -69,7 +69,7 @@ def test_a_wide_beam_returns_the_best_output_holding_every_phrase(model, phrases
     scores = _log_probs(model, src, holding)
     best = max(range(len(holding)), key=lambda i: scores[i])
     ids, found, met = lexical.constrained_beam_search(
-        model, src, lexical.constraint_tensors([phrases]),
+        model, src, lexical.term_tensors([phrases]),
         SearchOptions(beam_size=256, alpha=0.0, max_decode_length=5, stop_early=True))
     output = [int(x) for x in ids.numpy()[0, 0]]
     output = output[:output.index(1) + 1]
@@ -86,7 +86,7 @@ def test_every_output_holds_its_phrases_at_a_small_beam(model):
   from t2t_keras.decoding import beam_search
   phrases = [[[4, 2], [5]], [], [[3, 3, 3]]]
   ids, scores, met = lexical.constrained_beam_search(
-      model, SRC, lexical.constraint_tensors(phrases),
+      model, SRC, lexical.term_tensors(phrases),
       SearchOptions(beam_size=4, alpha=0.6, extra_length=8))
   assert met.numpy().tolist() == [True, True, True]
   for b, sentence in enumerate(phrases):
@@ -105,14 +105,14 @@ def test_phrases_that_cannot_fit_are_reported_per_sentence(model):
   """A phrase longer than the sentence's length limit: met False for that sentence only."""
   phrases = [[[2, 3, 4, 5, 2, 3]], [[4]], []]
   _, _, met = lexical.constrained_beam_search(
-      model, SRC, lexical.constraint_tensors(phrases),
+      model, SRC, lexical.term_tensors(phrases),
       SearchOptions(beam_size=3, extra_length=2, max_decode_length=6))
   assert met.numpy().tolist() == [False, True, True]
 
 
 @pytest.mark.heavy
 def test_xla_and_graph_give_the_same_outputs(model):
-  c = lexical.constraint_tensors([[[4, 2], [5]], [], [[3, 3]]])
+  c = lexical.term_tensors([[[4, 2], [5]], [], [[3, 3]]])
   run = lambda jit: tf.function(  # noqa: E731
       lambda: lexical.constrained_beam_search(model, SRC, c,
                                               SearchOptions(beam_size=3, extra_length=6)),
@@ -125,16 +125,16 @@ def test_xla_and_graph_give_the_same_outputs(model):
 
 def test_bad_phrases_are_refused():
   with pytest.raises(InputError, match="sentence 1: a constraint must be a non-empty phrase"):
-    lexical.constraint_tensors([[[3]], [[4, 1]]])
+    lexical.term_tensors([[[3]], [[4, 1]]])
   with pytest.raises(InputError, match="non-empty"):
-    lexical.constraint_tensors([[[]]])
+    lexical.term_tensors([[[]]])
 
 
 @pytest.mark.heavy
 def test_translate_lines_and_the_decoder_take_terminology_constraints(tmp_path, capsys):
   """translate_lines(constraints=...) over batches and two search shards: every output of
   a constrained line holds its phrases, unconstrained lines decode as without the
-  argument; t2t-decoder --decode_constraints_file writes such outputs and names the
+  argument; t2t-decoder --decode_terms_file writes such outputs and names the
   lines it cannot satisfy; bad constraint files are one line naming file and line."""
   from conftest import make_tiny_run
   from t2t_keras import bin as t2t_bin
@@ -173,7 +173,7 @@ def test_translate_lines_and_the_decoder_take_terminology_constraints(tmp_path, 
   source.write_text("\n".join(lines) + "\n")
   cfile.write_text('["drei"]\n\n["neun", "sieben und"]\n[]\n')
   argv = ["t2t-decoder", f"--output_dir={run}", f"--decode_from_file={source}",
-          f"--decode_constraints_file={cfile}", f"--decode_to_file={out}",
+          f"--decode_terms_file={cfile}", f"--decode_to_file={out}",
           "--decode_hparams=beam_size=3,batch_size=2,search_shards=2,extra_length=12,jit=false"]
   assert t2t_bin.run_in_process(decoder_bin, argv) == 0
   assert out.read_text().splitlines() == [hyps[0].text for hyps in steered]
@@ -189,7 +189,7 @@ def test_translate_lines_and_the_decoder_take_terminology_constraints(tmp_path, 
 
 
 def test_failure_links_in_tf_equal_the_python_ones():
-  """failure_links (TF ops, for the SavedModel) against constraint_tensors' KMP tables:
+  """failure_links (TF ops, for the SavedModel) against term_tensors' KMP tables:
   phrases by hand, and 200 random ones over 2 or 3 tokens (many repeats), eagerly and
   XLA-compiled."""
   rng = np.random.RandomState(0)
@@ -197,7 +197,7 @@ def test_failure_links_in_tf_equal_the_python_ones():
              for _ in range(8)] for _ in range(25)]
   for phrases in ([[[2, 2, 3, 2, 2, 2], [3, 2, 3, 2]], [[5, 5, 5, 5, 5, 5, 5]], [[2, 3, 4]]],
                   random):
-    c = lexical.constraint_tensors(phrases)
+    c = lexical.term_tensors(phrases)
     for fn in (lexical.failure_links,
                tf.function(lexical.failure_links, jit_compile=True, autograph=False)):
       np.testing.assert_array_equal(fn(c.tokens, c.lengths).numpy(), c.fail.numpy())

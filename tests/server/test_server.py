@@ -440,7 +440,7 @@ def test_every_path_gives_the_same_answer(server, loaded, run_dir, tmp_path, cap
   constrained = _texts(loaded.signatures["constrained"](
       inputs=tf.constant(lines), constraints=tf.constant([p or [""] for p in phrases]))[
           "outputs"])
-  flag = f"--decode_constraints_file={tmp_path / 'phrases.jsonl'}"
+  flag = f"--decode_terms_file={tmp_path / 'phrases.jsonl'}"
   assert _decoder_lines(capsys, tmp_path, run_dir, lines, flag) == constrained
   assert library(constraints=phrases) == constrained == served("constraints", phrases)
   source = tmp_path / "in.txt"
