@@ -56,16 +56,19 @@ def decoder_layer_step(layer, x, cache, index, self_mask, memory_mask, beams=Non
     memory_mask: bool [rows or batch, 1, 1, src_len].
     beams: None, or the beam size of a beam-folded cache.
   """
-  r = layer.self_attention_residual
-  y, self_cache = self_attention_step(layer.self_attention, r.sublayer_input(x),
-                                      cache["self"], index, self_mask, beams)
-  x = r(x, y)
-  r = layer.encdec_attention_residual
-  x = r(x, memory_attention_step(layer.encdec_attention, r.sublayer_input(x),
-                                 cache["memory"], memory_mask, beams))
-  r = layer.ffn_residual
-  x = r(x, layer.ffn(r.sublayer_input(x)))
-  return x, {"self": self_cache, "memory": cache["memory"]}
+  written = {}
+
+  def attend_self(h):
+    y, written["self"] = self_attention_step(layer.self_attention, h, cache["self"], index,
+                                             self_mask, beams)
+    return y
+
+  x = layer.apply_sublayers(x, {
+      "self_attention": attend_self,
+      "encdec_attention": lambda h: memory_attention_step(
+          layer.encdec_attention, h, cache["memory"], memory_mask, beams),
+      "ffn": layer.ffn})
+  return x, {"self": written["self"], "memory": cache["memory"]}
 
 
 def self_attention_step(attention, query, cache, index, mask, beams=None):

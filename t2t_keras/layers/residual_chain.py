@@ -38,13 +38,15 @@ def encoder_sublayers(layer, attention_mask):
 
 
 def decoder_sublayers(layer, memory, self_mask, memory_mask):
-  """A `DecoderLayer`'s [self-attention, encoder-decoder attention, FFN] as `Sublayer`s
-  (training, teacher forcing)."""
-  attend_self = lambda h: layer.self_attention(h, attention_mask=self_mask, training=True)
-  attend_memory = lambda h: layer.encdec_attention(h, memory, attention_mask=memory_mask,
-                                                   training=True)
-  return [Sublayer(layer.self_attention_residual, attend_self, None),
-          Sublayer(layer.encdec_attention_residual, attend_memory, None), _ffn(layer)]
+  """A `DecoderLayer`'s SUBLAYERS (self-attention, encoder-decoder attention, FFN) as
+  `Sublayer`s (training, teacher forcing)."""
+  fns = {"self_attention": lambda h: layer.self_attention(h, attention_mask=self_mask,
+                                                          training=True),
+         "encdec_attention": lambda h: layer.encdec_attention(
+             h, memory, attention_mask=memory_mask, training=True)}
+  return [_ffn(layer) if name == "ffn"
+          else Sublayer(getattr(layer, f"{name}_residual"), fns[name], None)
+          for name in layer.SUBLAYERS]
 
 
 def _ffn(layer):

@@ -104,23 +104,22 @@ class EncoderLayer(_Layer):
 class DecoderLayer(_Layer):
   """Masked self-attention, encoder-decoder attention, FFN; each with residual + LayerNorm.
 
-  Teacher forcing runs the whole target at once under a causal mask; incremental
-  decoding runs one token per call with a cache and the step's index.
+  SUBLAYERS is the one list of them, in the paper's order: `apply_sublayers` runs x
+  through each one's residual connection with a function per sublayer, and teacher forcing
+  (`call`, `call_with_attention`: the whole target at once under a causal mask), the
+  fused training chain (`residual_chain.decoder_sublayers`) and the cached decoding step
+  (`cached_decoder.decoder_layer_step`: one token a call) each give their functions.
 
   Call args:
-    x: [batch, tgt_len, d_model] (tgt_len 1 with a step).
-    memory: encoder output [batch, src_len, d_model] (unused with a cache: it
-      holds the memory's keys/values).
-    self_mask: bool, broadcastable to [batch, 1, tgt_len, keys].
-    memory_mask: bool [batch, 1, 1, src_len] (one row per sentence with a
-      beam-folded cache).
-    cache: None (teacher forcing) or the layer's {"self": {"k", "v"}, "memory":
-      {"k", "v"}} (`init_cache`); cache_index: int scalar, the step decoded.
-    beams: None, or the beam size when the cache is beam-folded.
+    x: [batch, tgt_len, d_model].
+    memory: encoder output [batch, src_len, d_model].
+    self_mask: bool, broadcastable to [batch, 1, tgt_len, tgt_len].
+    memory_mask: bool [batch, 1, 1, src_len].
   Returns:
-    (output [batch, tgt_len, d_model], the updated cache or None, the
-     encoder-decoder attention weights float32 [batch, heads, tgt_len, src_len]).
+    output [batch, tgt_len, d_model].
   """
+
+  SUBLAYERS = ("self_attention", "encdec_attention", "ffn")  # each with `<name>_residual`
 
   def __init__(self, *args, **kwargs):
     super().__init__(*args, **kwargs)
@@ -138,18 +137,31 @@ class DecoderLayer(_Layer):
       layer.build(input_shape)
     self.built = True
 
+  def apply_sublayers(self, x, fns, training=False):
+    """x [batch, len, d_model] through SUBLAYERS in order, each `fns[name]` (its input,
+    post-norm x, pre-norm its LayerNorm's, -> its output [batch, len, d_model]) under its
+    residual connection (`Residual`: dropout, add, post-norm LayerNorm)."""
+    for name in self.SUBLAYERS:
+      r = getattr(self, f"{name}_residual")
+      x = r(x, fns[name](r.sublayer_input(x)), training=training)
+    return x
+
   def call(self, x, memory, self_mask=None, memory_mask=None, training=False):
     return self.call_with_attention(x, memory, self_mask, memory_mask, training)[0]
 
   def call_with_attention(self, x, memory, self_mask=None, memory_mask=None, training=False):
     """`call`'s output and the encoder-decoder attention weights float32 [batch, heads,
     tgt_len, src_len]."""
-    r = self.self_attention_residual
-    x = r(x, self.self_attention(r.sublayer_input(x), attention_mask=self_mask,
-                                 training=training), training=training)
-    r = self.encdec_attention_residual
-    y, weights = self.encdec_attention.attend(r.sublayer_input(x), memory, memory_mask,
-                                              training)
-    x = r(x, y, training=training)
-    r = self.ffn_residual
-    return r(x, self.ffn(r.sublayer_input(x), training=training), training=training), weights
+    weights = []
+
+    def attend_memory(h):
+      y, w = self.encdec_attention.attend(h, memory, memory_mask, training)
+      weights.append(w)
+      return y
+
+    x = self.apply_sublayers(x, {
+        "self_attention": lambda h: self.self_attention(h, attention_mask=self_mask,
+                                                        training=training),
+        "encdec_attention": attend_memory,
+        "ffn": lambda h: self.ffn(h, training=training)}, training)
+    return x, weights[0]
