@@ -89,7 +89,7 @@ def tag_lines(lines, language, languages, source_name="input"):
       raise InputError(
           f"{source_name} line {number} has no target-language tag: start it with one of "
           f"{', '.join(tag(x) for x in languages)}, or give the language "
-          "(t2t-decoder --target_language)")
+          "(t2t-decoder's --target_language, the library's target_language=)")
     check_language(found, languages)
   return list(lines)
 

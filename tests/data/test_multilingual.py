@@ -82,7 +82,9 @@ def test_tags_in_lines():
   assert languages.language_of_line("<2fr>seven") is None
   assert languages.tag_lines(["<2de> a", "<2fr> b"], None, known) == ["<2de> a", "<2fr> b"]
   with pytest.raises(InputError, match=r"in.en line 2 has no target-language tag: start it "
-                                       r"with one of <2de>, <2fr>"):
+                                       r"with one of <2de>, <2fr>, or give the "
+                                       r"language \(t2t-decoder's --target_language, the "
+                                       r"library's target_language=\)"):
     languages.tag_lines(["<2de> a", "b"], None, known, "in.en")
   with pytest.raises(InputError, match=r"unknown target language 'es'; this model knows de, fr"):
     languages.tag_lines(["a"], "es", known)
