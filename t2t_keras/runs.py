@@ -117,6 +117,16 @@ def check_run_files(output_dir):
     vocabulary.load(info["vocab_path"])
 
 
+# Hparams that only training reads: t2t's scripts pass the training's --hparams to the
+# decoder and the exporter too, and a value of these that differs changes nothing there.
+TRAINING_ONLY_HPARAMS = frozenset((
+    "attention_dropout", "batch_size", "bucket_mode", "bucket_step", "clip_grad_norm",
+    "gradient_accumulation_steps", "label_smoothing", "layer_prepostprocess_dropout",
+    "learning_rate_constant", "learning_rate_warmup_steps", "optimizer_adam_beta1",
+    "optimizer_adam_beta2", "optimizer_adam_epsilon", "packed_length", "rdrop_alpha",
+    "relu_dropout", "train_steps"))
+
+
 def check_run_matches(output_dir, *, problem=None, model=None, hparams_set=None,
                       hparams=None, compare_values=True):
   """Refuses flags that contradict what the run in output_dir recorded.
@@ -135,7 +145,8 @@ def check_run_matches(output_dir, *, problem=None, model=None, hparams_set=None,
     compare_values: False checks the names only (the trainer compares the
       values itself, overrides included).
   Raises:
-    InputError naming the flag, the given value and the recorded one.
+    InputError naming the flag, the given value and the recorded one; a value of
+    TRAINING_ONLY_HPARAMS may differ.
   """
   saved, info = load_run_info(output_dir)
   for key, value in (("problem", problem), ("model", model), ("hparams_set", hparams_set)):
@@ -147,7 +158,7 @@ def check_run_matches(output_dir, *, problem=None, model=None, hparams_set=None,
                                              or hparams_set == info.get("hparams_set")):
     return  # names agree; the run's own overrides are in hparams.json
   wanted = (registry.hparams(hparams_set) if hparams_set else saved).override(hparams or "")
-  diff = [k for k in saved.diff(wanted) if k not in ("train_steps",)]
+  diff = [k for k in saved.diff(wanted) if k not in TRAINING_ONLY_HPARAMS]
   if diff:
     given = "--hparams_set/--hparams" if hparams_set and hparams else (
         "--hparams" if hparams else "--hparams_set")

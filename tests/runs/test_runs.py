@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry, runs
+from t2t_keras.errors import InputError
 
 
 def test_checkpoint_holds_every_weight_and_loads_back(tmp_path):
@@ -82,3 +83,17 @@ def test_load_gives_model_vocabulary_hparams_info_and_checkpoint(tmp_path):
   with pytest.raises(FileNotFoundError, match=r"run has no vocabulary copy \(vocab.model, "
                                               r"named by run.json's vocab_file\)"):
     runs.load(str(run_dir))
+
+
+def test_a_decoders_hparams_may_differ_from_the_run_in_training_only_values(tmp_path):
+  """t2t's scripts pass the training's --hparams to t2t-decoder and t2t-exporter: batch size,
+  dropout, learning rate and the like change nothing there; the model's shape does."""
+  runs.save_run_info(str(tmp_path), registry.hparams("transformer_tiny"), "p", 20,
+                     hparams_set="transformer_tiny")
+  runs.check_run_matches(str(tmp_path), hparams="batch_size=4096,relu_dropout=0.3,"
+                                                "learning_rate_warmup_steps=8000,train_steps=9")
+  runs.check_run_matches(str(tmp_path), hparams_set="transformer_tiny",
+                         hparams="label_smoothing=0.2")
+  with pytest.raises(InputError, match=r"--hparams give num_heads=3 \(run: 4\), which does "
+                                       r"not match the run"):
+    runs.check_run_matches(str(tmp_path), hparams="batch_size=4096,num_heads=3")
