@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from t2t_keras import registry, runs
 from t2t_keras.data import datagen
+from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
 from t2t_keras.models.transformer import Transformer
 
@@ -63,3 +64,65 @@ def numbers_vocab(data_dir):
   """(path, size) of the numbers problem's sentencepiece vocabulary, generated in data_dir."""
   summary = datagen.generate("translate_ende_numbers", data_dir, log=None, num_train=10000)
   return summary["vocab_file"], summary["vocab_size"]
+
+
+# name: (hparams, EOS row norm, kernel gain, encoder-decoder attention gain): the gains were
+# chosen (on the dev inputs) so that the outputs vary with the input and end. The models of
+# test_ctranslate2.py and test_litert.py, built once a session (`shared_models`).
+NUMBERS_MODELS = {
+    "post_norm_sinusoids": (dict(norm_type="post", pos="timing"), 8.0, 0.5, 2.0),
+    "pre_norm_learned_small_heads": (dict(norm_type="pre", pos="emb", max_positions=96,
+                                          attention_key_channels=4,
+                                          attention_value_channels=4), 6.0, 1.0, 3.0),
+}
+DEV_INPUTS = 300  # the dev sources `shared_decodings` translates
+
+
+def shared_models(tmp_path_factory):
+  """{name: run_dir} of NUMBERS_MODELS over the numbers vocabulary, each with its float32
+  CTranslate2 conversion in run_dir/ctranslate2 (where t2t-decoder --engine=ctranslate2
+  looks), made once a session (tests/session_shared.py): read-only, other conversions go to
+  a directory of the test's."""
+  import session_shared  # pylint: disable=import-outside-toplevel
+
+  def build(path):
+    vocab = numbers_vocab(str(path / "numbers"))
+    for name, (hparams, *scales) in NUMBERS_MODELS.items():
+      (path / name).mkdir()
+      random_run(str(path / name), *vocab, hparams, *scales)
+      try:
+        from t2t_keras.exporting import ct2_convert  # pylint: disable=import-outside-toplevel
+        ct2_convert.convert_run(str(path / name), log=None)
+      except InputError:  # no ctranslate2: test_ctranslate2.py skips
+        pass
+
+  base = session_shared.directory("numbers_random_runs", build, tmp_path_factory)
+  return {name: str(base / name) for name in NUMBERS_MODELS}
+
+
+def dev_inputs(count=DEV_INPUTS):
+  """The first `count` sources of the numbers problem's dev split."""
+  from t2t_keras.decoding import files  # pylint: disable=import-outside-toplevel
+  return files.split_pairs("translate_ende_numbers", split="dev")[0][:count]
+
+
+def shared_decodings(tmp_path_factory, name, decode):
+  """[(best ids, score)] of our search (translate_lines, `decode` with jit=false) over the
+  first DEV_INPUTS dev sources with NUMBERS_MODELS[name], computed once a session: the
+  reference both the CTranslate2 and the LiteRT comparisons hold their engine to."""
+  import json  # pylint: disable=import-outside-toplevel
+  import session_shared  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding import translate  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding.settings import parse_decode_hparams  # pylint: disable=import-outside-toplevel
+  run_dir = shared_models(tmp_path_factory)[name]
+
+  def build(path):
+    run = runs.load(run_dir)
+    nbest = translate.translate_lines(run.model, run.vocab, dev_inputs(),
+                                      parse_decode_hparams(decode + ",jit=false"))
+    rows = [[[int(i) for i in hyps[0].ids], float(hyps[0].score)] for hyps in nbest]
+    (path / "best.json").write_text(json.dumps(rows))
+
+  key = f"numbers_decodings_{name}_{decode.replace('=', '-').replace(',', '_')}"
+  path = session_shared.directory(key, build, tmp_path_factory) / "best.json"
+  return [(ids, score) for ids, score in json.loads(path.read_text())]

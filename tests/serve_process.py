@@ -1,9 +1,7 @@
 """A t2t-serve process on 127.0.0.1 for the tests, and plain HTTP calls to it."""
 
-import fcntl
 import json
 import os
-import pathlib
 import select
 import shutil
 import signal
@@ -11,6 +9,8 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+
+import session_shared
 
 MODEL = "translate_ende_numbers"  # the tiny run's problem: the default model name
 DECODE = "beam_size=2,extra_length=4,batch_size=4,jit=false"
@@ -66,19 +66,9 @@ def exported_tiny_run(tmp_path_factory, **run_kwargs):
   renames it into place. Tests only read it (one that changes it copies it first)."""
   if run_kwargs:
     return _export_tiny_run(tmp_path_factory.mktemp("run"), run_kwargs)
-  root = tmp_path_factory.getbasetemp()
-  if os.environ.get("T2T_TEST_SHARED"):
-    root = pathlib.Path(os.environ["T2T_TEST_SHARED"])
-  elif os.environ.get("PYTEST_XDIST_WORKER"):
-    root = root.parent  # the session's directory, above each worker's own
-  shared = root / "shared_exported_tiny_run"
-  with open(root / "shared_exported_tiny_run.lock", "w") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    if not shared.exists():
-      staging = tmp_path_factory.mktemp("run")
-      _export_tiny_run(staging, {})
-      os.rename(staging, shared)
-  return str(shared)
+  return str(session_shared.directory("shared_exported_tiny_run",
+                                      lambda path: _export_tiny_run(path, {}),
+                                      tmp_path_factory))
 
 
 def _export_tiny_run(directory, run_kwargs):

@@ -1,7 +1,7 @@
 """benchmarks/gpu_check.sh at the tiny size, on this machine's CPU: the script a GPU visit
 runs works the day a GPU comes (our step and search at a size, peer_compare.py's entry,
 MirroredStrategy over 4 logical devices equal to one device; over 2:
-test_trainer.py's test_mirrored_two_logical_cpus_equal_one_device)."""
+test_trainer.py's test_two_replicas_clip_the_global_gradient_like_one_device)."""
 
 import json
 import os

@@ -32,13 +32,12 @@ ctranslate2 = pytest.importorskip(
 
 import ct2_search_reference  # noqa: E402
 import random_runs  # noqa: E402
-from random_runs import random_run  # noqa: E402
 from binaries import run_binary  # noqa: E402
 from conftest import make_tiny_run  # noqa: E402
 from t2t_keras.bin import decoder as decoder_bin  # noqa: E402
 from t2t_keras.bin import exporter as exporter_bin  # noqa: E402
 from t2t_keras import registry, runs  # noqa: E402
-from t2t_keras.decoding import translate, files  # noqa: E402
+from t2t_keras.decoding import translate  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.errors import InputError  # noqa: E402
 from t2t_keras.ids import EOS_ID  # noqa: E402
@@ -48,38 +47,23 @@ from t2t_keras.exporting import ct2_convert, ct2_translate  # noqa: E402
 pytestmark = pytest.mark.heavy
 
 TOL = 1e-4
-INPUTS = 300
-# name: (hparams, EOS row norm, kernel gain, encoder-decoder attention gain): the gains
-# were chosen (on the dev inputs) so that the outputs vary with the input and end.
-MODELS = {
-    "post_norm_sinusoids": (dict(norm_type="post", pos="timing"), 8.0, 0.5, 2.0),
-    "pre_norm_learned_small_heads": (dict(norm_type="pre", pos="emb", max_positions=96,
-                                          attention_key_channels=4,
-                                          attention_value_channels=4), 6.0, 1.0, 3.0),
-}
+INPUTS = random_runs.DEV_INPUTS
+# The models (random_runs.NUMBERS_MODELS): their gains make outputs vary and end.
+MODELS = random_runs.NUMBERS_MODELS
 SCRIPT = ct2_translate.__file__
 
 
 @pytest.fixture(scope="module")
-def numbers_vocab(tmp_path_factory):
-  return random_runs.numbers_vocab(str(tmp_path_factory.mktemp("numbers")))
-
-
-@pytest.fixture(scope="module")
 def dev_inputs():
-  return files.split_pairs("translate_ende_numbers", split="dev")[0][:INPUTS]
+  return random_runs.dev_inputs(INPUTS)
 
 
 @pytest.fixture(scope="module")
-def built(numbers_vocab, tmp_path_factory):
-  """{name: (run_dir, ct2_dir)} of each model in MODELS, converted (float32)."""
-  out = {}
-  for name, (hparams, *scales) in MODELS.items():
-    run_dir = random_run(str(tmp_path_factory.mktemp(name)), *numbers_vocab, hparams, *scales)
-    out[name] = run_dir, ct2_convert.convert_run(run_dir, log=None)
-  return out
-
-
+def built(tmp_path_factory):
+  """{name: (run_dir, ct2_dir)} of each model in MODELS, converted (float32): the session's
+  shared runs (random_runs.shared_models)."""
+  return {name: (run_dir, os.path.join(run_dir, "ctranslate2"))
+          for name, run_dir in random_runs.shared_models(tmp_path_factory).items()}
 
 
 class Comparison:
@@ -89,11 +73,12 @@ class Comparison:
   ids, our score, their ids, their score)] elsewhere; `ours`: our best ids of each input.
   """
 
-  def __init__(self, run_dir, ct2_dir, inputs, decode):
+  def __init__(self, run_dir, ct2_dir, inputs, decode, ours):
+    """`ours`: [(best ids, score)] of our search over `inputs` (translate_lines with
+    `decode`, random_runs.shared_decodings)."""
     self.run = runs.load(run_dir)
     self.settings = parse_decode_hparams(decode + ",jit=false")  # no compiles: 3x faster
-    ours = translate.translate_lines(self.run.model, self.run.vocab, inputs, self.settings)
-    self.ours = [list(o[0].ids) for o in ours]
+    self.ours = [list(ids) for ids, _ in ours]
     search = self.settings.search
     self.translator = ct2_translate.Ct2Translator(
         ct2_dir, beam_size=search.beam_size, alpha=search.alpha,
@@ -102,18 +87,19 @@ class Comparison:
     sources = [[vocab.id_to_piece(i) for i in vocab.encode(s)] for s in inputs]
     self.sources = [vocab.encode(s) + [EOS_ID] for s in inputs]
     self.same, self.differ = [], []
-    for i, (o, t) in enumerate(zip(ours, self.translator.translate_pieces(sources))):
+    for i, ((ids, score), t) in enumerate(zip(ours, self.translator.translate_pieces(sources))):
       theirs = [vocab.piece_to_id(p) for p in t[0][0]]
-      if list(o[0].ids) == theirs:
-        self.same.append((i, abs(o[0].score - t[0][1])))
+      if list(ids) == theirs:
+        self.same.append((i, abs(score - t[0][1])))
       else:
-        self.differ.append((i, list(o[0].ids), o[0].score, theirs, t[0][1]))
+        self.differ.append((i, list(ids), score, theirs, t[0][1]))
 
 
 @pytest.fixture(scope="module")
-def comparisons(built, dev_inputs):
+def comparisons(built, dev_inputs, tmp_path_factory):
   """{(name, decoding): Comparison} of each model with greedy and beam search."""
-  return {(name, decode): Comparison(*built[name], dev_inputs, decode)
+  return {(name, decode): Comparison(*built[name], dev_inputs, decode,
+                                     random_runs.shared_decodings(tmp_path_factory, name, decode))
           for name in MODELS for decode in ("beam_size=1", "beam_size=4,alpha=0.6")}
 
 

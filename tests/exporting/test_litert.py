@@ -26,11 +26,10 @@ pytest.importorskip("ai_edge_litert",
 from binaries import run_binary  # noqa: E402
 from conftest import TINY_SENTENCES, make_two_checkpoint_run  # noqa: E402
 import random_runs  # noqa: E402
-from random_runs import random_run  # noqa: E402
 from t2t_keras import runs  # noqa: E402
 from t2t_keras.bin import decoder as decoder_bin  # noqa: E402
 from t2t_keras.bin import exporter as exporter_bin  # noqa: E402
-from t2t_keras.decoding import files, translate  # noqa: E402
+from t2t_keras.decoding import translate  # noqa: E402
 from t2t_keras.decoding.settings import parse_decode_hparams  # noqa: E402
 from t2t_keras.errors import InputError  # noqa: E402
 from t2t_keras.exporting import litert, litert_translate  # noqa: E402
@@ -41,63 +40,63 @@ pytestmark = pytest.mark.heavy  # conversions and searches: the full suite only
 TOL = 1e-4
 INPUTS = 200
 SCRIPT = litert_translate.__file__
-# name: (hparams, EOS row norm, kernel gain, encoder-decoder gain, decode hparams); the
-# models are test_ctranslate2.py's (its gains make outputs vary and end).
+# name: (the model of random_runs.NUMBERS_MODELS, decode hparams): test_ctranslate2.py's models
+# (their gains make outputs vary and end).
 MODELS = {
-    "beam": (dict(norm_type="post", pos="timing"), 8.0, 0.5, 2.0, "beam_size=4,alpha=0.6"),
-    "greedy": (dict(norm_type="pre", pos="emb", max_positions=96, attention_key_channels=4,
-                    attention_value_channels=4), 6.0, 1.0, 3.0, "beam_size=1"),
+    "beam": ("post_norm_sinusoids", "beam_size=4,alpha=0.6"),
+    "greedy": ("pre_norm_learned_small_heads", "beam_size=1"),
 }
 
 
 @pytest.fixture(scope="module")
-def numbers_vocab(tmp_path_factory):
-  return random_runs.numbers_vocab(str(tmp_path_factory.mktemp("numbers")))
-
-
-@pytest.fixture(scope="module")
 def dev_inputs():
-  return files.split_pairs("translate_ende_numbers", split="dev")[0][:INPUTS]
+  return random_runs.dev_inputs(INPUTS)
 
 
 @pytest.fixture(scope="module")
-def built(numbers_vocab, tmp_path_factory):
-  """{name: (run_dir, litert_dir float32)} of MODELS; the beam model also in float16 and
-  int8 ({name}_float16, {name}_int8)."""
+def built(tmp_path_factory):
+  """{name: (run_dir, litert_dir float32)} of MODELS (the session's shared runs,
+  random_runs.shared_models, converted into a directory of this module's); the beam model
+  also in float16 and int8 ({name}_float16, {name}_int8)."""
+  shared = random_runs.shared_models(tmp_path_factory)
+  base = tmp_path_factory.mktemp("litert")
   out = {}
-  for name, (hparams, *scales, decode) in MODELS.items():
-    run_dir = random_run(str(tmp_path_factory.mktemp(name)), *numbers_vocab, hparams, *scales)
-    out[name] = run_dir, litert.convert_run(run_dir, decode_hparams=decode, log=None)
+  for name, (model, decode) in MODELS.items():
+    out[name] = shared[model], litert.convert_run(shared[model], str(base / name),
+                                                  decode_hparams=decode, log=None)
   run_dir = out["beam"][0]
   for quantization in ("float16", "int8"):
     out[f"beam_{quantization}"] = run_dir, litert.convert_run(
-        run_dir, quantization=quantization, decode_hparams=MODELS["beam"][-1], log=None)
+        run_dir, str(base / f"beam_{quantization}"), quantization=quantization,
+        decode_hparams=MODELS["beam"][-1], log=None)
   return out
 
 
 class Comparison:
-  """Our search (t2t-decoder's path) against the LiteRT model's on the same inputs:
-  `same` [(index, |score difference|)] where the best ids are equal, `differ` [(index,
-  our score, its score)] elsewhere."""
+  """Our search (t2t-decoder's path: translate_lines, `ours` [(best ids, score)] from
+  random_runs.shared_decodings) against the LiteRT model's on the same inputs: `same`
+  [(index, |score difference|)] where the best ids are equal, `differ` [(index, our score,
+  its score)] elsewhere."""
 
-  def __init__(self, run_dir, litert_dir, inputs, decode):
+  def __init__(self, run_dir, litert_dir, inputs, ours):
     run = runs.load(run_dir)
-    settings = parse_decode_hparams(decode + ",jit=false")
-    ours = translate.translate_lines(run.model, run.vocab, inputs, settings)
     self.translator = litert_translate.LiteRTTranslator(litert_dir)
     sources = [[run.vocab.id_to_piece(i) for i in run.vocab.encode(s)] for s in inputs]
     self.theirs = self.translator.translate_pieces(sources)
     self.same, self.differ = [], []
-    for i, (o, t) in enumerate(zip(ours, self.theirs)):
-      if list(o[0].ids) == [run.vocab.piece_to_id(p) for p in t[0][0]]:
-        self.same.append((i, abs(o[0].score - t[0][1])))
+    for i, ((ids, score), t) in enumerate(zip(ours, self.theirs)):
+      if list(ids) == [run.vocab.piece_to_id(p) for p in t[0][0]]:
+        self.same.append((i, abs(score - t[0][1])))
       else:
-        self.differ.append((i, o[0].score, t[0][1]))
+        self.differ.append((i, score, t[0][1]))
 
 
 @pytest.fixture(scope="module")
-def comparisons(built, dev_inputs):
-  return {name: Comparison(*built[name], dev_inputs, MODELS[name][-1]) for name in MODELS}
+def comparisons(built, dev_inputs, tmp_path_factory):
+  """{name: Comparison} over the first INPUTS of the dev sources random_runs.shared_decodings
+  translated."""
+  return {name: Comparison(*built[name], dev_inputs, random_runs.shared_decodings(
+      tmp_path_factory, model, decode)[:INPUTS]) for name, (model, decode) in MODELS.items()}
 
 
 @pytest.mark.parametrize("name", ["beam", "greedy", "beam_float16", "beam_int8"])

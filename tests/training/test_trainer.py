@@ -47,36 +47,6 @@ def make_trainer(data_dir, output_dir, hparams=None, *, strategy=None, log=lambd
 
 
 @pytest.mark.heavy
-def test_mirrored_two_logical_cpus_equal_one_device(copy_data, tmp_path, two_cpu_strategy):
-  """Same global batch: one device vs 2 replicas give the same updated weights."""
-  hp = tiny_hparams(layer_prepostprocess_dropout=0.0)
-  rng = np.random.RandomState(0)
-  batch = {"inputs": rng.randint(2, 10, size=(8, 6)).astype("int32"),
-           "targets": rng.randint(2, 10, size=(8, 5)).astype("int32")}
-  batch["targets"][:4, 3:] = 0  # uneven token counts across the two halves
-  updated = []
-  for name, strategy in (("one", make_strategy()),
-                         ("two", two_cpu_strategy)):
-    t = make_trainer(copy_data, tmp_path / name, hp, strategy=strategy, use_xla=True)
-    if updated:
-      for v, w in zip(t.model.weights, first_init):
-        v.assign(w)
-    else:
-      first_init = [w.numpy() for w in t.model.weights]
-    n = strategy.num_replicas_in_sync
-    assert n == (1 if name == "one" else 2) and t.local_replicas == n
-    halves = {k: np.stack(np.split(v, n)) for k, v in batch.items()}
-    t.iterator = iter(tf.data.Dataset.from_tensor_slices(halves).repeat())
-    loss, tokens = t.train_step()
-    assert tokens == float((batch["targets"] != 0).sum())
-    updated.append([w.numpy() for w in t.model.trainable_weights])
-  changed = max(np.abs(a - b).max() for a, b in zip(updated[0], first_init))
-  assert changed > 1e-4
-  for a, b in zip(*updated):
-    np.testing.assert_allclose(a, b, atol=1e-5)
-
-
-@pytest.mark.heavy
 def test_checkpoint_of_an_earlier_input_pipeline_resumes_all_but_the_data_order(
     copy_data, tmp_path):
   """A checkpoint whose iterator another tf.data graph wrote (no input_pipeline
@@ -256,24 +226,28 @@ def test_accumulated_micro_batches_equal_one_batch_of_their_union(copy_data, tmp
 @pytest.mark.heavy
 def test_two_replicas_clip_the_global_gradient_like_one_device(copy_data, tmp_path,
                                                              two_cpu_strategy):
-  """Clipping scales by the norm of the gradient summed over replicas (0.05: always active;
-  one device against two replicas without clipping is test_mirrored_two_logical_cpus_...)."""
+  """Same global batch, both under XLA: one device and 2 replicas count the same tokens and
+  give the same updated weights, clipping by the norm of the gradient summed over replicas
+  (0.05: always active). (The two without XLA, with clipping and accumulation:
+  test_accumulated_micro_batches_equal_one_batch_of_their_union[two_replicas].)"""
   clip = 0.05
   rng = np.random.RandomState(2)
   batch = _random_batch(rng, 8, 6, 5)
   batch["targets"][:4, 3:] = 0  # uneven token counts across the replicas
   hp = tiny_hparams(layer_prepostprocess_dropout=0.0, clip_grad_norm=clip)
-  one = make_trainer(copy_data, tmp_path / "one", hp)
-  two = make_trainer(copy_data, tmp_path / "two", hp,
-                     strategy=two_cpu_strategy)
+  one = make_trainer(copy_data, tmp_path / "one", hp, strategy=make_strategy(), use_xla=True)
+  two = make_trainer(copy_data, tmp_path / "two", hp, strategy=two_cpu_strategy, use_xla=True)
   unclipped = make_trainer(copy_data, tmp_path / "unclipped", hp.replace(clip_grad_norm=0.0))
-  start = [w.numpy() for w in one.model.weights]
+  start, first = [w.numpy() for w in one.model.weights], _weights(one)
   for t, replicas in ((one, 1), (two, 2), (unclipped, 1)):
+    assert t.strategy.num_replicas_in_sync == t.local_replicas == replicas
     for v, w in zip(t.model.weights, start):
       v.assign(w)
     _feed(t, [batch] * 3, replicas)
     for _ in range(3):
-      t.train_step()
+      _, tokens = t.train_step()
+      assert tokens == float((batch["targets"] != 0).sum())
+  assert max(np.abs(x - w).max() for x, w in zip(_weights(one), first)) > 1e-4
   for x, y in zip(_weights(one), _weights(two)):
     np.testing.assert_allclose(x, y, atol=1e-5)
   # Clipping changed the updates (Adam's first step moves by ~lr whatever the scale).
