@@ -50,7 +50,7 @@ def make_fn(model, beam, length, cached, jit, shards=1):
         beam_size=beam, alpha=0.6, extra_length=50, max_decode_length=length, eos_id=-1,
         stop_early=True, cached=cached, prefix_only=not cached and not jit))
     return ids, scores
-  # As translate.make_search_fn with search_shards: slices of the batch searched at once.
+  # As builder.compile_search with search_shards: slices of the batch searched at once.
   return shard_search_fn(tf.function(decode, jit_compile=jit), shards)
 
 

@@ -33,7 +33,7 @@ it runs.
   Beam search: the trainer's model with the decoder's default settings,
     `parse_decode_hparams("max_decode_length=40").search`: beam 4, alpha 0.6, stop_early, XLA as
     its `jit` default (on) and `search_shards` default (2 concurrent half-batch
-    searches on a CPU with 2+ cores), as `translate.make_search_fn` wraps it, in float32 whatever
+    searches on a CPU with 2+ cores), as `builder.compile_search` wraps it, in float32 whatever
     --hparams' precision (the trained weights copied into a float32 model, as t2t-decoder
     and the SavedModel restore a checkpoint: under XLA on CPU bf16 dots run no faster than
     float32 and the casts cost, so bf16 search was slower), except eos_id=-1: EOS is
@@ -231,7 +231,7 @@ def time_search(trainer, hp, vocab_size, calls):
         beam_size=dh.beam_size, alpha=dh.alpha, extra_length=dh.extra_length,
         max_decode_length=dh.max_decode_length, eos_id=-1, stop_early=dh.stop_early))
 
-  # As translate.make_search_fn, with eos_id=-1 (forced length): jit-compiled, and
+  # As builder.compile_search, with eos_id=-1 (forced length): jit-compiled, and
   # the batch searched as `search_shards` concurrent slices (2 on a 2-core CPU).
   signature = [tf.TensorSpec([None, None], tf.int32)]
   shards = dh.search_shards or default_shards()

@@ -101,6 +101,12 @@ def test_export_layout(run_dir, exported):
     info = json.load(f)
   assert info["version"] == STEP and info["max_input_length"] == MAX_LENGTH
   assert info["decode_hparams"]["beam_size"] == 2
+  # The limits every engine holds to (DecodingSpec.limits), from the recorded settings.
+  hp, dh = info["hparams"], info["decode_hparams"]
+  assert info["limits"] == {
+      "max_input_length": MAX_LENGTH, "extra_length": dh["extra_length"],
+      "max_decode_length": dh["max_decode_length"] or 0,
+      "max_positions": hp["max_positions"] if hp.get("pos") == "emb" else 0}
   assert info["checkpoint_path"].endswith(f"ckpt-{STEP}")
   # A bilingual vocabulary (no <2xx> tags): no target languages, no such signature.
   assert "target_languages" not in info and "target_language" not in info["signatures"]
