@@ -112,6 +112,9 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   for name, given in (("target prefixes", prefixes), ("constraint lists", phrases)):
     if given is not None and len(given) != len(sources):
       raise ValueError(f"{len(given)} {name} for {len(sources)} sources")
+  if prefixes is not None and phrases is not None:  # one search takes one or the other
+    raise InputError("terminology constraints cannot be combined with target prefixes yet: "
+                     "give one")
   search_fn, shape = _search_and_shape(model, settings, search_fn, prefixes, phrases)
   results, unmet = _empty_results(sources, phrases)
   order = sorted((i for i, r in enumerate(results) if r is None),

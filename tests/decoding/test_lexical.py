@@ -128,6 +128,12 @@ def test_bad_phrases_are_refused():
     lexical.term_tensors([[[3]], [[4, 1]]])
   with pytest.raises(InputError, match="non-empty"):
     lexical.term_tensors([[[]]])
+  # A search takes prefixes or terms: both are refused, neither is dropped.
+  from t2t_keras.decoding import translate  # pylint: disable=import-outside-toplevel
+  from t2t_keras.decoding.settings import parse_decode_hparams  # pylint: disable=import-outside-toplevel
+  with pytest.raises(InputError, match="cannot be combined with target prefixes yet"):
+    translate.translate_ids(None, [[5, 1]], parse_decode_hparams(), prefixes=[[4]],
+                            phrases=[[[6]]])
 
 
 @pytest.mark.heavy
