@@ -109,12 +109,7 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
                                    settings.batching.max_input_size)
   if not sources:
     return NBest()
-  for name, given in (("target prefixes", prefixes), ("constraint lists", phrases)):
-    if given is not None and len(given) != len(sources):
-      raise ValueError(f"{len(given)} {name} for {len(sources)} sources")
-  if prefixes is not None and phrases is not None:  # one search takes one or the other
-    raise InputError("terminology constraints cannot be combined with target prefixes yet: "
-                     "give one")
+  _check_per_source(len(sources), prefixes, phrases)
   search_fn, shape = _search_and_shape(model, settings, search_fn, prefixes, phrases)
   results, unmet = _empty_results(sources, phrases)
   order = sorted((i for i, r in enumerate(results) if r is None),
@@ -142,6 +137,17 @@ def translate_ids(model, sources, settings, search_fn=None, progress=False, pref
   results.unmet = sorted(unmet)
   results.truncated = truncated
   return results
+
+
+def _check_per_source(count, prefixes, phrases):
+  """ValueError unless the prefixes and phrases given are one per source; InputError for
+  both (a search takes one or the other)."""
+  for name, given in (("target prefixes", prefixes), ("constraint lists", phrases)):
+    if given is not None and len(given) != count:
+      raise ValueError(f"{len(given)} {name} for {count} sources")
+  if prefixes is not None and phrases is not None:
+    raise InputError("terminology constraints cannot be combined with target prefixes yet: "
+                     "give one")
 
 
 def _search_and_shape(model, settings, search_fn, prefixes, phrases):
