@@ -4,7 +4,8 @@ The paper (section 6.1): beam size 4, length penalty alpha = 0.6, maximum output
 length = input length + 50, terminate early when possible. This follows
 tensor2tensor's `beam_search.py`:
 
-  * score = log P(y) / lp(y),  lp(y) = ((5 + |y|) / 6) ** alpha  (Wu et al., 2016);
+  * score = log P(y) / lp(y),  lp(y) = ((5 + |y|) / 6) ** alpha  (Wu et al., 2016;
+    length_penalty_kind="length": |y| ** alpha, fairseq's);
   * each step keeps the 2k best extensions of the k alive beams, so that k of
     them do not end in EOS; those ending in EOS compete for the k finished slots;
   * a sentence is done when no alive beam can still beat its worst finished
@@ -34,8 +35,8 @@ import collections
 
 import tensorflow as tf
 
-from t2t_keras.decoding.search_common import (NEG_INF, SearchOptions, length_penalty, prepare,
-                                              step_log_probs, write_at)
+from t2t_keras.decoding.search_common import (  # noqa: F401  (bs.length_penalty)
+    NEG_INF, SearchOptions, length_penalty, prepare, step_log_probs, write_at)
 
 INF = -NEG_INF  # t2t's "infinity": large but finite, so INF * 0 stays 0.
 
@@ -105,16 +106,17 @@ def initial_state(batch_size, beam_size, max_length, cache):
                    done=tf.zeros([batch_size], tf.bool), cache=cache)
 
 
-def extend(s, log_probs, batch_size, alpha, eos_id):
+def extend(s, log_probs, batch_size, penalty, eos_id):
   """The 2K best one-token extensions of the alive beams, by length-normalized score.
 
   2K, so that K of them do not end in EOS. Args: s a BeamState; log_probs
   float32 [B, K, V], each alive beam's next-token log probs; batch_size B (an int
-  or a scalar tensor). Returns Candidates.
+  or a scalar tensor); penalty: the length penalty of a length (`SearchOptions.length_penalty`).
+  Returns Candidates.
   """
   beam_size, vocab_size = log_probs.shape[1], log_probs.shape[2] or tf.shape(log_probs)[2]
   candidates = s.alive_log_probs[:, :, None] + log_probs                         # [B, K, V]
-  penalty = length_penalty(s.i + 1, alpha)                                       # []
+  penalty = penalty(s.i + 1)                                                     # []
   flat_scores = tf.reshape(candidates / penalty, [batch_size, beam_size * vocab_size])
   topk_scores, topk_ids = top_k(flat_scores, 2 * beam_size)                      # [B, 2K]
   topk_log_probs = topk_scores * penalty                                         # [B, 2K]
@@ -187,8 +189,9 @@ def beam_search_loop(p, options):
       and ids[:, i] the latest token, the logits for token i + 1; state (B * K leading;
       `reorder_cache`); batch_size B; length, the buffer's (L - 1); decode_lengths [B];
       reordered_keys; force (after each softmax, `prefix_forcing`).
-    options: `SearchOptions`: beam_size K (an int, >= 2), alpha (the length penalty's
-      exponent), eos_id (an id never emitted, e.g. -1, forces max length) and
+    options: `SearchOptions`: beam_size K (an int, >= 2), alpha and length_penalty_kind
+      (the length penalty, `SearchOptions.length_penalty`), eos_id (an id never
+      emitted, e.g. -1, forces max length) and
       stop_early (stop a sentence once no alive beam can beat its worst finished one).
   Returns:
     (ids int32 [B, K, max_length] best first, 0 after EOS; scores float32 [B, K]
@@ -199,9 +202,8 @@ def beam_search_loop(p, options):
   symbols_to_logits_fn, batch_size, max_length = p.fn, p.batch_size, p.length
   beam_size, eos_id = options.beam_size, options.eos_id
   decode_lengths = tf.cast(p.decode_lengths, tf.int32)
-  alpha = tf.cast(options.alpha, tf.float32)
   force = p.force or (lambda log_probs, i: log_probs)
-  max_penalty = length_penalty(decode_lengths, alpha)                            # [B]
+  max_penalty = options.length_penalty(decode_lengths)                           # [B]
 
   def cond(s):
     return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(s.done)))
@@ -212,7 +214,7 @@ def beam_search_loop(p, options):
     log_probs = force(step_log_probs(logits), s.i)                               # [B*K, V]
     vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: blocked top_k
     c = extend(s, tf.reshape(log_probs, [batch_size, beam_size, vocab_size]), batch_size,
-               alpha, eos_id)
+               options.length_penalty, eos_id)
     alive_seq, alive_log_probs, source_beams = grow_alive(c, beam_size)
     cache = reorder_cache(cache, s.cache, source_beams, batch_size, beam_size,
                           p.reordered_keys)
@@ -252,7 +254,8 @@ def beam_search(model, inputs, options=SearchOptions(), constraint=None, prefix=
       its prefix (`search_common.prefix_forcing`); scores include the prefix's log probs.
   Returns:
     (ids int32 [B, K, max_len], best first, 0 after EOS;
-     scores float32 [B, K] = log prob / ((5 + len) / 6) ** alpha).
+     scores float32 [B, K] = log prob / length penalty: ((5 + len) / 6) ** alpha, or
+     len ** alpha with length_penalty_kind="length").
   """
   ids, scores, _ = beam_search_with_steps(model, inputs, options, constraint, prefix)
   return ids, scores

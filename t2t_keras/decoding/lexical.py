@@ -25,8 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import beam_search as bs
-from t2t_keras.decoding.search_common import (SearchOptions, length_penalty, prepare,
-                                              step_log_probs, write_at)
+from t2t_keras.decoding.search_common import SearchOptions, prepare, step_log_probs, write_at
 from t2t_keras.errors import InputError
 from t2t_keras.ids import EOS_ID, PAD_ID
 
@@ -225,8 +224,8 @@ def constrained_beam_search_loop(p, constraints, options):
   never completed them).
   """
   symbols_to_logits_fn, batch_size, max_length = p.fn, p.batch_size, p.length
-  decode_lengths, alpha = tf.cast(p.decode_lengths, tf.int32), tf.cast(options.alpha, tf.float32)
-  max_penalty = length_penalty(decode_lengths, alpha)                            # [B]
+  decode_lengths = tf.cast(p.decode_lengths, tf.int32)
+  max_penalty = options.length_penalty(decode_lengths)                           # [B]
   k, num_phrases = options.beam_size, constraints.lengths.shape[1]
   num_banks, n = num_phrases * constraints.tokens.shape[2] + 1, 4 * k + k * num_phrases
   per_candidate = Terms(*(tf.repeat(x[:, None], n, axis=1) for x in constraints))
@@ -252,7 +251,8 @@ def constrained_beam_search_loop(p, constraints, options):
                                       axis=1, batch_dims=1), -INF)               # [B, N]
     seq = write_at(tf.gather(s.alive_seq, beams, axis=1, batch_dims=1), s.i + 1, tokens)
     ended = tf.logical_and(tf.equal(tokens, options.eos_id), lp > -INF / 2)
-    candidates = bs.Candidates(seq, lp, lp / length_penalty(s.i + 1, alpha), beams, ended)
+    candidates = bs.Candidates(seq, lp, lp / options.length_penalty(s.i + 1), beams,
+                               ended)
     # Alive: the bank allocation over the candidates that did not end.
     alive_lp = tf.where(ended, -INF, lp)
     index = _allocate(alive_lp, _bank(per_candidate, met, progress), num_banks, k)

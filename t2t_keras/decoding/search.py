@@ -28,7 +28,7 @@ from t2t_keras.decoding import sampling as sampling_lib
 from t2t_keras.decoding.beam_search import beam_search_with_steps
 from t2t_keras.decoding.greedy import greedy_loop
 from t2t_keras.decoding.search_common import (  # noqa: F401  (Sampling: search.Sampling)
-    Sampling, SearchOptions, length_penalty, prepare)
+    Sampling, SearchOptions, prepare)
 from t2t_keras.ids import EOS_ID
 
 class Strategy:
@@ -66,7 +66,7 @@ class GreedySearch(Strategy):
     p = prepare(self.model, inputs, o.replace(beam_size=1), self.constraint, prefix)
     ids, log_probs, steps = greedy_loop(p, o.eos_id)
     lengths = output_lengths(ids, p.decode_lengths, o.eos_id)
-    return ids[:, None], (log_probs / length_penalty(lengths, o.alpha))[:, None], steps
+    return ids[:, None], (log_probs / o.length_penalty(lengths))[:, None], steps
 
 
 class SamplingSearch(Strategy):
@@ -84,8 +84,7 @@ class SamplingSearch(Strategy):
     pick = sampling_lib.sampler(s.temperature, s.top_k, s.top_p, s.seed, rows,
                                 self.model.vocab_size, copies=num_samples)
     ids, log_probs, steps = greedy_loop(p, o.eos_id, pick=pick)
-    scores = log_probs / length_penalty(output_lengths(ids, p.decode_lengths, o.eos_id),
-                                        o.alpha)
+    scores = log_probs / o.length_penalty(output_lengths(ids, p.decode_lengths, o.eos_id))
     scores = tf.reshape(scores, [batch, num_samples])
     ids = tf.reshape(ids, [batch, num_samples, -1])
     order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)

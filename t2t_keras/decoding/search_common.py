@@ -32,7 +32,8 @@ class SearchOptions:
   """What a search takes beside the model and its inputs.
 
   beam_size: hypotheses kept per sentence (1: greedy search), or with `sampling` the
-    samples drawn per sentence. alpha: the length penalty's exponent (GNMT's).
+    samples drawn per sentence. alpha, length_penalty_kind: the length penalty
+    (`length_penalty`; "gnmt" or "length").
   extra_length, max_decode_length: an output's most ids (`output_limit`; None: no cap).
   stop_early: t2t's early termination of beam search (off: run to the longest output).
   sampling: a `Sampling` (sampling_method=random), or None: argmax.
@@ -45,6 +46,7 @@ class SearchOptions:
   """
   beam_size: int = 4
   alpha: float = 0.6
+  length_penalty_kind: str = "gnmt"
   extra_length: int = 50
   max_decode_length: Optional[int] = None
   stop_early: bool = True
@@ -62,17 +64,32 @@ class SearchOptions:
     if s.sampling_method == "random":
       sampling = Sampling(float(s.sampling_temp), int(max(s.sampling_keep_top_k, 0)),
                           float(s.sampling_keep_top_p), int(s.sampling_seed))
-    return cls(beam_size=s.beam_size, alpha=s.alpha, extra_length=s.extra_length,
+    return cls(beam_size=s.beam_size, alpha=s.alpha,
+               length_penalty_kind=s.length_penalty_kind, extra_length=s.extra_length,
                max_decode_length=s.max_decode_length or None, stop_early=s.stop_early,
                sampling=sampling)
 
   def replace(self, **changes):
     return dataclasses.replace(self, **changes)
 
+  def length_penalty(self, length):
+    """float32, length's shape: what a score of `length` ids (EOS included) divides its
+    log prob by (`length_penalty` of these options' alpha and kind)."""
+    return length_penalty(length, self.alpha, self.length_penalty_kind)
 
-def length_penalty(length, alpha):
-  """GNMT's ((5 + length) / 6) ** alpha, float32 (Wu et al., 2016)."""
-  return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, tf.cast(alpha, tf.float32))
+
+def length_penalty(length, alpha, kind="gnmt"):
+  """The length penalty of outputs of `length` ids, EOS included, float32:
+  kind "gnmt": ((5 + length) / 6) ** alpha (Wu et al., 2016; t2t's, the paper's);
+  kind "length": length ** alpha (fairseq's `--lenpen`: its generator divides a finished
+  hypothesis' score by (step + 1) ** lenpen, the ids EOS included; CTranslate2's
+  `length_penalty`)."""
+  length, alpha = tf.cast(length, tf.float32), tf.cast(alpha, tf.float32)
+  if kind == "gnmt":
+    return tf.pow((5.0 + length) / 6.0, alpha)
+  if kind == "length":
+    return tf.pow(length, alpha)
+  raise ValueError(f"length_penalty_kind={kind!r}: one of gnmt, length")
 
 
 def step_log_probs(logits):

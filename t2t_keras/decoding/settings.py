@@ -13,7 +13,11 @@ and meaning:
 
   search
     beam_size        4 (the paper); 1 is greedy search.
-    alpha            0.6, GNMT length penalty ((5 + len) / 6) ** alpha.
+    alpha            0.6, the length penalty's exponent: scores are log prob / lp(len),
+                     len the output's ids, EOS included.
+    length_penalty_kind  "gnmt": lp = ((5 + len) / 6) ** alpha (GNMT, t2t, the paper);
+                     "length": lp = len ** alpha (fairseq's --lenpen, CTranslate2's
+                     length_penalty; alpha 1 is the mean log prob per id).
     extra_length     50: maximum output length = input length + extra_length.
     max_decode_length  0 = no cap beyond extra_length; else a hard cap.
     jit              compile the search with XLA (faster on CPU; docs/decoding.md).
@@ -54,15 +58,15 @@ import dataclasses
 from t2t_keras.hparams_lib import HParams, HParamsError
 
 # Every key with its default, in the order the flat values (and export_info.json) list them.
-DEFAULTS = HParams(beam_size=4, alpha=0.6, extra_length=50, max_decode_length=0,
-                   batch_size=32, length_bucket=8, max_input_size=0, jit=True,
-                   search_shards=0, constrain=True, stop_early=True, sampling_method="argmax", sampling_temp=1.0,
-                   sampling_keep_top_k=-1, sampling_keep_top_p=1.0, sampling_seed=1,
+DEFAULTS = HParams(beam_size=4, alpha=0.6, length_penalty_kind="gnmt", extra_length=50,
+                   max_decode_length=0, batch_size=32, length_bucket=8, max_input_size=0,
+                   jit=True, search_shards=0, constrain=True, stop_early=True,
+                   sampling_method="argmax", sampling_temp=1.0, sampling_keep_top_k=-1, sampling_keep_top_p=1.0, sampling_seed=1,
                    return_beams=False, return_alignment=False, alignment_layer=-1,
                    num_samples=-1, max_attention_plots=0, bleu_lang="de")
 
 GROUPS = {
-    "search": ("beam_size", "alpha", "extra_length", "max_decode_length", "jit",
+    "search": ("beam_size", "alpha", "length_penalty_kind", "extra_length", "max_decode_length", "jit",
                "search_shards", "constrain", "stop_early", "sampling_method", "sampling_temp",
                "sampling_keep_top_k", "sampling_keep_top_p", "sampling_seed"),
     "batching": ("batch_size", "length_bucket", "max_input_size"),
@@ -72,6 +76,7 @@ GROUPS = {
 }
 
 SAMPLING_METHODS = ("argmax", "random")
+LENGTH_PENALTY_KINDS = ("gnmt", "length")
 INT32_LIMIT = 2 ** 31
 LOWER_BOUNDS = {"beam_size": 1, "alpha": 0.0, "extra_length": 0, "max_decode_length": 0,
                 "batch_size": 1, "length_bucket": 1, "max_input_size": 0, "num_samples": -1,
@@ -139,6 +144,7 @@ def parse_decode_hparams(overrides="", defaults=""):
 def check(values):
   """Raises HParamsError for a flat {key: value} dict's value out of range: LOWER_BOUNDS,
   an integer beyond int32, max_input_size not 1, sampling_method one of SAMPLING_METHODS,
+  length_penalty_kind one of LENGTH_PENALTY_KINDS,
   sampling_keep_top_p in (0, 1]."""
   for key, low in LOWER_BOUNDS.items():
     if values[key] < low:
@@ -154,6 +160,9 @@ def check(values):
   if values["sampling_method"] not in SAMPLING_METHODS:
     raise HParamsError(f"decode hparam sampling_method={values['sampling_method']!r}: must be "
                        f"one of {', '.join(SAMPLING_METHODS)}")
+  if values["length_penalty_kind"] not in LENGTH_PENALTY_KINDS:
+    raise HParamsError(f"decode hparam length_penalty_kind={values['length_penalty_kind']!r}: "
+                       f"must be one of {', '.join(LENGTH_PENALTY_KINDS)}")
   if not 0.0 < values["sampling_keep_top_p"] <= 1.0:
     raise HParamsError(f"decode hparam sampling_keep_top_p={values['sampling_keep_top_p']!r}: "
                        "must be in (0, 1]")

@@ -221,19 +221,21 @@ def build_spec(model, pieces, source_pieces=None):
 
 def decoding_settings(decoding, hparams, problem):
   """The t2t_decoding.json dict: what ct2_translate needs to decode as the run does
-  (decoding: the run's `DecodingSpec`; hparams: the run's): the search's beam and alpha,
+  (decoding: the run's `DecodingSpec`; hparams: the run's): the search's beam and length
+  penalty (alpha, length_penalty_kind),
   and the spec's limits, whose max_positions is the converted position table's length
   here whatever the run's positions (CTranslate2 reads sinusoids from a table too)."""
   s = decoding.settings.search
   return {"problem": problem, "beam_size": int(s.beam_size), "alpha": float(s.alpha),
-          **decoding.limits(hparams), "max_positions": int(hparams.max_positions)}
+          "length_penalty_kind": s.length_penalty_kind, **decoding.limits(hparams), "max_positions": int(hparams.max_positions)}
 
 
 README = """# {problem}: a CTranslate2 model converted by t2t-exporter
 
 Checkpoint: `{checkpoint}`; quantization: {quantization}.
-Decoding chosen for this run: beam {beam_size}, alpha {alpha} (t2t's length penalty
-((5 + length) / 6) ** alpha), at most input length + {extra_length} output pieces{cap},
+Decoding chosen for this run: beam {beam_size}, alpha {alpha}, length_penalty_kind
+{length_penalty_kind} (the length penalty: "gnmt" is t2t's ((5 + length) / 6) ** alpha,
+"length" is length ** alpha), at most input length + {extra_length} output pieces{cap},
 inputs truncated to {max_input_length} pieces (EOS included).
 
 Translate with the same settings (ctranslate2 and sentencepiece only):
@@ -250,9 +252,10 @@ or from Python:
     best = translator.translate_batch(pieces, beam_size={beam_size}, length_penalty={alpha})
     target.decode(best[0].hypotheses[0])
 
-CTranslate2's own length penalty is length ** alpha (not t2t's), and its beam search
-stops differently: `ct2_translate.py` asks for an n-best list without a penalty and
-ranks it with t2t's, which reproduces t2t-decoder's outputs (docs/ctranslate2.md).
+CTranslate2's own length penalty is length ** alpha (length_penalty_kind "length", not
+t2t's "gnmt"), and its beam search stops differently: `ct2_translate.py` asks for an
+n-best list without a penalty and ranks it with the run's penalty, which reproduces
+t2t-decoder's outputs (docs/ctranslate2.md).
 """
 
 

@@ -36,7 +36,7 @@ def check_supported(run_dir, search_settings, constraint):
 
 def load(run_dir, search_settings, constraint, model_dir=None):
   """The `Ct2Translator` over model_dir (default run_dir/ctranslate2) with the search's
-  beam, alpha and length limits, after `check_supported`; InputError where there is no
+  beam, length penalty and length limits, after `check_supported`; InputError where there is no
   converted model."""
   check_supported(run_dir, search_settings, constraint)
   ct2_convert.import_ctranslate2()
@@ -47,7 +47,7 @@ def load(run_dir, search_settings, constraint, model_dir=None):
                      f"(t2t-exporter --output_dir={run_dir} --format=ctranslate2)")
   return ct2_translate.Ct2Translator(
       model_dir, beam_size=search_settings.beam_size, alpha=search_settings.alpha,
-      extra_length=search_settings.extra_length,
+      length_penalty_kind=search_settings.length_penalty_kind, extra_length=search_settings.extra_length,
       max_decode_length=search_settings.max_decode_length)
 
 

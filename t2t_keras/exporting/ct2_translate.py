@@ -17,9 +17,10 @@ This file imports nothing from t2t_keras or TensorFlow on purpose: a converted
 model needs ctranslate2 and sentencepiece only.
 
 **t2t's beam search on CTranslate2's.** CTranslate2 divides scores by length **
-alpha; t2t by GNMT's ((5 + length) / 6) ** alpha, EOS counted. So CTranslate2 is
+alpha; t2t by GNMT's ((5 + length) / 6) ** alpha, EOS counted, unless the run decodes
+with length_penalty_kind=length (length ** alpha, EOS counted). So CTranslate2 is
 asked for beam_size * patience hypotheses of plain log probability (no length
-penalty, no minimum length) and they are ranked here with t2t's penalty: those that
+penalty, no minimum length) and they are ranked here with the run's penalty: those that
 ended, or, where none ended within the length limit, the live ones; hypotheses
 holding PAD are dropped (t2t's searches never emit it). Each sentence's length limit
 is t2t's: its pieces + EOS + extra_length, capped at max_decode_length and at the
@@ -57,11 +58,18 @@ SOURCE_SPM_FILE, TARGET_SPM_FILE = "source.spm", "target.spm"  # a Marian pair's
 VOCABULARY_FILE = "shared_vocabulary.json"  # the model's pieces in id order (CTranslate2's)
 # CTranslate2's files where the sides' pieces differ (separate vocabularies).
 SIDE_VOCABULARY_FILES = ("source_vocabulary.json", "target_vocabulary.json")
-DEFAULT_PATIENCE = 1.0
+# beam_size * patience hypotheses are ranked: with length ** alpha more long ones must end
+# before the n-best holds ours (docs/ctranslate2.md, "Patience").
+DEFAULT_PATIENCE = {"gnmt": 1.0, "length": 4.0}
 
 
-def length_penalty(length, alpha):
-  """GNMT's ((5 + length) / 6) ** alpha (t2t_keras.decoding.search_common's)."""
+def length_penalty(length, alpha, kind="gnmt"):
+  """The length penalty of `length` pieces, EOS included (t2t_keras.decoding.
+  search_common's): "gnmt": ((5 + length) / 6) ** alpha; "length": length ** alpha."""
+  if kind == "length":
+    return float(length) ** alpha
+  if kind != "gnmt":
+    raise ValueError(f"length_penalty_kind={kind!r}: one of gnmt, length")
   return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -142,8 +150,10 @@ class Ct2Translator:
     device, compute_type: ctranslate2.Translator's ("cpu"/"cuda"; "default" is the
       quantization the model was converted with; "int8", "float32", ...).
     intra_threads: threads per translation (0: every CPU core).
-    beam_size, alpha, extra_length, max_decode_length: override t2t_decoding.json.
-    patience: hypotheses collected = beam_size * patience, ranked with t2t's penalty.
+    beam_size, alpha, extra_length, max_decode_length, length_penalty_kind: override
+      t2t_decoding.json (a model converted before length_penalty_kind: "gnmt").
+    patience: hypotheses collected = beam_size * patience, ranked with the run's penalty
+      (None: DEFAULT_PATIENCE of the length penalty's kind).
     batch_size: sentences per CTranslate2 batch (it sorts a call's inputs by length
       and cuts them into batches of this many, as t2t-decoder does).
 
@@ -152,17 +162,19 @@ class Ct2Translator:
 
   def __init__(self, model_dir, device="cpu", compute_type="default", intra_threads=0,
                beam_size=None, alpha=None, extra_length=None, max_decode_length=None,
-               patience=DEFAULT_PATIENCE, batch_size=32):
+               patience=None, batch_size=32, length_penalty_kind=None):
     import ctranslate2  # pylint: disable=import-outside-toplevel
     self.model_dir = model_dir
     with open(os.path.join(model_dir, DECODING_FILE)) as f:
-      self.settings = json.load(f)
+      self.settings = {"length_penalty_kind": "gnmt", **json.load(f)}
     for key, value in (("beam_size", beam_size), ("alpha", alpha),
+                       ("length_penalty_kind", length_penalty_kind),
                        ("extra_length", extra_length),
                        ("max_decode_length", max_decode_length)):
       if value is not None:
         self.settings[key] = value
-    self.patience = float(patience)
+    self.patience = float(patience or DEFAULT_PATIENCE.get(
+        self.settings["length_penalty_kind"], 1.0))
     self.batch_size = int(batch_size)
     self.researched = 0
     self.translator = ctranslate2.Translator(
@@ -229,13 +241,14 @@ class Ct2Translator:
     """t2t's n-best of CTranslate2's hypotheses: [(pieces without EOS, score)], best first
     (`prefix_log_prob` added to each: CTranslate2 leaves the prefix out of its scores)."""
     alpha, beam = float(self.settings["alpha"]), int(self.settings["beam_size"])
+    kind = self.settings["length_penalty_kind"]
     hypotheses = [h for h in hypotheses if self.pad not in h[0]] or hypotheses
     hypotheses = [(p, s + prefix_log_prob) for p, s in hypotheses]
     finished = [(p, s) for p, s in hypotheses if p and p[-1] == self.eos]
     if finished:
-      ranked = [(p[:-1], s / length_penalty(len(p), alpha)) for p, s in finished]
+      ranked = [(p[:-1], s / length_penalty(len(p), alpha, kind)) for p, s in finished]
     else:
-      ranked = [(p, s / length_penalty(limit, alpha)) for p, s in hypotheses]
+      ranked = [(p, s / length_penalty(limit, alpha, kind)) for p, s in hypotheses]
     ranked.sort(key=lambda h: -h[1])
     return ranked[:beam]
 
@@ -340,11 +353,14 @@ def main(argv=None):
   parser.add_argument("--intra_threads", type=int, default=0)
   parser.add_argument("--beam_size", type=int)
   parser.add_argument("--alpha", type=float)
+  parser.add_argument("--length_penalty_kind", choices=("gnmt", "length"),
+                      help="gnmt: ((5 + length) / 6) ** alpha; length: length ** alpha")
   parser.add_argument("--extra_length", type=int)
   parser.add_argument("--max_decode_length", type=int, help="a cap on every output's length")
   parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--patience", type=float, default=DEFAULT_PATIENCE,
-                      help="beam_size * patience hypotheses are ranked (docs/ctranslate2.md)")
+  parser.add_argument("--patience", type=float,
+                      help="beam_size * patience hypotheses are ranked (default: 1 with GNMT's "
+                      "length penalty, 4 with length ** alpha; docs/ctranslate2.md)")
   parser.add_argument("--nbest", action="store_true", help="every beam, a blank line between inputs")
   parser.add_argument("--prefix_file", help="target prefixes, one per input line ('': none)")
   parser.add_argument("--source_language", help="a language-token model's (M2M-100, NLLB) "
@@ -354,7 +370,8 @@ def main(argv=None):
   translator = Ct2Translator(args.model_dir, args.device, args.compute_type, args.intra_threads,
                              args.beam_size, args.alpha, args.extra_length,
                              args.max_decode_length,
-                             patience=args.patience, batch_size=args.batch_size)
+                             patience=args.patience, batch_size=args.batch_size,
+                             length_penalty_kind=args.length_penalty_kind)
   sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
   prefixes = None
   if args.prefix_file:

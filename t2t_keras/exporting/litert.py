@@ -194,7 +194,8 @@ def litert_info(settings, decoding, hparams, info, ckpt, quantization, signature
          "checkpoint_path": os.path.basename(ckpt), "problem": info.get("problem"),
          "t2t_keras_version": __version__, "eos_id": EOS_ID, "pad_id": PAD_ID,
          "vocab_size": vocab.vocab_size, "beam_size": int(s.beam_size),
-         "alpha": float(s.alpha), **decoding.limits(hparams),
+         "alpha": float(s.alpha), "length_penalty_kind": s.length_penalty_kind,
+         **decoding.limits(hparams),
          "constrained": constrained, "signatures": sorted(signatures)}
   tokens = languages.language_tokens(vocab)
   if tokens:
@@ -284,7 +285,7 @@ def _write(directory, flatbuffer, tokenizers, vocab, info):
 def load_translator(run_dir, search_settings, constraint, model_dir=None, prefixes=False):
   """t2t-decoder --engine=litert: the `LiteRTTranslator` of model_dir (default
   run_dir/litert), after checking that the search built into it is the one asked for
-  (beam, alpha, length limits, the problem's output constraint) and, with `prefixes`
+  (beam, length penalty, length limits, the problem's output constraint) and, with `prefixes`
   (--decode_prefix_file), that it takes target prefixes; InputError otherwise."""
   model_dir = model_dir or os.path.join(run_dir, "litert")
   if not os.path.isfile(os.path.join(model_dir, MODEL_FILE)):
@@ -306,9 +307,11 @@ def load_translator(run_dir, search_settings, constraint, model_dir=None, prefix
     raise InputError("--engine=litert runs the beam or greedy search built into the model; "
                      "sample with --engine=tensorflow")
   asked = {"beam_size": int(s.beam_size), "alpha": float(s.alpha),
+           "length_penalty_kind": s.length_penalty_kind,
            "extra_length": int(s.extra_length),
            "max_decode_length": int(s.max_decode_length or 0),
            "constrained": constraint is not None}
+  info = {"length_penalty_kind": "gnmt", **info}  # models converted before the option
   differ = {k: v for k, v in asked.items() if info.get(k) != v}
   if differ:
     built = ", ".join(f"{k}={info.get(k)}" for k in differ)

@@ -34,7 +34,10 @@ class ExportedTranslator:
 
   @property
   def settings(self):
-    return dict(self._info["decode_hparams"])
+    """The decode hparams baked into the export, flat; a key added after it was exported
+    (e.g. length_penalty_kind) reads as its default, the search the export runs."""
+    from t2t_keras.decoding.settings import DEFAULTS  # pylint: disable=import-outside-toplevel
+    return {**DEFAULTS.values(), **self._info["decode_hparams"]}
 
   @property
   def problem(self):

@@ -39,6 +39,40 @@ def _search(model, **kw):
 def test_length_penalty_formula():
   for length, alpha in [(1, 0.6), (7, 0.6), (30, 1.0), (5, 0.0)]:
     assert float(bs.length_penalty(length, alpha)) == pytest.approx(((5 + length) / 6) ** alpha)
+    assert float(bs.length_penalty(length, alpha, "length")) == pytest.approx(length ** alpha)
+    options = SearchOptions(alpha=alpha, length_penalty_kind="length")
+    assert float(options.length_penalty(length)) == pytest.approx(length ** alpha)
+  with pytest.raises(ValueError, match="length_penalty_kind='avg': one of gnmt, length"):
+    bs.length_penalty(3, 1.0, "avg")
+
+
+def _short_or_long(i):
+  """Log probs (vocab 7, EOS 1) by step i alone: step 0 EOS -1.2, token 3 -0.6; step 1
+  token 3 -0.6, EOS -3.0; later steps EOS -0.6, token 3 -1.2; the rest of each step's mass
+  on token 2 (and PAD, which the search rules out). The short output [EOS] has log prob
+  -1.2, the long [3, 3, EOS] -1.8: at alpha 1 GNMT's penalty keeps the short one (-1.2 /
+  1 against -1.8 / (8 / 6) = -1.35), length ** alpha the long one (-1.8 / 3 = -0.6)."""
+  table = {0: {1: -1.2, 3: -0.6}, 1: {3: -0.6, 1: -3.0}, 2: {1: -0.6, 3: -1.2}}[min(i, 2)]
+  probs = np.full(7, 1e-9)
+  for token, log_prob in table.items():
+    probs[token] = np.exp(log_prob)
+  probs[2] = 1.0 - probs.sum()
+  return np.log(probs)
+
+
+def test_the_length_kind_keeps_the_longer_output_gnmt_the_shorter():
+  batch, length = 2, 12
+  def fn(ids, i, state):
+    logits = tf.numpy_function(lambda i: _short_or_long(int(i)).astype(np.float32), [i],
+                               tf.float32)
+    return tf.tile(tf.reshape(logits, [1, 7]), [tf.shape(ids)[0], 1]), state
+  p = Prepared(fn, {}, batch, length, tf.fill([batch], length))
+  for kind, best, score in (("gnmt", [1], -1.2), ("length", [3, 3, 1], -1.8 / 3)):
+    ids, scores, _ = bs.beam_search_loop(
+        p, SearchOptions(beam_size=3, alpha=1.0, length_penalty_kind=kind))
+    assert ids.numpy()[0, 0, :len(best)].tolist() == best, kind
+    assert not ids.numpy()[0, 0, len(best):].any(), kind
+    assert scores.numpy()[0, 0] == pytest.approx(score, abs=1e-5), kind
 
 
 @pytest.mark.heavy
@@ -62,8 +96,9 @@ def test_cached_equals_uncached_greedy(model):
   np.testing.assert_allclose(a[1].numpy(), b[1].numpy(), rtol=1e-5)
 
 
-def _rescore(model, src, ids, alpha, max_length):
-  """Teacher-forced log prob of each hypothesis / GNMT length penalty."""
+def _rescore(model, src, ids, alpha, max_length, kind="gnmt"):
+  """Teacher-forced log prob of each hypothesis / its length penalty (GNMT's, or
+  length ** alpha for kind "length")."""
   ids = np.asarray(ids)
   logits, _ = model.decode(shift_right(tf.constant(ids)), *model.encode(src))
   log_probs = tf.nn.log_softmax(logits).numpy()
@@ -71,17 +106,18 @@ def _rescore(model, src, ids, alpha, max_length):
   for row, lp in zip(ids, log_probs):
     length = int(np.argmax(row == 1)) + 1 if (row == 1).any() else max_length
     total = sum(lp[t, row[t]] for t in range(length))
-    out.append(total / ((5 + length) / 6) ** alpha)
+    out.append(total / (length ** alpha if kind == "length" else ((5 + length) / 6) ** alpha))
   return np.array(out)
 
 
-def test_scores_are_log_prob_over_length_penalty(model):
-  ids, scores, _ = _search(model, alpha=0.6, stop_early=False)
+@pytest.mark.parametrize("kind", ["gnmt", "length"])
+def test_scores_are_log_prob_over_length_penalty(model, kind):
+  ids, scores, _ = _search(model, alpha=0.6, stop_early=False, length_penalty_kind=kind)
   for b in range(SRC.shape[0]):
     valid = scores[b].numpy() > -bs.INF / 2
     max_length = int(np.sum(SRC[b].numpy() != 0)) + 5
     expected = _rescore(model, SRC[b:b + 1].numpy().repeat(3, 0), ids[b].numpy(), 0.6,
-                        max_length)
+                        max_length, kind)
     np.testing.assert_allclose(scores[b].numpy()[valid], expected[valid], rtol=1e-4)
     # n-best lists come best first.
     assert np.all(np.diff(scores[b].numpy()) <= 1e-6)

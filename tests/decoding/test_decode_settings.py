@@ -10,7 +10,8 @@ from t2t_keras.hparams_lib import HParams, HParamsError
 
 # A value other than the default for every key, and the group it must land in.
 CHANGED = {
-    "search": {"beam_size": 8, "alpha": 1.5, "extra_length": 7, "max_decode_length": 30,
+    "search": {"beam_size": 8, "alpha": 1.5, "length_penalty_kind": "length",
+               "extra_length": 7, "max_decode_length": 30,
                "jit": False, "search_shards": 3, "constrain": False, "stop_early": False,
                "sampling_method": "random", "sampling_temp": 0.5, "sampling_keep_top_k": 5,
                "sampling_keep_top_p": 0.9, "sampling_seed": 11},
@@ -88,6 +89,7 @@ def test_an_unknown_key_is_refused_listing_the_known_ones():
     ("sampling_keep_top_k=-2", "sampling_keep_top_k=-2: must be >= -1"),
     ("sampling_method=multinomial", "sampling_method='multinomial': must be one of argmax, "
                                     "random"),
+    ("length_penalty_kind=avg", "length_penalty_kind='avg': must be one of gnmt, length"),
     ("sampling_keep_top_p=0", r"sampling_keep_top_p=0.0: must be in \(0, 1\]"),
     ("sampling_keep_top_p=1.5", r"sampling_keep_top_p=1.5: must be in \(0, 1\]"),
     ("beam_size=two", "hparam 'beam_size': cannot parse 'two' as int"),

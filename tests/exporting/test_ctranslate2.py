@@ -200,10 +200,45 @@ def test_target_prefixes_agree_with_ours(built, comparisons, decode):
   assert differ <= 30, "most outputs must agree, or their scores went untested"
 
 
+def test_the_length_penalty_kind_reaches_ctranslate2(built, dev_inputs):
+  """length_penalty_kind=length (log p / length ** alpha, EOS counted) decodes through
+  CTranslate2 as through our search: equal outputs have equal scores; where the searches
+  part, CTranslate2's score is still its output's log prob under our model (`scoring`)
+  over length ** alpha, so both engines rank by the same number and differ only in the
+  search. The kind changes outputs against GNMT's penalty at the same alpha, so the option
+  is not lost on the way. Patience 4, the kind's default, agreed on 55 of these 60
+  (patience 1: 26; docs/ctranslate2.md)."""
+  from t2t_keras.decoding import scoring  # pylint: disable=import-outside-toplevel
+  run_dir, ct2_dir = built["post_norm_sinusoids"]
+  run = runs.load(run_dir)
+  sources = [run.vocab.encode(s) + [EOS_ID] for s in dev_inputs[:60]]
+  decode = "beam_size=4,alpha=1.0,jit=false,length_penalty_kind="
+  ours = {kind: [hyps[0] for hyps in translate.translate_ids(
+              run.model, sources, parse_decode_hparams(decode + kind))]
+          for kind in ("gnmt", "length")}
+  assert sum(a[0] != b[0] for a, b in zip(ours["gnmt"], ours["length"])) >= 3
+  translator = ct2_translate.Ct2Translator(ct2_dir, beam_size=4, alpha=1.0,
+                                           length_penalty_kind="length")
+  assert translator.patience == 4.0
+  pieces = [[run.vocab.id_to_piece(t) for t in s[:-1]] for s in sources]
+  best = [hyps[0] for hyps in translator.translate_pieces(pieces)]
+  theirs = [[run.vocab.piece_to_id(p) for p in b[0]] for b in best]
+  their_scores = [b[1] for b in best]
+  same = [i for i, (o, t) in enumerate(zip(ours["length"], theirs)) if o[0] == t]
+  assert len(same) >= 50, f"only {len(same)} of 60 outputs agree"
+  for i in same:
+    assert abs(ours["length"][i][1] - their_scores[i]) < TOL, i
+  differ = [i for i in range(60) if i not in same]
+  log_probs = scoring.score_ids(run.model, [sources[i] for i in differ],
+                                [theirs[i] + [EOS_ID] for i in differ])
+  for i, log_prob in zip(differ, log_probs):
+    assert abs(their_scores[i] - log_prob / (len(theirs[i]) + 1)) < TOL, i
+
+
 def test_gnmt_ranking_of_hand_made_hypotheses(tmp_path):
   """`_rank` orders by log p / ((5 + len) / 6) ** alpha, EOS counted, finished ones first."""
   translator = ct2_translate.Ct2Translator.__new__(ct2_translate.Ct2Translator)
-  translator.settings = {"alpha": 1.0, "beam_size": 2}
+  translator.settings = {"alpha": 1.0, "beam_size": 2, "length_penalty_kind": "gnmt"}
   translator.eos, translator.pad = "</s>", "<pad>"
   hyps = [(["a", "</s>"], -1.4), (["a", "b", "c", "d", "</s>"], -1.9), (["x", "y"], -0.1),
           (["<pad>", "</s>"], -0.2)]
@@ -215,6 +250,14 @@ def test_gnmt_ranking_of_hand_made_hypotheses(tmp_path):
   live = translator._rank([(["x", "y"], -0.6), (["z"], -0.3)], limit=7)  # pylint: disable=protected-access
   assert [p for p, _ in live] == [["z"], ["x", "y"]]  # none finished: all by log p / lp(limit)
   np.testing.assert_allclose([s for _, s in live], [-0.3 / 2, -0.6 / 2])
+  # length_penalty_kind=length: log p / length ** alpha, EOS counted; at alpha 1 the longer
+  # output wins where GNMT's penalty keeps the shorter.
+  two = [(["a", "</s>"], -1.0), (["a", "b", "c", "</s>"], -1.6)]
+  assert [p for p, _ in translator._rank(two, limit=9)] == [["a"], ["a", "b", "c"]]  # pylint: disable=protected-access
+  translator.settings["length_penalty_kind"] = "length"
+  ranked = translator._rank(two, limit=9)  # pylint: disable=protected-access
+  assert [p for p, _ in ranked] == [["a", "b", "c"], ["a"]]
+  np.testing.assert_allclose([s for _, s in ranked], [-1.6 / 4, -1.0 / 2])
 
 
 def test_a_conversion_removes_what_a_killed_one_left(tmp_path):

@@ -345,6 +345,14 @@ def test_load_translator_refuses_sampling(built):
   settings = parse_decode_hparams("beam_size=1,sampling_method=random")
   with pytest.raises(InputError, match="--engine=litert runs the beam or greedy search"):
     litert.load_translator(run_dir, settings.search, None, litert_dir)
+  # The length penalty is built into the model too (litert_info.json), GNMT's here.
+  with open(os.path.join(litert_dir, litert.INFO_FILE)) as f:
+    info = json.load(f)
+  assert info["length_penalty_kind"] == "gnmt"
+  settings = parse_decode_hparams(f"beam_size=1,alpha={info['alpha']},length_penalty_kind=length")
+  with pytest.raises(InputError, match="converted with length_penalty_kind=gnmt, and the "
+                                       "decoding asks for length_penalty_kind=length"):
+    litert.load_translator(run_dir, settings.search, None, litert_dir)
 
 
 def test_a_multilingual_run_takes_its_target_language(tmp_path):
