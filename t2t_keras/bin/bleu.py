@@ -13,6 +13,14 @@ sentence per line (plain or .gz).
 adds the lowercased tokenized BLEU against Multi30k's own tokenized reference
 file (the hypotheses are lowercased, punctuation-normalised and Moses-tokenized
 with XML escaping, as that file was made).
+
+    t2t-bleu --tokenized --translation=test2016.tok.de \
+        --reference=tok/test_2016_flickr.lc.norm.tok.de.gz
+
+scores a translation that is already Multi30k-tokenized (translate_ende_multi30k_tok's
+outputs) against that tokenized reference, tokens as they are: lowercased BLEU on
+whitespace-split tokens (multi-bleu.perl -lc), the anchor's metric (docs/recipes.md).
+Nothing else is printed: the detokenized figures need detokenized text.
 """
 
 import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
@@ -28,6 +36,10 @@ t2t_keras.bin.define_flag("string", "lang", "de", "Target language for Moses tok
 t2t_keras.bin.define_flag("string", "tokenized_reference", None,
                           "Optional: the reference already lowercased and Moses-tokenized "
                           "(Multi30k's tok/*.lc.norm.tok.* files).")
+t2t_keras.bin.define_flag("bool", "tokenized", False,
+                          "The translation and the reference are both already Multi30k-"
+                          "tokenized (lowercase Moses tokens, XML-escaped): print only the "
+                          "lowercased BLEU on their tokens as they are (multi-bleu -lc).")
 NAME = "t2t-bleu"
 FLAGS = flags.FLAGS
 
@@ -39,6 +51,14 @@ def main(argv):
   hyps = bleu.read_lines(FLAGS.translation)
   refs = bleu.read_lines(FLAGS.reference)
   _check_counts(FLAGS.translation, hyps, FLAGS.reference, refs)
+  if FLAGS.tokenized:
+    if FLAGS.tokenized_reference:
+      raise InputError("--tokenized scores --translation against --reference, both already "
+                       "tokenized; --tokenized_reference is for detokenized translations")
+    score = bleu.multi30k_tokens_bleu(hyps, refs)
+    print(f"lowercased tokenized BLEU on tokens as they are (multi-bleu -lc) against "
+          f"{FLAGS.reference}: {score.score:.2f}\n  {score}")
+    return
   report = bleu.bleu_report(hyps, refs, lang=FLAGS.lang)
   print(bleu.format_report(report))
   if FLAGS.tokenized_reference:

@@ -12,6 +12,9 @@ Three numbers, never mixed up:
     tokens (sacreBLEU with tokenize="none"). Labelled "tokenized BLEU".
   * `multi30k_tok_bleu` - the Multi30k convention: lowercase, Moses punctuation
     normalisation, Moses tokenization with XML escaping, BLEU on tokens.
+    `multi30k_tokens_bleu` is the same figure for hypotheses already tokenized that
+    way (translate_ende_multi30k_tok's outputs): their tokens scored as they are, since
+    tokenizing again is not idempotent (it escapes the escapes: &apos; -> &amp; apos ;).
 
 BLEU is only ever computed on text: t2t's `approx_bleu` on subword ids was
 often mistaken for BLEU, and nothing here offers it.
@@ -104,6 +107,19 @@ def multi30k_tok_bleu_vs_tokenized(hyps, tokenized_refs, lang="de"):
   """
   hyps, tokenized_refs = _check(hyps, tokenized_refs)
   return token_bleu([multi30k_tokenize(h, lang) for h in hyps], tokenized_refs).score
+
+
+def multi30k_tokens_bleu(hyp_tokens, tokenized_refs):
+  """Lowercased BLEU on lines already tokenized the Multi30k way, tokens as they are.
+
+  multi-bleu.perl -lc's figure: both sides lowercased and split on whitespace, nothing
+  else (XML escapes such as &apos; and &quot; stay tokens). For the outputs of a model
+  trained on `tok/*.lc.norm.tok.*` text against those reference files. A sacrebleu
+  BLEUScore (`.score`, and its precisions in `str()`).
+  """
+  hyp_tokens, tokenized_refs = _check(hyp_tokens, tokenized_refs)
+  return token_bleu([" ".join(h.lower().split()) for h in hyp_tokens],
+                    [" ".join(r.lower().split()) for r in tokenized_refs])
 
 
 def bleu_report(hyps, refs, lang="de"):

@@ -3,7 +3,8 @@
     score = SACREBLEU.score(sources, outputs, references)  # {"bleu", "chrf", "signature"}
 
 A problem names its own through its `dev_score()` hook (`data/problem.py`; parsing:
-EVALB F1, ties to complete match); checkpoint selection (`tuning/selection.py`) ranks
+EVALB F1, ties to complete match; translate_ende_multi30k_tok: lowercased BLEU on its
+tokens, ties to chrF); checkpoint selection (`tuning/selection.py`) ranks
 candidates by it.
 """
 
@@ -33,3 +34,18 @@ def _bleu_and_chrf(sources, outputs, references):
 
 
 SACREBLEU = DevScore("cased sacreBLEU", "bleu", "chrF", "chrf", _bleu_and_chrf)
+
+
+def _tokens_bleu_and_chrf(sources, outputs, references):
+  del sources
+  from sacrebleu.metrics import CHRF  # pylint: disable=import-outside-toplevel
+  from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
+  score = bleu.multi30k_tokens_bleu(outputs, references)
+  chrf = CHRF().corpus_score(list(outputs), [list(references)]).score
+  return {"tok_bleu": score.score, "chrf": chrf,
+          "signature": "multi-bleu -lc on tokens as they are (sacrebleu tokenize=none)"}
+
+
+# Outputs and references both Multi30k-tokenized (lowercase Moses tokens, XML-escaped).
+MULTI30K_TOKENS = DevScore("lowercased tokenized BLEU", "tok_bleu", "chrF", "chrf",
+                           _tokens_bleu_and_chrf)

@@ -7,6 +7,7 @@ them as processes.
 
 import gzip
 import json
+import math
 import os
 
 import pytest
@@ -158,6 +159,8 @@ BAD_INPUTS = [
     ("bleu", ["--translation={two}", "--reference={three}"], "{two} has 2 lines but {three} has 3"),
     ("bleu", ["--translation={two}", "--reference={tmp}/nope.de"], "{tmp}/nope.de: no such file"),
     ("bleu", ["--translation={two}"], "--translation and --reference are required"),
+    ("bleu", ["--tokenized", "--translation={two}", "--reference={two}",
+              "--tokenized_reference={two}"], "--tokenized_reference is for detokenized"),
     # t2t-avg-all
     ("avg-all", ["--output_dir={tmp}/avg"], "--model_dir is required"),
     ("avg-all", ["--model_dir={no_ckpt}", "--output_dir={tmp}/avg"], "no checkpoints found in"),
@@ -474,6 +477,21 @@ def test_bleu_binary_scores_a_hand_worked_pair(capsys, tmp_path):
   assert sacre and f"{100 * (3 / 7) ** 0.25:.2f}" in sacre[0], out
   code, out, _ = run_binary(capsys, "bleu", f"--translation={ref}", f"--reference={ref}")
   assert code == 0 and "100.00" in [l for l in out.splitlines() if "sacreBLEU" in l][0], out
+
+
+def test_bleu_binary_scores_tokenized_text_as_it_is(capsys, tmp_path):
+  """t2t-bleu --tokenized (translate_ende_multi30k_tok's outputs against a tok/ reference):
+  a 10-token translation of an 11-token line, "der" missing, matches 10/10, 8/9, 6/8 and
+  4/7 n-grams, brevity penalty exp(1 - 11/10): 64.09; the XML escapes stay tokens."""
+  hyp, ref = tmp_path / "hyp.de", tmp_path / "ref.lc.norm.tok.de"
+  hyp.write_text("ein kind mit nummer &quot; 93 &quot; fährt ski .\n", encoding="utf-8")
+  ref.write_text("ein kind mit der nummer &quot; 93 &quot; fährt ski .\n", encoding="utf-8")
+  code, out, err = run_binary(capsys, "bleu", "--tokenized", f"--translation={hyp}",
+                              f"--reference={ref}")
+  by_hand = 100 * math.exp(1 - 11 / 10) * (10 / 10 * 8 / 9 * 6 / 8 * 4 / 7) ** 0.25
+  assert code == 0, err
+  assert out.splitlines()[0].endswith(f"against {ref}: {by_hand:.2f}"), out
+  assert "sacreBLEU" not in out
 
 
 @pytest.mark.heavy

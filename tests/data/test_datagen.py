@@ -264,6 +264,47 @@ def test_multi30k_datagen_from_shared_data(tmp_path):
   assert _decoded(p, str(tmp_path), "dev")[0] == (first_en, first_de)
 
 
+@pytest.mark.skipif(not os.path.exists(os.path.join(MULTI30K, "tok", "train.lc.norm.tok.en.gz")),
+                    reason=f"Multi30k's tokenized files not found in {MULTI30K}/tok")
+def test_multi30k_tok_datagen_reads_the_tok_files(tmp_path):
+  """translate_ende_multi30k_tok from tok/: the pairs as written there (XML escapes kept),
+  back from the shards unchanged."""
+  summary = datagen.generate("translate_ende_multi30k_tok", str(tmp_path), max_pairs=1000,
+                             vocab_size=1000, raw_dir=MULTI30K, log=None)
+  assert {s: v["pairs"] for s, v in summary["splits"].items()} == {
+      "train": 1000, "dev": 1000, "test": 1000}
+  p = registry.problem("translate_ende_multi30k_tok")
+  tok = os.path.join(MULTI30K, "tok", "test_2016_flickr.lc.norm.tok.")
+  with gzip.open(tok + "en.gz", "rt", encoding="utf-8") as en, \
+       gzip.open(tok + "de.gz", "rt", encoding="utf-8") as de:
+    pairs = [(e.rstrip("\n"), d.rstrip("\n")) for e, d in zip(en, de)]
+  vocab = p.get_vocabulary(str(tmp_path))
+  written = [(list(ex["inputs"]), list(ex["targets"]))
+             for ex in p.dataset(str(tmp_path), "test").as_numpy_iterator()]
+  assert written == [(vocab.encode(e) + [vocab_lib.EOS], vocab.encode(d) + [vocab_lib.EOS])
+                     for e, d in pairs]
+  # Decoding gives the tokens back (a line with a character unseen in 1,000 pairs aside).
+  known = [i for i, (e, d) in enumerate(written) if vocab_lib.UNK not in e + d]
+  assert len(known) > 900 and any("&quot;" in pairs[i][1] for i in known)
+  assert all((vocab.decode(written[i][0]), vocab.decode(written[i][1])) == pairs[i]
+             for i in known)
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(MULTI30K, "tok", "train.lc.norm.tok.en.gz")),
+                    reason=f"Multi30k's tokenized files not found in {MULTI30K}/tok")
+def test_multi30k_tok_vocabulary_has_about_the_anchors_10k_types(tmp_path):
+  """The problem's BPE on all 29,000 tok/ train pairs, both sides: 10,000 pieces, of which
+  between 9,500 and 10,000 occur in the segmented train text (the anchor's subword-nmt BPE,
+  10k merges: 9,708 types)."""
+  p = registry.problem("translate_ende_multi30k_tok")
+  lines = [side for s in p.generate_forward_samples("train", MULTI30K)
+           for side in (s["inputs"], s["targets"])]
+  vocab = vocab_lib.train_sentencepiece(lines, str(tmp_path / "v.model"), p.vocab_size)
+  used = {i for ids in vocab.encode_batch(lines) for i in ids}
+  assert len(lines) == 58000 and vocab.vocab_size == 10000
+  assert 9500 <= len(used) <= 10000, len(used)
+
+
 def test_multi30k_without_directory_says_how_to_set_it(monkeypatch):
   monkeypatch.setenv("T2T_MULTI30K_DIR", "/elsewhere")  # deprecated: the library ignores it
   with pytest.raises(ValueError, match="set --raw_dir or --tmp_dir"):

@@ -20,6 +20,7 @@ def test_builtin_problems_registered():
   names = registry.list_problems()
   for name in ("translate_ende_numbers", "algorithmic_copy", "algorithmic_reverse",
                "translate_parallel_text", "translate_ende_multi30k",
+               "translate_ende_multi30k_tok",
                "translate_ende_wmt32k", "translate_enfr_wmt32k"):
     assert name in names
   assert isinstance(registry.problem("translate_ende_numbers"), problem_lib.Text2TextProblem)
@@ -35,6 +36,7 @@ def test_names_and_vocab_sizes():
   assert registry.problem("translate_ende_wmt32k").vocab_size == 37000
   assert registry.problem("translate_enfr_wmt32k").vocab_size == 32000
   assert registry.problem("translate_ende_multi30k").vocab_size == 8000
+  assert registry.problem("translate_ende_multi30k_tok").vocab_size == 10000
   assert p.vocab_size <= 1000
 
 
@@ -164,3 +166,8 @@ def test_hooks_are_the_problems_own_or_the_defaults():
     assert hooks.decode_defaults == "" and hooks.postprocess("src", "out") == "out"
     assert hooks.decode_constraint(vocab=None) is None and hooks.serving_postprocess() is None
     assert hooks.dev_score().key == "bleu"
+  tok = problem_lib.hooks("translate_ende_multi30k_tok")  # scored on its tokens as they are
+  assert tok.postprocess("src", "ein &quot; hund &quot; .") == "ein &quot; hund &quot; ."
+  assert tok.dev_score().key == "tok_bleu" and tok.decode_constraint(vocab=None) is None
+  line = "ein &quot; hund &quot; läuft ."
+  assert tok.dev_score().score(["s"], [line.upper()], [line])["tok_bleu"] == pytest.approx(100)

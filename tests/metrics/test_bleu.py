@@ -1,3 +1,4 @@
+import math
 import os
 
 import pytest
@@ -103,3 +104,54 @@ def test_multi30k_tokenize_reproduces_the_upstream_tok_files():
   tok = bleu.read_lines(os.path.join(MULTI30K, "tok", "test_2016_flickr.lc.norm.tok.de.gz"))
   mismatches = [(r, t) for r, t in zip(raw, tok) if bleu.multi30k_tokenize(r) != t]
   assert len(raw) == len(tok) == 1000 and not mismatches, mismatches[:3]
+
+
+# A line of test2016's tok/ reference, and a hypothesis without "der", partly uppercased.
+TOK_REF = "ein kind mit der nummer &quot; 93 &quot; fährt ski ."
+TOK_HYP = "EIN kind mit nummer &quot; 93 &quot; fährt ski ."
+
+
+def _multi_bleu(hyps, refs):
+  """multi-bleu.perl -lc with one reference, written out: corpus n-gram matches clipped
+  per line, no smoothing, brevity penalty exp(1 - r/c) when c < r."""
+  import collections
+  import math
+  matched, total, hyp_len, ref_len = [0] * 4, [0] * 4, 0, 0
+  for hyp, ref in zip(hyps, refs):
+    h, r = hyp.lower().split(), ref.lower().split()
+    hyp_len, ref_len = hyp_len + len(h), ref_len + len(r)
+    for n in range(1, 5):
+      h_grams = collections.Counter(tuple(h[i:i + n]) for i in range(len(h) - n + 1))
+      r_grams = collections.Counter(tuple(r[i:i + n]) for i in range(len(r) - n + 1))
+      matched[n - 1] += sum(min(c, r_grams[g]) for g, c in h_grams.items())
+      total[n - 1] += max(0, len(h) - n + 1)
+  log_p = sum(math.log(m / t) for m, t in zip(matched, total)) / 4
+  return 100 * math.exp(min(0.0, 1 - ref_len / hyp_len) + log_p)
+
+
+def test_multi30k_tokens_bleu_scores_the_tokens_as_they_are():
+  # By hand: 11 reference tokens, 10 hypothesis tokens (lowercased); the n-gram precisions
+  # 10/10, 8/9 (not "mit nummer"), 6/8, 4/7; brevity penalty exp(1 - 11/10).
+  by_hand = 100 * math.exp(1 - 11 / 10) * (10 / 10 * 8 / 9 * 6 / 8 * 4 / 7) ** 0.25
+  score = bleu.multi30k_tokens_bleu([TOK_HYP], [TOK_REF])
+  assert score.score == pytest.approx(by_hand, abs=1e-9)  # 64.09
+  assert score.score == pytest.approx(_multi_bleu([TOK_HYP], [TOK_REF]), abs=1e-9)
+  assert score.score == pytest.approx(sacrebleu.corpus_bleu(
+      [TOK_HYP.lower()], [[TOK_REF]], tokenize="none").score, abs=1e-9)
+  assert bleu.multi30k_tokens_bleu([TOK_REF], [TOK_REF]).score == pytest.approx(100.0)
+  # Tokenizing tokenized text again escapes the escapes: "&quot;" -> "&amp; quot ;". So the
+  # detokenized path gives tokenized outputs less than their due.
+  assert bleu.multi30k_tokenize(TOK_REF) == TOK_REF.replace("&quot;", "&amp; quot ;")
+  assert bleu.multi30k_tok_bleu_vs_tokenized([TOK_REF], [TOK_REF]) < 80.0
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(MULTI30K, "tok")),
+                    reason=f"Multi30k tok/ files not found under {MULTI30K}")
+def test_multi30k_tokens_bleu_is_multi_bleu_on_the_test2016_tok_reference():
+  """On all 1,000 test2016 tok/ lines (14 XML escapes among them), each hypothesis the
+  reference with its second token dropped: the figure of multi-bleu -lc, written out."""
+  refs = bleu.read_lines(os.path.join(MULTI30K, "tok", "test_2016_flickr.lc.norm.tok.de.gz"))
+  hyps = [" ".join(r.split()[:1] + r.split()[2:]) for r in refs]
+  score = bleu.multi30k_tokens_bleu(hyps, refs).score
+  assert 50.0 < score < 95.0
+  assert score == pytest.approx(_multi_bleu(hyps, refs), abs=1e-9)
