@@ -1,6 +1,6 @@
-"""The first-letter case fold (data/casing.py): the rule by hand, its TensorFlow twin
-against it, Multi30k's train pairs folded and restored, and a folding problem's data (both
-sides folded, the vocabulary trained on the folded text)."""
+"""The first-letter case fold (data/casing.py): the rule by hand, its TensorFlow twin and
+ct2_translate.py's copy against it, Multi30k's train pairs folded and restored, and a
+folding problem's data (both sides folded, the vocabulary trained on the folded text)."""
 
 import gzip
 import os
@@ -14,6 +14,7 @@ from t2t_keras.data import casing, casing_tf, datagen
 from t2t_keras.data import problem as problem_lib
 from t2t_keras.decoding import files
 from t2t_keras.errors import InputError
+from t2t_keras.exporting import ct2_translate
 
 MULTI30K = os.path.join(SHARED_DATA, "multi30k")
 
@@ -72,8 +73,8 @@ def test_restore_by_hand(source, output, restored):
   assert casing.restore(source, output) == restored
 
 
-def test_the_graph_follows_the_rule():
-  """casing_tf gives casing's outputs on the hand examples and
+def test_the_graph_and_ct2_translate_follow_the_rule():
+  """casing_tf and ct2_translate.py's copy give casing's outputs on the hand examples and
   on every character of the cased scripts' blocks as a first letter (folded, restored as
   an output, read as a source), but for Unicode 14's letters in the graph."""
   chars = [chr(i) for start, end in CASED_BLOCKS for i in range(start, end)]
@@ -82,6 +83,8 @@ def test_the_graph_follows_the_rule():
   outputs = [o for _, o, _ in RESTORES] + [c + "x" for c in chars] + ["ax"] * len(chars)
   folded = [casing.fold(t) for t in texts]
   restored = [casing.restore(s, o) for s, o in zip(sources, outputs)]
+  assert [ct2_translate.fold_first_letter(t) for t in texts] == folded
+  assert [ct2_translate.restore_first_letter(s, o) for s, o in zip(sources, outputs)] == restored
   differ = {t[0] for t, a, b in zip(texts, _tf_fold(texts), folded) if a != b}
   differ |= {(s + o)[0] for s, o, a, b in zip(sources, outputs, _tf_restore(sources, outputs),
                                               restored) if a != b and s != "A"}
