@@ -31,6 +31,16 @@ class TranslateEndeMulti30k(ParallelTextProblem):
 
 
 @registry.register_problem
+class TranslateEndeMulti30kFolded(TranslateEndeMulti30k):
+  """translate_ende_multi30k with each sentence's first letter lowercased on both sides for
+  training and the vocabulary, each source's folded before the model reads it and the
+  capital restored on the output (`data/casing.py`'s rule): sentence-initial "Ein" is
+  learned as the "ein" it is (docs/data.md, "Case folding")."""
+
+  fold_first_letter = True
+
+
+@registry.register_problem
 class TranslateEnfrMulti30k(TranslateEndeMulti30k):
   """Multi30k En->Fr (Elliott et al., 2017): the same English side and splits, joint 8k BPE."""
 

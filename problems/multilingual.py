@@ -53,6 +53,9 @@ class MultilingualProblem(Text2TextProblem):
     if was_reversed:
       raise InputError(f"{self.data_name}: a multilingual problem has no reverse "
                        "(many sources into one target would need no tag)")
+    if self.fold_first_letter:
+      raise InputError(f"{self.data_name}: fold_first_letter is for problems of one target "
+                       "language (a multilingual source starts with its tag, not a letter)")
     known = tuple(sorted(self.language_files))
     if isinstance(target_languages, str):
       target_languages = [x.strip() for x in target_languages.split(",") if x.strip()]

@@ -10,7 +10,9 @@
 #        "precision=mixed_bfloat16" where bf16 matmuls measure at least 1.2x float32's
 #        (python -m t2t_keras.training.precision), else none: set HPARAMS= to train in
 #        float32 anyway),
-#        RESERVE_S (seconds kept for selection and decoding, default 420)
+#        RESERVE_S (seconds kept for selection and decoding, default 420),
+#        PROBLEM (default translate_ende_multi30k; translate_ende_multi30k_folded trains
+#        on first letters lowercased and restores the capital: docs/data.md)
 #
 # Training stops RESERVE_S before the budget: `timeout` sends SIGTERM, the trainer saves a
 # checkpoint and exits. Running it again resumes the run for another budget.
@@ -21,6 +23,7 @@ RAW=${MULTI30K_DIR:-../shared/data/multi30k}
 RUN=${T2T_RUN:-${RUN_DIR:-t2t_train/multi30k}}
 DATA=t2t_data/multi30k
 RESERVE_S=${RESERVE_S:-420}
+PROBLEM=${PROBLEM:-translate_ende_multi30k}
 # bf16 where this CPU runs its matmuls faster (measured, about 1.5 s: the avx512_bf16 flag
 # alone misleads; figures in docs/recipes.md and docs/notebook.md), else float32.
 if [ -z "${HPARAMS+set}" ] && [ "$(python -m t2t_keras.training.precision)" = mixed_bfloat16 ]; then
@@ -31,13 +34,13 @@ if [ ! -f "$RAW/train.en.gz" ]; then
   exit 1
 fi
 
-t2t-datagen --problem=translate_ende_multi30k --data_dir=$DATA --raw_dir="$RAW"
+t2t-datagen --problem=$PROBLEM --data_dir=$DATA --raw_dir="$RAW"
 
 # Checkpoints every 250 steps, all kept (2.3M parameters with Adam's slots: about 28 MB
 # each), so any window can be averaged afterwards; dev loss, accuracy and greedy BLEU
 # every 1000 steps.
 TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
-train_for $TRAIN_S t2t-trainer --problem=translate_ende_multi30k \
+train_for $TRAIN_S t2t-trainer --problem=$PROBLEM \
     --hparams_set=${HPARAMS_SET:-transformer_multi30k_tiny} --hparams="${HPARAMS:-}" \
     --seed="$SEED" --data_dir=$DATA --output_dir=$RUN \
     --save_every=250 --save_every_minutes=1000 --keep_checkpoints=1000 \

@@ -19,7 +19,10 @@
     t2t-decoder --output_dir=runs/tiny --engine=litert --decode_from_file=in.en
 
 Problems that post-process outputs (parsing_english_ptb8k: linearized trees
-to well-formed trees over the input words) have it applied to every output.
+to well-formed trees over the input words) have it applied to every output; a
+problem that folds the first letter (translate_ende_multi30k_folded, `data/casing.py`)
+has each source folded before the model reads it and its capital restored on the
+outputs, in every mode but --score_file.
 
 The model, its hparams, problem and vocabulary come from output_dir (what the
 trainer wrote there, or a t2t-avg-all output_dir); --checkpoint_path picks
@@ -117,7 +120,7 @@ def main(argv):
   search_fn = None if FLAGS.score_file else _search_fn(model, vocab, decoding, info["problem"])
   if FLAGS.decode_interactive:
     print("type a sentence per line; Ctrl-D ends")
-    files.decode_interactive(model, vocab, settings, search_fn=search_fn,
+    files.decode_interactive(model, vocab, decoding, search_fn=search_fn,
                              target_language=FLAGS.target_language,
                              source_language=FLAGS.source_language)
   elif FLAGS.score_file:
@@ -129,11 +132,10 @@ def main(argv):
     inputs = files.InputFiles(FLAGS.decode_from_file, FLAGS.decode_reference,
                               FLAGS.decode_prefix_file, FLAGS.decode_terms_file,
                               FLAGS.target_language, FLAGS.source_language)
-    files.decode_file(model, vocab, inputs, settings, outputs, search_fn,
-                      decoding.hooks.postprocess)
+    files.decode_file(model, vocab, inputs, settings, outputs, search_fn, decoding.hooks)
   else:
     split = files.Split(info["problem"], FLAGS.decode_split, FLAGS.data_dir, FLAGS.tmp_dir)
-    files.decode_split(model, vocab, split, settings, outputs, search_fn)
+    files.decode_split(model, vocab, split, settings, outputs, search_fn, decoding.hooks)
 
 
 def _check_flags():

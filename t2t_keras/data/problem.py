@@ -24,15 +24,25 @@ features when reading):
 
 Hooks: what decoding, serving and checkpoint selection ask of a problem, declared on
 the base class with defaults that suit translation; a problem overrides the ones it
-needs (problems/parsing.py overrides all five). Callers reach them through
+needs (problems/parsing.py overrides five). Callers reach them through
 `hooks(problem_name)`, which gives the defaults for a reversed problem and for one not
-registered in this process:
+registered in this process (a reversed problem keeps `fold_first_letter`):
 
   decode_defaults                   decode hparams applied before the user's overrides
+  preprocess(source)                -> the text the model reads for a source line
+  restore(source, output)           -> a decoded line as the run's text (what is scored
+                                       against references: dev BLEU, selection, trials)
   postprocess(source, output)       -> the text written for a decoded line
   decode_constraint(vocab)          -> the searches' output constraint, or None
+  serving_preprocess()              -> `preprocess` as a TensorFlow module, or None
   serving_postprocess()             -> `postprocess` as a TensorFlow module, or None
   dev_score()                       -> how checkpoints compare on dev (metrics.dev_score)
+
+`source` is the line as the user gave it (before `preprocess`). With the class attribute
+`fold_first_letter` the defaults of the four text hooks are the first-letter case fold
+(`data/casing.py`: both sides of every pair folded for the vocabulary and the shards,
+each source folded before the model reads it, the source's capital restored on the
+output).
 
 A data_dir written by tensor2tensor's t2t-datagen (`data.t2t_data_dir`: shards
 without the .tfrecord suffix, a `.subwords` vocabulary) is read where these files
@@ -50,7 +60,7 @@ import time
 
 from t2t_keras import fileio, registry
 from t2t_keras.errors import InputError
-from t2t_keras.data import shards, t2t_data_dir
+from t2t_keras.data import casing, shards, t2t_data_dir
 from t2t_keras.data import vocabulary as vocab_lib
 
 SPLITS = ("train", "dev", "test")
@@ -73,6 +83,9 @@ class Text2TextProblem:
                       pairs (0: all), drawn by datagen with a seed, in corpus order.
     vocab_user_symbols  pieces sentencepiece keeps whole (a multilingual problem's
                       target-language tags, `data/languages.py`).
+    fold_first_letter  train on text whose first letter is lowercased, on both sides,
+                      and restore the source's capital on outputs (`data/casing.py`'s
+                      rule; the text hooks' defaults, see the module docstring).
     registered_name   only if registered under a name other than the
                       snake_case of the class name.
   """
@@ -83,6 +96,7 @@ class Text2TextProblem:
   vocab_input_sentence_size = 0
   vocab_sample_pairs = 1_000_000
   vocab_user_symbols = ()
+  fold_first_letter = False
   registered_name = None
 
   def __init__(self, was_reversed=False, *, vocab_size=None, max_pairs=None,
@@ -143,21 +157,41 @@ class Text2TextProblem:
 
   decode_defaults = ""
 
-  @staticmethod
-  def postprocess(source, output):
-    """A decoded line (and its source) -> the text t2t-decoder writes; here the line."""
-    del source
-    return output
+  def preprocess(self, source):
+    """A source line -> the text the model reads: the line, its first letter folded where
+    the problem folds (`casing.fold`)."""
+    return casing.fold(source) if self.fold_first_letter else source
+
+  def restore(self, source, output):
+    """A decoded line (and its source, as given) -> the run's text: the line, its source's
+    capital restored where the problem folds (`casing.restore`)."""
+    return casing.restore(source, output) if self.fold_first_letter else output
+
+  def postprocess(self, source, output):
+    """A decoded line (and its source, as given) -> the text t2t-decoder writes: `restore`'s
+    (an override in a folding problem calls `restore` first)."""
+    return self.restore(source, output)
 
   @staticmethod
   def decode_constraint(vocab):
     """The searches' output constraint (`decoding/output_constraint.py`) for `vocab`; None: free."""
     del vocab
 
-  @staticmethod
-  def serving_postprocess():
+  def serving_preprocess(self):
+    """`preprocess` as a TensorFlow module, strings [n] -> [n], for the export's graph (the
+    sources as given in, what the model reads out); None: sources are read as given."""
+    if not self.fold_first_letter:
+      return None
+    from t2t_keras.data import casing_tf  # pylint: disable=import-outside-toplevel
+    return casing_tf.FirstLetterFold()
+
+  def serving_postprocess(self):
     """`postprocess` as a TensorFlow module, (outputs [n], sources [n]) -> texts [n], for
     the export's graph; None: outputs are served as decoded."""
+    if not self.fold_first_letter:
+      return None
+    from t2t_keras.data import casing_tf  # pylint: disable=import-outside-toplevel
+    return casing_tf.FirstLetterRestore()
 
   @staticmethod
   def dev_score():
@@ -207,13 +241,14 @@ class Text2TextProblem:
       else:
         yield s
 
-  @staticmethod
-  def clean_pair(sample):
-    """(inputs, targets) with surrounding whitespace stripped, or the reason the pair is
-    skipped ("empty_inputs", "empty_targets", "empty_inputs_and_targets")."""
+  def clean_pair(self, sample):
+    """(inputs, targets) with surrounding whitespace stripped (each first letter folded
+    where the problem folds: `casing.fold`), or the reason the pair is skipped
+    ("empty_inputs", "empty_targets", "empty_inputs_and_targets")."""
     inputs, targets = sample["inputs"].strip(), sample["targets"].strip()
     if inputs and targets:
-      return inputs, targets
+      return (casing.fold(inputs), casing.fold(targets)) if self.fold_first_letter else (
+          inputs, targets)
     return ("empty_inputs_and_targets" if not inputs and not targets
             else "empty_inputs" if not inputs else "empty_targets")
 
@@ -399,12 +434,18 @@ class Text2TextProblem:
 def hooks(problem_name):
   """The problem whose hooks apply to runs of `problem_name`: the registered problem, or a
   plain Text2TextProblem (the defaults) for a reversed problem (its hooks read the other
-  direction), for one not registered in this process (a usr dir not imported) or None."""
+  direction; its `fold_first_letter` is kept, both sides being folded), for one not
+  registered in this process (a usr dir not imported) or None."""
   try:
     instance = registry.problem(problem_name) if problem_name else None
   except registry.RegistryError:
     instance = None
-  return instance if instance is not None and not instance.was_reversed else Text2TextProblem()
+  if instance is not None and not instance.was_reversed:
+    return instance
+  defaults = Text2TextProblem()
+  if instance is not None and instance.fold_first_letter:
+    defaults.fold_first_letter = True
+  return defaults
 
 
 def _features():

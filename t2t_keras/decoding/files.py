@@ -155,7 +155,7 @@ def read_lines(path):
 
 
 def translate_and_score(model, vocab, lines, settings, outputs=Outputs(), search_fn=None,
-                        postprocess=None, log=print):
+                        hooks=None, log=print):
   """Translates `Lines` with `settings` (a `DecodeSettings`); writes, scores and plots as
   `outputs` and the settings' output and evaluation groups ask. Returns a summary dict.
 
@@ -166,23 +166,26 @@ def translate_and_score(model, vocab, lines, settings, outputs=Outputs(), search
 
   The dict holds "translations" (best per line), "nbest", "seconds",
   "sentences_per_second", "output_path" and, with references, "bleu" (a
-  `metrics.bleu.bleu_report`). `postprocess(source, output) -> text` (a
-  problem's, e.g. parsing's tree building) is applied to every hypothesis;
-  `search_fn` (`DecodingSpec.search_fn`'s, e.g. with the problem's constraint)
-  defaults to one built from settings.search.
+  `metrics.bleu.bleu_report`). `hooks`: a problem's (`DecodingSpec.hooks`): each
+  source goes through its `preprocess` before the model reads it (a folding problem's
+  case fold), every hypothesis through its `postprocess(source, output)` (the case
+  restored, parsing's trees built); None: neither. `search_fn`
+  (`DecodingSpec.search_fn`'s, e.g. with the problem's constraint) defaults to one built
+  from settings.search.
   """
   output = settings.output
   if output.num_samples >= 0:  # the first num_samples lines, and what goes with them
     lines = lines.head(output.num_samples)
   sources, references, output_path = lines.sources, lines.references, outputs.path
+  read = sources if hooks is None else [hooks.preprocess(s) for s in sources]  # the model's
   start = time.time()
-  nbest = translate_lines(model, vocab, sources, settings, search_fn,
+  nbest = translate_lines(model, vocab, read, settings, search_fn,
                           progress=outputs.progress, prefixes=lines.prefixes,
                           constraints=lines.constraints)
   seconds = time.time() - start
   unmet, truncated = _report_cut_and_unmet(nbest, len(sources), settings, log)
-  if postprocess is not None:
-    nbest = [[h._replace(text=postprocess(src, h.text)) for h in hyps]
+  if hooks is not None:
+    nbest = [[h._replace(text=hooks.postprocess(src, h.text)) for h in hyps]
              for src, hyps in zip(sources, nbest)]
   translations = [h[0].text for h in nbest]
   summary = {"translations": translations, "nbest": nbest, "seconds": seconds,
@@ -196,7 +199,7 @@ def translate_and_score(model, vocab, lines, settings, outputs=Outputs(), search
     _write_translations(output_path, [_format(h, output.return_beams) for h in nbest])
     log(f"wrote {output_path}")
   if output.return_alignment:
-    summary["alignments"] = _write_alignments(model, vocab, sources, nbest, output,
+    summary["alignments"] = _write_alignments(model, vocab, read, nbest, output,
                                               output_path, log)
   if references is not None:
     from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
@@ -207,7 +210,7 @@ def translate_and_score(model, vocab, lines, settings, outputs=Outputs(), search
     from t2t_keras.decoding import attention_maps  # pylint: disable=import-outside-toplevel
     limit = output.max_attention_plots or len(sources)
     paths = attention_maps.plot_translations(
-        model, vocab, encode_sources(vocab, sources[:limit]),
+        model, vocab, encode_sources(vocab, read[:limit]),
         [h[0].ids for h in nbest[:limit]], outputs.attention_plot_dir)
     log(f"wrote {len(paths)} attention plots to {outputs.attention_plot_dir}")
   return summary
@@ -248,16 +251,16 @@ def _write_alignments(model, vocab, sources, nbest, output, output_path, log):
 
 
 def decode_file(model, vocab, inputs, settings=None, outputs=None, search_fn=None,
-                postprocess=None, log=print):
-  """Translates the `InputFiles` line by line (see `translate_and_score`). settings: a
-  `DecodeSettings` (default `parse_decode_hparams()`'s); outputs: `Outputs` (default:
-  written to "<source>.beam<k>.alpha<a>.decodes")."""
+                hooks=None, log=print):
+  """Translates the `InputFiles` line by line (see `translate_and_score`, also for `hooks`).
+  settings: a `DecodeSettings` (default `parse_decode_hparams()`'s); outputs: `Outputs`
+  (default: written to "<source>.beam<k>.alpha<a>.decodes")."""
   settings = settings or parse_decode_hparams()
   if outputs is None or outputs.path is None:
     path = f"{inputs.source}.beam{settings.search.beam_size}.alpha{settings.search.alpha}.decodes"
     outputs = dataclasses.replace(outputs or Outputs(), path=path)
   return translate_and_score(model, vocab, inputs.read(vocab), settings, outputs, search_fn,
-                             postprocess, log)
+                             hooks, log)
 
 
 def tag_sources(known, sources, target_language=None, name="input"):
@@ -324,27 +327,31 @@ def record_pairs(problem, data_dir, split, vocab):
 
 
 def decode_split(model, vocab, split, settings=None, outputs=Outputs(), search_fn=None,
-                 log=print):
+                 hooks=None, log=print):
   """Translates a problem's `Split` and prints BLEU against its references (a summary dict;
-  settings as `decode_file`'s)."""
+  settings and hooks as `decode_file`'s)."""
   settings = settings or parse_decode_hparams()
   sources, references = split_pairs(split.problem, split.data_dir, split.name, split.tmp_dir,
                                     vocab)
   return translate_and_score(model, vocab, Lines(sources, references), settings, outputs,
-                             search_fn, log=log)
+                             search_fn, hooks, log)
 
 
 def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn=None,
                        target_language=None, source_language=None):
   """Reads lines from `stream` (stdin) and prints their n-best translations until EOF
-  (settings: a `DecodeSettings`; `search_fn` as in `translate_and_score`; a multilingual
-  model's lines take `target_language`'s tag, or carry their own: a line without one is
-  answered with the error and skipped)."""
+  (settings: a `DecodeSettings`, or the run's `DecodingSpec`: its settings, its search
+  where `search_fn` is None, its problem's hooks around each line as `translate_and_score`
+  applies them; `search_fn` as in `translate_and_score`; a multilingual model's lines take
+  `target_language`'s tag, or carry their own: a line without one is answered with the
+  error and skipped)."""
   stream = stream or sys.stdin
-  settings = settings.replace(batch_size=1)
+  spec = settings if isinstance(settings, DecodingSpec) else DecodingSpec(None, settings)
+  settings = spec.settings.replace(batch_size=1)
+  hooks = spec.hooks
   # Languages the model has no use for are refused once, before the first line.
   frame_for_model(vocab, [], None, None, target_language, source_language, "stdin")
-  search_fn = search_fn or DecodingSpec(None, settings).search_fn(model, vocab)
+  search_fn = search_fn or dataclasses.replace(spec, settings=settings).search_fn(model, vocab)
   for line in stream:
     line = line.strip()
     if not line:
@@ -355,12 +362,12 @@ def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn
     except InputError as e:
       log(f"error: {e}")
       continue
-    nbest = translate_lines(model, vocab, [line], settings,
+    nbest = translate_lines(model, vocab, [hooks.preprocess(line)], settings,
                             search_fn if prefixes is None else None, prefixes=prefixes)
     if nbest.truncated:
       log(f"(the line is longer than {settings.batching.max_input_size} pieces and was cut "
           "to them: decode hparam max_input_size)")
     for k, hyp in enumerate(nbest[0]):
-      log(f"{k}\t{hyp.score:.4f}\t{hyp.text}")
+      log(f"{k}\t{hyp.score:.4f}\t{hooks.postprocess(line, hyp.text)}")
       if not settings.output.return_beams:
         break

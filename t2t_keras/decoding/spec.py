@@ -7,7 +7,7 @@ constraint, the input limit and the search.
                                     # max_input_size, resolved from the run)
     spec.search_fn(model, vocab)    # the compiled search, constraint included
     spec.search_fn(model, vocab, takes="prefix")   # what it takes: decoding/builder.py
-    spec.hooks.postprocess(source, output)
+    spec.hooks.postprocess(source, output)    # and preprocess(source), restore(...)
 
 t2t-decoder, the library, training's dev BLEU, the exporter, the CTranslate2 and LiteRT
 converters, checkpoint selection and trials each build the decoding of a run here, from the
@@ -86,6 +86,13 @@ class DecodingSpec:
   def hooks(self):
     """The problem's hooks (`data/problem.py`; the defaults for an unknown problem)."""
     return problem_lib.hooks(self.problem)
+
+  @property
+  def fold_first_letter(self):
+    """Whether the run's problem folds the first letter (`data/casing.py`): what every
+    engine's info file records (export_info.json, t2t_decoding.json, litert_info.json),
+    so that their clients fold and restore without the problem."""
+    return bool(self.hooks.fold_first_letter)
 
   def constraint(self, vocab):
     """The problem's output constraint for `vocab`, or None (none, or constrain=false)."""

@@ -247,7 +247,13 @@ def translate_lines(model, vocab, lines, settings, search_fn=None, progress=Fals
   return out
 
 
-def decode_lines(model, vocab, lines, settings, search_fn=None, progress=False):
-  """Best translation of each text line, in input order (settings: a `DecodeSettings`)."""
-  return [hyps[0].text for hyps in translate_lines(model, vocab, lines, settings, search_fn,
-                                                    progress)]
+def decode_lines(model, vocab, lines, settings, search_fn=None, progress=False, hooks=None):
+  """Best translation of each text line, in input order (settings: a `DecodeSettings`).
+  hooks: a problem's (`DecodingSpec.hooks`): each line goes through its `preprocess`, each
+  translation through its `restore` (the run's text, as dev scores compare it)."""
+  if hooks is None:
+    return [hyps[0].text for hyps in translate_lines(model, vocab, lines, settings, search_fn,
+                                                      progress)]
+  nbest = translate_lines(model, vocab, [hooks.preprocess(line) for line in lines], settings,
+                          search_fn, progress)
+  return [hooks.restore(line, hyps[0].text) for line, hyps in zip(lines, nbest)]

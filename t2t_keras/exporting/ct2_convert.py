@@ -18,7 +18,8 @@ The output directory:
                                     Marian pair (an OPUS-MT import) source.spm and
                                     target.spm instead
     t2t_decoding.json               the decoding the run chose (beam, alpha, lengths);
-                                    a language-token model's {code: token} too
+                                    a language-token model's {code: token} too;
+                                    fold_first_letter (ct2_translate folds and restores)
     README.md                       how to call it with the same settings
 
 The mapping (every weight copied, none approximated): the source and target
@@ -224,10 +225,14 @@ def decoding_settings(decoding, hparams, problem):
   (decoding: the run's `DecodingSpec`; hparams: the run's): the search's beam and length
   penalty (alpha, length_penalty_kind),
   and the spec's limits, whose max_positions is the converted position table's length
-  here whatever the run's positions (CTranslate2 reads sinusoids from a table too)."""
+  here whatever the run's positions (CTranslate2 reads sinusoids from a table too), and
+  whether ct2_translate folds each source's first letter and restores it on outputs
+  (`data/casing.py`)."""
   s = decoding.settings.search
   return {"problem": problem, "beam_size": int(s.beam_size), "alpha": float(s.alpha),
-          "length_penalty_kind": s.length_penalty_kind, **decoding.limits(hparams), "max_positions": int(hparams.max_positions)}
+          "length_penalty_kind": s.length_penalty_kind, **decoding.limits(hparams),
+          "max_positions": int(hparams.max_positions),
+          "fold_first_letter": decoding.fold_first_letter}
 
 
 README = """# {problem}: a CTranslate2 model converted by t2t-exporter

@@ -44,6 +44,12 @@ candidate (the same function), where t2t keeps it among the 2 * beam_size.
 t2t_decoding.json lists language_tokens) take both languages: the source language's
 token leads each input as one piece, the target language's is the forced prefix, and
 the tokens are left out of the output text, as t2t-decoder does.
+
+**A run that folds the first letter** (t2t_decoding.json's fold_first_letter: its problem
+trained on text whose first letter is lowercased, t2t_keras/data/casing.py) has each
+input's first letter folded before it is tokenized and the input's capital restored on
+its outputs, as t2t-decoder does (`fold_first_letter`, `restore_first_letter`: that
+module's rule, copied; tests hold the copy to it).
 """
 
 import argparse
@@ -61,6 +67,37 @@ SIDE_VOCABULARY_FILES = ("source_vocabulary.json", "target_vocabulary.json")
 # beam_size * patience hypotheses are ranked: with length ** alpha more long ones must end
 # before the n-best holds ours (docs/ctranslate2.md, "Patience").
 DEFAULT_PATIENCE = {"gnmt": 1.0, "length": 4.0}
+
+
+def _split_first(text):
+  """(leading ASCII whitespace, first character, the rest) of text (casing.split_first)."""
+  body = text.lstrip(" \t\n\r\f\v")
+  return text[:len(text) - len(body)], body[:1], body[1:]
+
+
+def _is_capital(char):
+  """A character whose lowercase is one other character that uppercases back to it."""
+  lower = char.lower()
+  return len(lower) == 1 and lower != char and lower.upper() == char
+
+
+def fold_first_letter(text):
+  """text with its first letter lowercased where it is a capital (casing.fold's rule).
+  litert_translate.py's too."""
+  lead, first, rest = _split_first(text)
+  return lead + first.lower() + rest if _is_capital(first) else text
+
+
+def restore_first_letter(source, output):
+  """output with its first letter uppercased where it is a folded capital, unless the
+  source's first character is a lowercase one (casing.restore's rule).
+  litert_translate.py's too."""
+  first = _split_first(source)[1]
+  if first.upper() != first:
+    return output
+  lead, first, rest = _split_first(output)
+  upper = first.upper()
+  return lead + upper + rest if _is_capital(upper) and upper.lower() == first else output
 
 
 def length_penalty(length, alpha, kind="gnmt"):
@@ -325,8 +362,11 @@ class Ct2Translator:
     model (M2M-100, NLLB: t2t_decoding.json's language_tokens) takes both languages (its
     codes or tokens): source_language's token leads each input, target_language's is the
     forced first output piece, as t2t-decoder --source_language --target_language;
-    ValueError without them or for a language the model does not know."""
-    sentences = list(sentences)
+    ValueError without them or for a language the model does not know. A folding run's
+    inputs are folded and their capitals restored on the outputs (module docstring)."""
+    given = list(sentences)
+    fold = bool(self.settings.get("fold_first_letter"))
+    sentences = [fold_first_letter(s) for s in given] if fold else given
     if self.language_tokens:
       if prefixes is not None:
         raise ValueError("a language-token model's prefix is its target language's token: "
@@ -342,6 +382,9 @@ class Ct2Translator:
           self.target_sp.encode(p, out_type=str) if p else [] for p in prefixes]
     results = [[(self.target_text(p), s) for p, s in hyps]
                for hyps in self.translate_pieces(pieces, prefix_pieces)]
+    if fold:
+      results = [[(restore_first_letter(source, t), s) for t, s in hyps]
+                 for source, hyps in zip(given, results)]
     return results if nbest else [hyps[0] for hyps in results]
 
 def main(argv=None):

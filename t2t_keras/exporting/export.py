@@ -41,7 +41,8 @@ and renamed, so a server polling export_dir never sees a partial version):
                                    subwords); the graph's tokenizer holds it too (an op
                                    attribute, or constants and a lookup table)
         assets/export_info.json    checkpoint, hparams and decode hparams used (and a
-                                   multilingual model's target_languages)
+                                   multilingual model's target_languages; fold_first_letter:
+                                   whether the graph folds sources and restores outputs)
 """
 
 
@@ -99,7 +100,6 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
   model, vocab, hparams, info, ckpt = runs.load(output_dir, checkpoint_path)
   decoding = DecodingSpec.for_run(info.get("problem"), decode_hparams, hparams,
                                   max_input_length)
-  settings = decoding.settings
   export_dir = export_dir or os.path.join(output_dir, "export")
   version, final = _version_dir(export_dir, version, None if ensemble else ckpt, overwrite)
   # Saved beside the target where that is a local disk (then renamed into place at once),
@@ -108,7 +108,7 @@ def export_model(output_dir, export_dir=None, checkpoint_path=None, decode_hpara
                                      f".tmp-{int(version)}-")
   try:
     translator = ServingModule(model, info["vocab_path"], decoding, decoding.limits(hparams))
-    export_info = _export_info(translator, ckpt, version, info, settings, hparams)
+    export_info = _export_info(translator, ckpt, version, info, decoding, hparams)
     _save(translator, export_info, tmp)
     _move_into_place(tmp, final, export_dir, version)
   except BaseException:
@@ -148,11 +148,13 @@ def _has_signature(translator, name):
   return True
 
 
-def _export_info(translator, ckpt, version, info, settings, hparams):
+def _export_info(translator, ckpt, version, info, decoding, hparams):
   """assets/export_info.json's content: checkpoint, version, problem, the limits
   (`DecodingSpec.limits`; max_input_length also at the top, as before), the decode
-  hparams and hparams, the signatures this export has, a multilingual model's target
-  languages, and the t2t-keras versions that exported it and that last wrote its run."""
+  hparams and hparams, whether the problem folds the first letter (the graph folds and
+  restores: `data/casing.py`), the signatures this export has, a multilingual model's
+  target languages, and the t2t-keras versions that exported it and that last wrote its
+  run."""
   export_info = {
       "checkpoint_path": ",".join(fileio.abspath(c) for c in ckpt.split(",")),
       "version": int(version),
@@ -160,7 +162,8 @@ def _export_info(translator, ckpt, version, info, settings, hparams):
       "run_t2t_keras_version": info.get("t2t_keras_version"),
       "problem": info.get("problem"), "vocab_size": info.get("vocab_size"),
       "max_input_length": translator.max_input_length, "limits": dict(translator.limits),
-      "decode_hparams": settings.values(), "hparams": hparams.values(),
+      "decode_hparams": decoding.settings.values(), "hparams": hparams.values(),
+      "fold_first_letter": decoding.fold_first_letter,
       "signatures": {k: v for k, v in SIGNATURES.items() if _has_signature(translator, k)},
       "constraint_limits": {"max_phrases": translator.max_phrases,
                             "max_phrase_pieces": translator.max_phrase_pieces}}

@@ -17,7 +17,8 @@ The model directory:
                         a vocabulary that is not sentencepiece (tensor2tensor's subwords:
                         t2t-decoder --engine=litert tokenizes for it)
     litert_info.json    EOS / PAD ids, the decoding, the input limit, the signatures, a
-                        multilingual model's languages (tags or language tokens), versions
+                        multilingual model's languages (tags or language tokens), versions,
+                        fold_first_letter (litert_translate folds and restores the case)
 
 Signatures (ids as the SavedModel's search sees them: each source's pieces, EOS, 0-padded):
 
@@ -195,7 +196,7 @@ def litert_info(settings, decoding, hparams, info, ckpt, quantization, signature
          "t2t_keras_version": __version__, "eos_id": EOS_ID, "pad_id": PAD_ID,
          "vocab_size": vocab.vocab_size, "beam_size": int(s.beam_size),
          "alpha": float(s.alpha), "length_penalty_kind": s.length_penalty_kind,
-         **decoding.limits(hparams),
+         **decoding.limits(hparams), "fold_first_letter": decoding.fold_first_letter,
          "constrained": constrained, "signatures": sorted(signatures)}
   tokens = languages.language_tokens(vocab)
   if tokens:

@@ -14,8 +14,12 @@ the run's, fixed at conversion: MODEL_DIR/litert_info.json); this file tokenizes
 (longest first, --batch_size rows, default 4) and detokenizes. An input longer than the model's input
 limit is cut to it and said on stderr, as the SavedModel cuts it and reports `truncated`.
 
+A run that folds the first letter (litert_info.json's fold_first_letter) has each input's
+first letter folded before it is tokenized and its capital restored on the outputs, as
+t2t-decoder does (ct2_translate.py's copy of t2t_keras/data/casing.py's rule).
+
 Needs ai-edge-litert, sentencepiece and numpy only; beside this file it imports
-ct2_translate.py's tokenizer helpers (which need no ctranslate2 for them).
+ct2_translate.py's tokenizer and case helpers (which need no ctranslate2 for them).
 """
 
 import argparse
@@ -24,12 +28,14 @@ import os
 import sys
 
 try:  # in the package, or a copy of both files side by side
-  from t2t_keras.exporting.ct2_translate import (framed_pieces, load_tokenizers, print_results,
-                                                  source_pieces, target_text)
+  from t2t_keras.exporting.ct2_translate import (fold_first_letter, framed_pieces,
+                                                  load_tokenizers, print_results,
+                                                  restore_first_letter, source_pieces,
+                                                  target_text)
 except ImportError:
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  from ct2_translate import (framed_pieces, load_tokenizers, print_results, source_pieces,
-                             target_text)
+  from ct2_translate import (fold_first_letter, framed_pieces, load_tokenizers, print_results,
+                             restore_first_letter, source_pieces, target_text)
 
 MODEL_FILE, INFO_FILE, VOCABULARY_FILE = "model.tflite", "litert_info.json", "vocabulary.json"
 SOURCE_VOCABULARY_FILE = "source_vocabulary.json"
@@ -154,7 +160,9 @@ class LiteRTTranslator:
     target_language: a multilingual model's output language (its `<2xx>` tag put in front
     of each input; a language-token model's token forced first, with `source_language`'s
     token in front of each input). ValueError for a language the model does not know."""
-    sentences = list(sentences)
+    given = list(sentences)
+    fold = bool(self.info.get("fold_first_letter"))
+    sentences = [fold_first_letter(s) for s in given] if fold else given
     if self.source_sp is None:
       raise ValueError(f"{self.model_dir} has no sentencepiece model (the run's vocabulary "
                        "is another kind): translate with t2t-decoder --engine=litert")
@@ -172,6 +180,9 @@ class LiteRTTranslator:
       pieces = source_pieces(self.source_sp, sentences, self.marian_pair)
     results = [[(target_text(self.target_sp, p, self.marian_pair), s) for p, s in hyps]
                for hyps in self.translate_pieces(pieces, prefixes)]
+    if fold:
+      results = [[(restore_first_letter(source, t), s) for t, s in hyps]
+                 for source, hyps in zip(given, results)]
     return results if nbest else [hyps[0] for hyps in results]
 
 

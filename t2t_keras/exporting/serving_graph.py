@@ -23,7 +23,8 @@ class ServingGraph(tf.Module):
   A subclass sets: tokenizer (source text in, target text out), target_tokenizer,
   source_tokenizer, beam_size, max_input_length (ids an input keeps, EOS included),
   batch_size, length_bucket, extra_length, max_decode_length, max_positions (or None),
-  max_phrases, max_phrase_pieces, postprocess (or None) and `_search` (the default search,
+  max_phrases, max_phrase_pieces, preprocess and postprocess (or None: the problem's
+  `serving_preprocess()` and `serving_postprocess()`) and `_search` (the default search,
   int32 [rows, width] -> ids [rows, beam, len], scores [rows, beam]).
   """
 
@@ -126,9 +127,12 @@ class ServingGraph(tf.Module):
     met [batch]), by beam search (default) or another `search` giving `beam` outputs a
     sentence; `prefixes`: target text [batch] with which each output starts ("": none);
     `phrases`: target phrases [batch, C] each output must hold ("": none), for
-    the constrained search (met: whether the outputs hold them; true for the others)."""
+    the constrained search (met: whether the outputs hold them; true for the others).
+    `preprocess` goes over the inputs before they are tokenized, `postprocess` over the
+    outputs with the inputs as given."""
     inputs = tf.reshape(inputs, [-1])
-    sources, nonempty, truncated = self._source_ids(inputs)
+    sources, nonempty, truncated = self._source_ids(
+        inputs if self.preprocess is None else self.preprocess(inputs))
     kept = tf.cast(tf.where(nonempty)[:, 0], tf.int32)
     n = tf.size(kept)
     search, beam = search or self._search, beam or self.beam_size

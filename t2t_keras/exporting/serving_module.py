@@ -26,14 +26,17 @@ class ServingModule(ServingGraph):
                max_phrase_pieces=MAX_PHRASE_PIECES):
     """`decoding`: the run's `DecodingSpec` (its settings' search and batching are baked
     into the graph, its input limit resolved: `DecodingSpec.for_run`; its problem's
-    output constraint goes into the searches, its `serving_postprocess` after them);
+    output constraint goes into the searches, its `serving_preprocess` before them and
+    its `serving_postprocess` after them);
     `limits`: its `limits(train_hparams)`, the input and output lengths; `max_phrases`, `max_phrase_pieces`: the `constrained` signature's most phrases
     per sentence and pieces per phrase (static: the search's candidates are counted when
     it is built)."""
     super().__init__(name="translator")
     settings = decoding.settings
-    # A problem's output post-processing in TF ops, (outputs [n], inputs [n]) -> [n]
-    # (parsing: trees from linearized outputs); None: outputs as decoded.
+    # A problem's source pre-processing in TF ops, inputs [n] -> [n] (a folding problem's
+    # case fold), and its output post-processing, (outputs [n], inputs [n]) -> [n]
+    # (parsing: trees from linearized outputs; the case restored); None: as given.
+    self.preprocess = decoding.hooks.serving_preprocess()
     self.postprocess = decoding.hooks.serving_postprocess()
     # The Keras model is held outside tracking (a Keras 3 Model as a SavedModel
     # child traces a default serving function from its build shapes, which

@@ -7,8 +7,9 @@
     translator.attention("one", "eins").weights              # [layers, heads, T, S]
 
 Every call goes through the decoder's own corridor (`decoding/spec.py`'s settings,
-`decoding/files.frame_for_model`'s languages, `decoding/translate.translate_lines`,
-the problem's postprocess), so a line translates here as t2t-decoder writes it.
+`decoding/files.frame_for_model`'s languages, the problem's preprocess (a folding
+problem's case fold), `decoding/translate.translate_lines`, the problem's postprocess),
+so a line translates here as t2t-decoder writes it.
 """
 
 import collections
@@ -69,13 +70,15 @@ class Translator:
     check_n_best(n_best, settings.search.beam_size)
     sources, prefixes = files.frame_for_model(self._run.vocab, batch, prefixes, phrases,
                                               target_language, source_language, "lines")
-    nbest = translate.translate_lines(self._run.model, self._run.vocab, sources, settings,
+    hooks = self._spec.hooks
+    nbest = translate.translate_lines(self._run.model, self._run.vocab,
+                                      [hooks.preprocess(s) for s in sources], settings,
                                       self._search_fn(settings, prefixes, phrases),
                                       prefixes=prefixes, constraints=phrases)
-    postprocess = self._spec.hooks.postprocess
     out = []
     for i, (source, hyps) in enumerate(zip(sources, nbest)):
-      kept = tuple(Candidate(postprocess(source, h.text), h.score) for h in hyps[:n_best])
+      kept = tuple(Candidate(hooks.postprocess(source, h.text), h.score)
+                   for h in hyps[:n_best])
       out.append(Translation(kept[0].text, kept[0].score, kept,
                              truncated=i in nbest.truncated,
                              terms_met=None if phrases is None else i not in nbest.unmet))

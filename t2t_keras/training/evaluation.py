@@ -66,7 +66,7 @@ class Evaluator:
     self.chief, self.from_chief = chief, from_chief or (lambda values: values)
     self._step = None
     self._dev_pairs = None
-    self._greedy = None  # (settings, search function): made once, then reused
+    self._greedy = None  # (settings, search function, hooks): made once, then reused
     self.languages = languages_lib.languages_of(vocab) if vocab is not None else ()
     source_vocab = getattr(vocab, "source", vocab)
     self._tag_ids = [source_vocab.piece_to_id(languages_lib.tag(x)) for x in self.languages]
@@ -131,8 +131,11 @@ class Evaluator:
       # once per shape, not every time; the problem's decoding (its defaults, output
       # constraint and the input limit, as t2t-decoder's), greedy.
       spec = DecodingSpec.for_run(self.problem.name, "beam_size=1", self.hparams)
-      self._greedy = spec.settings, spec.search_fn(self.model, self.vocab)
-    hyps = translate.decode_lines(self.model, self.vocab, sources, *self._greedy)
+      # Its text hooks too: a folding problem's sources folded, its outputs restored.
+      self._greedy = spec.settings, spec.search_fn(self.model, self.vocab), spec.hooks
+    settings, search_fn, hooks = self._greedy
+    hyps = translate.decode_lines(self.model, self.vocab, sources, settings, search_fn,
+                                  hooks=hooks)
     if not self.languages:
       report = bleu.bleu_report(hyps, references)
       return {"dev_bleu": report["bleu"], "dev_char_bleu": report["char_bleu"]}

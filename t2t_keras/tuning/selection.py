@@ -200,7 +200,8 @@ class _Scorer:
     """(the dev score dict, the rounded figures a candidate records) of the model now."""
     from t2t_keras.decoding import translate  # pylint: disable=import-outside-toplevel
     t0 = time.time()
-    outputs = translate.decode_lines(self.model, self.vocab, self.sources, settings, search_fn)
+    outputs = translate.decode_lines(self.model, self.vocab, self.sources, settings, search_fn,
+                                     hooks=problem_lib.hooks(self.problem))
     score = self.dev_score.score(self.sources, outputs, self.references)
     return score, {self.dev_score.key: round(score[self.dev_score.key], 2),
                    self.dev_score.second_key: round(score[self.dev_score.second_key], 2),

@@ -56,7 +56,7 @@ def evaluate_run(run_dir, data_dir, raw_dir=None, decode_overrides="beam_size=4,
   decoding = DecodingSpec.for_run(info["problem"], decode_overrides, hparams)
   settings = decoding.settings
   hyps = translate.decode_lines(model, vocab, sources, settings,
-                                decoding.search_fn(model, vocab))
+                                decoding.search_fn(model, vocab), hooks=decoding.hooks)
   report = bleu.bleu_report(hyps, references, lang=settings.evaluation.bleu_lang)
   return {"params": int(model.count_params()), "dev_loss": metrics["dev_loss"],
           "dev_perplexity": metrics["dev_perplexity"], "dev_tokens": metrics["dev_tokens"],

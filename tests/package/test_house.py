@@ -158,12 +158,12 @@ def test_files_are_written_atomically_one_way():
   assert _renames(ROOT / "exporting" / "export.py")  # the finder sees a rename
 
 
-_HOOKS = ("decode_defaults", "postprocess", "decode_constraint", "serving_postprocess",
-          "dev_score")
+_HOOKS = ("decode_defaults", "preprocess", "restore", "postprocess", "decode_constraint",
+          "serving_preprocess", "serving_postprocess", "dev_score", "fold_first_letter")
 
 
 def test_problem_hooks_are_declared_and_never_looked_up_by_name():
-  """The five hooks are methods or attributes of Text2TextProblem (data/problem.py), reached
+  """The hooks are methods or attributes of Text2TextProblem (data/problem.py), reached
   as attributes of `problem.hooks(name)`, never through getattr or hasattr with a string."""
   from t2t_keras.data.problem import Text2TextProblem  # pylint: disable=import-outside-toplevel
   assert all(hasattr(Text2TextProblem, h) for h in _HOOKS)

@@ -1,0 +1,87 @@
+"""A folding problem's decoding in Python (data/casing.py's rule): t2t-decoder's files, stdin,
+dev scores' decode_lines and the library's Translator fold each source before the model
+reads it and restore the capital on its outputs. The search echoes its source ids, and the vocabulary knows no
+capital: a source read unfolded comes back with " ⁇ " where its capital was."""
+
+import io
+import types
+
+import numpy as np
+import pytest
+
+from t2t_keras.data import vocabulary
+from t2t_keras.library.translator import Translator
+from t2t_keras.decoding import files, translate
+from t2t_keras.decoding.settings import parse_decode_hparams
+from t2t_keras.decoding.spec import DecodingSpec
+
+FOLDED = "translate_ende_multi30k_folded"
+SOURCES = ["One hundred and five", "nine", "Über fünf", "7 neun", "  Twenty-three"]
+# The echo's outputs (each source's fold, detokenized) with the capital restored.
+EXPECTED = ["One hundred and five", "nine", "Über fünf", "7 neun", "Twenty-three"]
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+  """Lowercase pieces only: no capital letter is in it."""
+  corpus = ["one hundred and five", "twenty-three", "nine", "über fünf", "7 neun"] * 20
+  path = str(tmp_path_factory.mktemp("vocab") / "vocab.model")
+  return vocabulary.train_sentencepiece(corpus, path, 40, num_threads=1)
+
+
+def echo(batch):
+  """A search whose one hypothesis is its source (ids [rows, 1, width], EOS included)."""
+  ids = np.asarray(batch, np.int32)
+  return ids[:, None, :], np.zeros([len(ids), 1], np.float32)
+
+
+SETTINGS = parse_decode_hparams("beam_size=1,batch_size=2")
+
+
+def test_the_vocabulary_knows_no_capital(vocab):
+  """What a path that forgot the fold would give: the capital lost to UNK."""
+  out = translate.decode_lines(None, vocab, SOURCES, SETTINGS, echo)
+  assert out[0].startswith(" ⁇ ne hundred") and out[2].startswith(" ⁇ ber"), out
+
+
+def test_decode_file_folds_and_restores(vocab, tmp_path):
+  """t2t-decoder --decode_from_file's function with the spec's hooks (bin/decoder.py)."""
+  source = tmp_path / "in.en"
+  source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+  out = tmp_path / "out.de"
+  hooks = DecodingSpec.for_run(FOLDED).hooks
+  summary = files.decode_file(None, vocab, files.InputFiles(str(source)), SETTINGS,
+                              files.Outputs(str(out), progress=False), echo, hooks,
+                              log=lambda *_: None)
+  assert summary["translations"] == EXPECTED
+  assert out.read_text(encoding="utf-8").splitlines() == EXPECTED
+
+
+def test_decode_interactive_folds_and_restores(vocab):
+  """--decode_interactive with the run's spec: each line folded, its output restored."""
+  printed = []
+  files.decode_interactive(None, vocab, DecodingSpec.for_run(FOLDED, "beam_size=1"),
+                           io.StringIO("\n".join(SOURCES) + "\n"), printed.append,
+                           search_fn=echo)
+  assert [line.split("\t")[2] for line in printed] == EXPECTED
+
+
+def test_decode_lines_restores_with_the_hooks(vocab):
+  """Dev BLEU's, trials' and selection's decode_lines: folded in, restored out; the plain
+  problem's hooks leave text alone."""
+  assert translate.decode_lines(None, vocab, SOURCES, SETTINGS, echo,
+                                hooks=DecodingSpec.for_run(FOLDED).hooks) == EXPECTED
+  plain = DecodingSpec.for_run("translate_ende_multi30k").hooks
+  assert translate.decode_lines(None, vocab, SOURCES, SETTINGS, echo, hooks=plain) == (
+      translate.decode_lines(None, vocab, SOURCES, SETTINGS, echo))
+
+
+def test_the_library_folds_and_restores(vocab, monkeypatch):
+  """Translator.translate (t2t_keras.load's) over the echo: its n-best restored too."""
+  run = types.SimpleNamespace(model=None, vocab=vocab, info={"problem": FOLDED},
+                              checkpoint_path=None)
+  translator = Translator(run, DecodingSpec.for_run(FOLDED, "beam_size=1"), "run")
+  monkeypatch.setattr(translator, "_search_fn", lambda *_: echo)  # the search, stubbed
+  results = translator.translate(SOURCES)
+  assert [r.text for r in results] == [r.n_best[0].text for r in results] == EXPECTED
+  assert translator.translate("Über fünf").text == "Über fünf"
