@@ -251,8 +251,7 @@ def constrained_beam_search_loop(p, constraints, options):
                                       axis=1, batch_dims=1), -INF)               # [B, N]
     seq = write_at(tf.gather(s.alive_seq, beams, axis=1, batch_dims=1), s.i + 1, tokens)
     ended = tf.logical_and(tf.equal(tokens, options.eos_id), lp > -INF / 2)
-    candidates = bs.Candidates(seq, lp, lp / options.length_penalty(s.i + 1), beams,
-                               ended)
+    candidates = bs.Candidates(seq, lp, lp / options.length_penalty(s.i + 1), beams, ended)
     # Alive: the bank allocation over the candidates that did not end.
     alive_lp = tf.where(ended, -INF, lp)
     index = _allocate(alive_lp, _bank(per_candidate, met, progress), num_banks, k)
