@@ -23,12 +23,20 @@ def score_pairs(model, vocab, sources, targets, batch_size=32, source_language=N
   first token, whose log-probability the score includes (as translations' scores do).
   Returns a list of floats (natural log), one per pair, in input order.
   """
+  return score_ids(model, *encode_pairs(vocab, sources, targets, source_language,
+                                        target_language, name), batch_size)
+
+
+def encode_pairs(vocab, sources, targets, source_language=None, target_language=None,
+                 name="sources"):
+  """(source ids, target ids) of text pairs as `score_pairs` scores them (framed by
+  `frame_pairs`, each EOS-terminated); InputError for unequal counts."""
   if len(sources) != len(targets):
     raise InputError(f"{len(sources)} sources but {len(targets)} targets")
   sources, targets = frame_pairs(vocab, sources, targets, source_language, target_language,
                                  name)
-  return score_ids(model, encode_sources(vocab, sources),
-                   encode_sources(vocabulary.target_side(vocab), targets), batch_size)
+  return (encode_sources(vocab, sources),
+          encode_sources(vocabulary.target_side(vocab), targets))
 
 
 def frame_pairs(vocab, sources, targets, source_language=None, target_language=None,
@@ -44,8 +52,9 @@ def frame_pairs(vocab, sources, targets, source_language=None, target_language=N
   return sources, targets
 
 
-def score_ids(model, src_ids, tgt_ids, batch_size=32):
-  """log p(target ids | source ids): the sum over the given target ids (EOS where given).
+def score_ids(model, src_ids, tgt_ids, batch_size=32, per_piece=False):
+  """log p(target ids | source ids): the sum over the given target ids (EOS where given);
+  per_piece: the sum over their number (the non-padding ids: the mean log-probability).
 
   Args: lists of id lists (sources EOS-terminated, as the training data).
   Returns: a list of floats, one per pair, in input order.
@@ -57,7 +66,10 @@ def score_ids(model, src_ids, tgt_ids, batch_size=32):
     logits = tf.cast(model(batch, training=False), tf.float32)
     log_probs = tf.gather(tf.nn.log_softmax(logits), batch["targets"], axis=2, batch_dims=2)
     mask = tf.cast(batch["targets"] != 0, tf.float32)
-    scores.extend(float(x) for x in tf.reduce_sum(log_probs * mask, axis=1).numpy())
+    sums = tf.reduce_sum(log_probs * mask, axis=1)
+    if per_piece:
+      sums /= tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+    scores.extend(float(x) for x in sums.numpy())
   return scores
 
 

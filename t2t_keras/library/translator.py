@@ -84,16 +84,27 @@ class Translator:
                              terms_met=None if phrases is None else i not in nbest.unmet))
     return out[0] if single else out
 
-  def score(self, sources, targets, *, source_language=None, target_language=None):
+  @property
+  def target_languages(self):
+    """The languages a multilingual model writes (its <2xx> tags) or a language-token
+    model's (M2M-100's) codes, sorted; () for a model of one target language."""
+    from t2t_keras.data import languages  # pylint: disable=import-outside-toplevel
+    vocab = self._run.vocab
+    return languages.languages_of(vocab) or tuple(sorted(languages.language_tokens(vocab)))
+
+  def score(self, sources, targets, *, per_piece=False, source_language=None,
+            target_language=None):
     """log p(target | source) of each pair (natural log, summed over the target's pieces
-    and EOS; t2t-decoder --score_file's numbers). A multilingual model's sources are tagged
-    as translate tags them; a language-token model's targets are scored after the target
-    language's token, the decoder's forced first token, whose probability is included (as
-    in translate's scores)."""
+    and EOS; t2t-decoder --score_file's numbers); per_piece: that sum over the number of
+    pieces scored (EOS included), the length-normalised score. A multilingual model's
+    sources are tagged as translate tags them; a language-token model's targets are scored
+    after the target language's token, the decoder's forced first token, whose probability
+    is included (as in translate's scores) and counted."""
     sources, targets = texts(sources, "sources"), texts(targets, "targets")
-    return scoring.score_pairs(self._run.model, self._run.vocab, sources, targets,
-                               self._spec.settings.batching.batch_size, source_language,
-                               target_language)
+    source_ids, target_ids = scoring.encode_pairs(self._run.vocab, sources, targets,
+                                                  source_language, target_language)
+    return scoring.score_ids(self._run.model, source_ids, target_ids,
+                             self._spec.settings.batching.batch_size, per_piece)
 
   def attention(self, source, target, *, source_language=None, target_language=None):
     """The encoder-decoder `Attention` of one pair (source text, its translation), the pair
