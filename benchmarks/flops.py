@@ -1,6 +1,7 @@
 """Analytic matmul FLOPs of one Transformer training step (for MFU in train_bench.py).
 
-Pure Python (no TensorFlow), so a test can pin it to a hand count:
+Pure Python (no TensorFlow; `decode_token_flops` imports the library on first use), so a
+test can pin it to a hand count:
 
     from benchmarks.flops import train_step_flops
     flops = train_step_flops(hparams, vocab_size, [(batch, src_len, tgt_len)])
@@ -69,3 +70,11 @@ def train_step_flops(hparams, vocab_size, shapes):
   attention score matmuls and the source/target length split of seq2seq.
   """
   return sum(3 * forward_flops(hparams, vocab_size, b, s, t) for b, s, t in shapes)
+
+
+def decode_token_flops(hparams, vocab_size, source_length=16, target_length=16):
+  """Matmul FLOPs (2 x multiply-adds) per output token of one hypothesis in cached
+  incremental decoding: t2t_keras/models/decode_cost.py's count (its docstring gives the
+  formula; imported here on first use, so this module stays free of TensorFlow)."""
+  from t2t_keras.models.decode_cost import decode_macs_per_token  # pylint: disable=import-outside-toplevel
+  return 2 * decode_macs_per_token(hparams, vocab_size, source_length, target_length)

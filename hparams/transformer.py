@@ -188,6 +188,21 @@ def transformer_multi30k_tiny():
       learning_rate_constant=2.5)
 
 
+@registry.register_hparams
+def transformer_multi30k_student():
+  """A distillation student of transformer_multi30k_tiny: 4+2 layers, d_model 64, dropout 0.1.
+
+  At most half the teacher's multiply-adds per output token (models/decode_cost.py: 37%
+  with the 8k vocabulary, whose output projection, d_model x V, dominates at this size;
+  hence the narrower d_model, not only fewer decoder layers); the encoder runs once per
+  sentence and keeps 4 layers. Less dropout than the teacher: a teacher's outputs are
+  easier to fit than references (Kim & Rush, 2016). Untuned (docs/recipes.md, Distillation).
+  """
+  return transformer_multi30k_tiny().replace(
+      num_encoder_layers=4, num_decoder_layers=2, hidden_size=64, filter_size=256,
+      num_heads=4, layer_prepostprocess_dropout=0.1)
+
+
 # Table 3 of the paper: each row changes the base model as listed; the paper's
 # parameter count (millions, where the paper gives one) rides along for the
 # comparison printed by `t2t-param-table`.
