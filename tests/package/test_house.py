@@ -73,10 +73,12 @@ def test_the_crossing_finder_sees_an_import_across_a_wall():
 @pytest.mark.parametrize("sources, forbidden", [
     # No flags below bin/: only binaries import binaries.
     ([p for p in ("layers/", "models/", "data/", "training/", "decoding/", "metrics/",
-                  "exporting/", "tuning/", "importing/", "runs.py", "registry.py", "hparams_lib.py",
+                  "exporting/", "tuning/", "importing/", "distill/", "runs.py", "registry.py", "hparams_lib.py",
                   "errors.py",
                   "tf_startup.py", "xla_cache.py", "usr_dir.py", "ids.py")],
      ["t2t_keras.bin"]),
+    # Distillation uses the library, the exports and the data, not the loop or the binaries.
+    (["distill/"], ["t2t_keras.training", "t2t_keras.tuning"]),
     # Exports ship without the training code.
     (["exporting/"], ["t2t_keras.training", "t2t_keras.tuning"]),
     # Training is the loop only: choosing among runs sits above it.
