@@ -1,0 +1,187 @@
+"""The teacher / student table of recipes/distill.sh: quality, size, cost and speed per engine.
+
+    python recipes/distill_table.py --teacher=t2t_train/multi30k/selected \\
+        --student=t2t_train/distill/student/selected --exports=t2t_train/distill/exports \\
+        --dev=val.en.gz,val.de.gz --test=test_2016_flickr.en.gz,test_2016_flickr.de.gz \\
+        [--tok_dev=tok/val.lc.norm.tok.de.gz --tok_test=...] --output=t2t_train/distill/table
+
+For each model: cased sacreBLEU, lowercased tokenized BLEU (against the tokenized reference
+where given, else the Multi30k tokenization of the plain one) and chrF on dev and test
+(t2t-keras's own decoding, the model's selection.json decoding where it has one, else
+beam 4, alpha 0.6); parameters and multiply-adds per output token
+(t2t_keras/distill/cost.py, at dev's mean source and output lengths in the model's
+pieces); the sizes of <exports>/<teacher|student>_{litert,ct2}_int8's model files; and
+for each engine (t2t-keras in TensorFlow float32, LiteRT int8, CTranslate2 int8) the
+median batch-1 latency over the first --latency_inputs dev sentences and the sentences/s
+of all of dev in batches of --batch, after one warm-up pass, with dev's sacreBLEU. Writes
+OUTPUT.md and OUTPUT.json; the header names the CPU and the date.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import time
+
+ENGINES = ("t2t-keras float32", "LiteRT int8", "CTranslate2 int8")
+
+
+def _pair(text):
+  source, reference = text.split(",")
+  return source, reference
+
+
+def decoding(run_dir):
+  """The run's chosen decode hparams (t2t-avg-all's selection.json), else beam 4, alpha 0.6."""
+  path = os.path.join(run_dir, "selection.json")
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)["decode_hparams"]
+  return "beam_size=4,alpha=0.6"
+
+
+def quality(outputs, references, tokenized=None):
+  """{"sacrebleu", "lc_tok_bleu", "chrf"} of outputs against references."""
+  from t2t_keras.metrics import bleu  # pylint: disable=import-outside-toplevel
+  report = bleu.bleu_report(outputs, references)
+  lc_tok = (bleu.multi30k_tok_bleu_vs_tokenized(outputs, tokenized) if tokenized
+            else report["multi30k_tok_bleu"])
+  return {"sacrebleu": report["bleu"], "lc_tok_bleu": lc_tok, "chrf": report["chrf"]}
+
+
+def mean_lengths(run_dir, sources, outputs):
+  """(mean source pieces, mean output pieces) in the run's vocabulary, EOS included."""
+  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
+  from t2t_keras.data import vocabulary  # pylint: disable=import-outside-toplevel
+  vocab = vocabulary.load(runs.load_run_info(run_dir)[1]["vocab_path"])
+  source_side, target_side = vocabulary.source_side(vocab), vocabulary.target_side(vocab)
+  return (statistics.mean(len(source_side.encode(s)) + 1 for s in sources),
+          statistics.mean(len(target_side.encode(o)) + 1 for o in outputs))
+
+
+def engines(run_dir, exports, name, decode_hparams, batch):
+  """{engine: (translate(list of str) -> list of str, model file or None)}."""
+  import t2t_keras  # pylint: disable=import-outside-toplevel
+  from t2t_keras.exporting.ct2_translate import Ct2Translator  # pylint: disable=import-outside-toplevel
+  from t2t_keras.exporting.litert_translate import LiteRTTranslator  # pylint: disable=import-outside-toplevel
+  translator = t2t_keras.load(run_dir, decode_hparams=decode_hparams)
+  litert_dir = os.path.join(exports, f"{name}_litert_int8")
+  ct2_dir = os.path.join(exports, f"{name}_ct2_int8")
+  litert = LiteRTTranslator(litert_dir, num_threads=os.cpu_count(), batch_size=4)
+  ct2 = Ct2Translator(ct2_dir, compute_type="int8", batch_size=batch)
+  return {
+      "t2t-keras float32": (lambda lines: [r.text for r in translator.translate(lines)], None),
+      "LiteRT int8": (lambda lines: [t for t, _ in litert.translate(lines)],
+                      os.path.join(litert_dir, "model.tflite")),
+      "CTranslate2 int8": (lambda lines: [t for t, _ in ct2.translate(lines)],
+                           os.path.join(ct2_dir, "model.bin"))}
+
+
+def speed(translate, sources, latency_inputs, batch):
+  """(outputs of every source in batches, sentences/s, median batch-1 ms), after a warm-up."""
+  for i in range(0, len(sources), batch):  # warm-up: XLA programs, caches
+    translate(sources[i:i + batch])
+  latencies = []
+  for line in sources[:latency_inputs]:
+    start = time.perf_counter()
+    translate([line])
+    latencies.append(time.perf_counter() - start)
+  start, outputs = time.perf_counter(), []
+  for i in range(0, len(sources), batch):
+    outputs += translate(sources[i:i + batch])
+  rate = len(sources) / (time.perf_counter() - start)
+  return outputs, rate, 1000 * statistics.median(latencies)
+
+
+def measure(args, name, run_dir, splits):
+  """One model's column: its figures as a dict."""
+  from t2t_keras.decoding.files import read_lines  # pylint: disable=import-outside-toplevel
+  from t2t_keras.distill.cost import model_cost  # pylint: disable=import-outside-toplevel
+  decode_hparams = decoding(run_dir)
+  column = {"run": run_dir, "decode_hparams": decode_hparams}
+  found = engines(run_dir, args.exports, name, decode_hparams, args.batch)
+  for split, (source_path, reference_path, tokenized_path) in splits.items():
+    sources, references = read_lines(source_path), read_lines(reference_path)
+    outputs = found["t2t-keras float32"][0](sources)
+    tokenized = read_lines(tokenized_path) if tokenized_path else None
+    column[split] = quality(outputs, references, tokenized)
+    if split == "dev":
+      lengths = mean_lengths(run_dir, sources, outputs)
+  column.update(model_cost(run_dir, *lengths))
+  dev_sources, dev_references = read_lines(splits["dev"][0]), read_lines(splits["dev"][1])
+  for engine, (translate, model_file) in found.items():
+    outputs, rate, latency = speed(translate, dev_sources, args.latency_inputs, args.batch)
+    column[engine] = {"sentences_per_s": rate, "batch1_ms": latency,
+                      "dev_sacrebleu": quality(outputs, dev_references)["sacrebleu"],
+                      "model_mib": os.path.getsize(model_file) / 2 ** 20 if model_file else None}
+  return column
+
+
+def table(columns, header):
+  """The markdown table of the teacher's and the student's columns."""
+  t, s = columns["teacher"], columns["student"]
+  rows = [("run", lambda c: f"`{c['run']}`"), ("decoding", lambda c: c["decode_hparams"]),
+          ("parameters", lambda c: f"{c['parameters']:,}"),
+          ("multiply-adds per output token", lambda c: f"{c['macs_per_token']:,.0f}")]
+  for split in ("dev", "test"):
+    rows.append((f"{split}: sacreBLEU / lc tok BLEU / chrF", lambda c, x=split: (
+        f"{c[x]['sacrebleu']:.2f} / {c[x]['lc_tok_bleu']:.2f} / {c[x]['chrf']:.2f}")))
+  for engine in ENGINES:
+    if engine != "t2t-keras float32":
+      rows.append((f"{engine} model file, MiB", lambda c, e=engine: f"{c[e]['model_mib']:.2f}"))
+    rows.append((f"{engine}: batch-1 ms (median) / sentences/s / dev sacreBLEU",
+                 lambda c, e=engine: (f"{c[e]['batch1_ms']:.1f} / {c[e]['sentences_per_s']:.1f}"
+                                      f" / {c[e]['dev_sacrebleu']:.2f}")))
+  lines = [header, "", "| | teacher | student |", "|---|---|---|"]
+  lines += [f"| {label} | {fn(t)} | {fn(s)} |" for label, fn in rows]
+  return "\n".join(lines) + "\n"
+
+
+def cpu_name():
+  """/proc/cpuinfo's first model name with its family and model numbers (a VM's "AMD EPYC"
+  alone names five generations)."""
+  fields = {}
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+  except OSError:
+    return platform.processor() or "an unknown CPU"
+  return (f"{fields.get('model name', 'an unknown CPU')} (family {fields.get('cpu family', '?')}, "
+          f"model {fields.get('model', '?')})")
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--teacher", required=True)
+  parser.add_argument("--student", required=True)
+  parser.add_argument("--exports", required=True, help="<name>_litert_int8, <name>_ct2_int8")
+  parser.add_argument("--dev", type=_pair, required=True, help="SOURCE,REFERENCE")
+  parser.add_argument("--test", type=_pair, required=True, help="SOURCE,REFERENCE")
+  parser.add_argument("--tok_dev")
+  parser.add_argument("--tok_test")
+  parser.add_argument("--latency_inputs", type=int, default=100)
+  parser.add_argument("--batch", type=int, default=16)
+  parser.add_argument("--output", required=True, help="writes OUTPUT.md and OUTPUT.json")
+  args = parser.parse_args()
+  from t2t_keras import tf_startup  # pylint: disable=import-outside-toplevel
+  tf_startup.import_tensorflow_quietly()
+  splits = {"dev": (*args.dev, args.tok_dev), "test": (*args.test, args.tok_test)}
+  columns = {name: measure(args, name, run_dir, splits)
+             for name, run_dir in (("teacher", args.teacher), ("student", args.student))}
+  header = (f"Teacher against student, {cpu_name()}, {os.cpu_count()} cores, "
+            f"{datetime.date.today().isoformat()}; one run; speed over {args.dev[0]} "
+            f"(batch-1: its first {args.latency_inputs}; batches of {args.batch}).")
+  text = table(columns, header)
+  with open(args.output + ".md", "w", encoding="utf-8") as f:
+    f.write(text)
+  with open(args.output + ".json", "w", encoding="utf-8") as f:
+    json.dump({"header": header, "columns": columns}, f, indent=1)
+  print(text, end="")
+
+
+if __name__ == "__main__":
+  main()
