@@ -127,7 +127,7 @@ def main(argv):
     scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
                        batch_size=settings.batching.batch_size,
                        source_language=FLAGS.source_language,
-                       target_language=FLAGS.target_language)
+                       target_language=FLAGS.target_language, fold=decoding.hooks.preprocess)
   elif FLAGS.decode_from_file:
     inputs = files.InputFiles(FLAGS.decode_from_file, FLAGS.decode_reference,
                               FLAGS.decode_prefix_file, FLAGS.decode_terms_file,

@@ -74,9 +74,10 @@ def score_ids(model, src_ids, tgt_ids, batch_size=32, per_piece=False):
 
 
 def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=print,
-               source_language=None, target_language=None):
+               source_language=None, target_language=None, fold=None):
   """Scores "source<TAB>target" lines (t2t's --score_file): one log-probability per line
-  (languages as `score_pairs`').
+  (languages as `score_pairs`'); `fold`: the problem's `preprocess` hook, applied to both
+  sides as its training data was (the first-letter case fold), or None.
 
   Writes "%.6f" lines to output_path (atomically) when given; returns the scores.
   """
@@ -88,6 +89,8 @@ def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=pr
                        f"found {len(parts) - 1} tabs")
     sources.append(parts[0].strip())
     targets.append(parts[1].strip())
+  if fold is not None:
+    sources, targets = [fold(x) for x in sources], [fold(x) for x in targets]
   scores = score_pairs(model, vocab, sources, targets, batch_size, source_language,
                        target_language, input_path) if sources else []
   if output_path:

@@ -100,11 +100,17 @@ class Translator:
     sources are tagged as translate tags them; a language-token model's targets are scored
     after the target language's token, the decoder's forced first token, whose probability
     is included (as in translate's scores) and counted."""
-    sources, targets = texts(sources, "sources"), texts(targets, "targets")
+    sources, targets = self._folded(texts(sources, "sources"), texts(targets, "targets"))
     source_ids, target_ids = scoring.encode_pairs(self._run.vocab, sources, targets,
                                                   source_language, target_language)
     return scoring.score_ids(self._run.model, source_ids, target_ids,
                              self._spec.settings.batching.batch_size, per_piece)
+
+  def _folded(self, sources, targets):
+    """The pairs as the model trained on them: the problem's preprocess (the first-letter
+    case fold, `data/casing.py`) on both sides, as datagen applied it."""
+    fold = self._spec.hooks.preprocess
+    return [fold(x) for x in sources], [fold(x) for x in targets]
 
   def attention(self, source, target, *, source_language=None, target_language=None):
     """The encoder-decoder `Attention` of one pair (source text, its translation), the pair
@@ -112,7 +118,7 @@ class Translator:
     cuts it."""
     from t2t_keras.data import vocabulary  # pylint: disable=import-outside-toplevel
     from t2t_keras.decoding import attention_maps  # pylint: disable=import-outside-toplevel
-    (source,), (target,) = texts([source], "source"), texts([target], "target")
+    (source,), (target,) = self._folded(texts([source], "source"), texts([target], "target"))
     vocab = self._run.vocab
     (source,), (target,) = scoring.frame_pairs(vocab, [source], [target], source_language,
                                                target_language, "source")

@@ -85,3 +85,25 @@ def test_the_library_folds_and_restores(vocab, monkeypatch):
   results = translator.translate(SOURCES)
   assert [r.text for r in results] == [r.n_best[0].text for r in results] == EXPECTED
   assert translator.translate("Über fünf").text == "Über fünf"
+
+
+def test_scoring_folds_both_sides(vocab, monkeypatch, tmp_path):
+  """The library's score and t2t-decoder --score_file read pairs as datagen wrote them:
+  both sides folded, so no capital reaches the vocabulary as UNK."""
+  from t2t_keras.decoding import scoring  # pylint: disable=import-outside-toplevel
+  from t2t_keras.ids import EOS_ID, UNK_ID  # pylint: disable=import-outside-toplevel
+  seen = []
+  monkeypatch.setattr(scoring, "score_ids", lambda model, s, t, *a, **k: seen.append((s, t))
+                      or [0.0] * len(s))
+  run = types.SimpleNamespace(model=None, vocab=vocab, info={"problem": FOLDED},
+                              checkpoint_path=None)
+  Translator(run, DecodingSpec.for_run(FOLDED), "run").score(["One hundred and five"],
+                                                             ["Über fünf"])
+  pairs = tmp_path / "pairs.tsv"
+  pairs.write_text("One hundred and five\tÜber fünf\n", encoding="utf-8")
+  scoring.score_file(None, vocab, str(pairs), log=lambda *_: None,
+                     fold=DecodingSpec.for_run(FOLDED).hooks.preprocess)
+  expected = ([vocab.encode("one hundred and five") + [EOS_ID]],
+              [vocab.encode("über fünf") + [EOS_ID]])
+  assert seen == [expected, expected]
+  assert UNK_ID not in expected[0][0] + expected[1][0]
