@@ -124,10 +124,9 @@ def main(argv):
                              target_language=FLAGS.target_language,
                              source_language=FLAGS.source_language)
   elif FLAGS.score_file:
-    scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file,
-                       batch_size=settings.batching.batch_size,
+    scoring.score_file(model, vocab, FLAGS.score_file, FLAGS.decode_to_file, decoding,
                        source_language=FLAGS.source_language,
-                       target_language=FLAGS.target_language, fold=decoding.hooks.preprocess)
+                       target_language=FLAGS.target_language)
   elif FLAGS.decode_from_file:
     inputs = files.InputFiles(FLAGS.decode_from_file, FLAGS.decode_reference,
                               FLAGS.decode_prefix_file, FLAGS.decode_terms_file,

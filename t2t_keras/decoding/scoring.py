@@ -73,11 +73,12 @@ def score_ids(model, src_ids, tgt_ids, batch_size=32, per_piece=False):
   return scores
 
 
-def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=print,
-               source_language=None, target_language=None, fold=None):
+def score_file(model, vocab, input_path, output_path=None, decoding=None, log=print,
+               source_language=None, target_language=None):
   """Scores "source<TAB>target" lines (t2t's --score_file): one log-probability per line
-  (languages as `score_pairs`'); `fold`: the problem's `preprocess` hook, applied to both
-  sides as its training data was (the first-letter case fold), or None.
+  (languages as `score_pairs`'). decoding: the run's `DecodingSpec`, or None: its batch
+  size (else 32) and its problem's `preprocess` hook, applied to both sides as the
+  training data was (the first-letter case fold).
 
   Writes "%.6f" lines to output_path (atomically) when given; returns the scores.
   """
@@ -89,7 +90,9 @@ def score_file(model, vocab, input_path, output_path=None, batch_size=32, log=pr
                        f"found {len(parts) - 1} tabs")
     sources.append(parts[0].strip())
     targets.append(parts[1].strip())
-  if fold is not None:
+  batch_size = 32
+  if decoding is not None:
+    fold, batch_size = decoding.hooks.preprocess, decoding.settings.batching.batch_size
     sources, targets = [fold(x) for x in sources], [fold(x) for x in targets]
   scores = score_pairs(model, vocab, sources, targets, batch_size, source_language,
                        target_language, input_path) if sources else []

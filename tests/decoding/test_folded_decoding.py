@@ -101,8 +101,8 @@ def test_scoring_folds_both_sides(vocab, monkeypatch, tmp_path):
                                                              ["Über fünf"])
   pairs = tmp_path / "pairs.tsv"
   pairs.write_text("One hundred and five\tÜber fünf\n", encoding="utf-8")
-  scoring.score_file(None, vocab, str(pairs), log=lambda *_: None,
-                     fold=DecodingSpec.for_run(FOLDED).hooks.preprocess)
+  scoring.score_file(None, vocab, str(pairs), decoding=DecodingSpec.for_run(FOLDED),
+                     log=lambda *_: None)
   expected = ([vocab.encode("one hundred and five") + [EOS_ID]],
               [vocab.encode("über fünf") + [EOS_ID]])
   assert seen == [expected, expected]
