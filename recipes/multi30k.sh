@@ -12,7 +12,8 @@
 #        float32 anyway),
 #        RESERVE_S (seconds kept for selection and decoding, default 420),
 #        PROBLEM (default translate_ende_multi30k; translate_ende_multi30k_folded trains
-#        on first letters lowercased and restores the capital: docs/data.md)
+#        on first letters lowercased and restores the capital: docs/data.md; another
+#        problem's run defaults to t2t_train/PROBLEM)
 #
 # Training stops RESERVE_S before the budget: `timeout` sends SIGTERM, the trainer saves a
 # checkpoint and exits. Running it again resumes the run for another budget.
@@ -20,10 +21,13 @@ source "$(dirname "$0")/common.sh" || exit 1
 
 MINUTES=${1:-120}
 RAW=${MULTI30K_DIR:-../shared/data/multi30k}
-RUN=${T2T_RUN:-${RUN_DIR:-t2t_train/multi30k}}
+PROBLEM=${PROBLEM:-translate_ende_multi30k}
+# Another problem gets its own run directory (the trainer refuses one of another problem).
+DEFAULT_RUN=t2t_train/multi30k
+[ "$PROBLEM" = translate_ende_multi30k ] || DEFAULT_RUN=t2t_train/$PROBLEM
+RUN=${T2T_RUN:-${RUN_DIR:-$DEFAULT_RUN}}
 DATA=t2t_data/multi30k
 RESERVE_S=${RESERVE_S:-420}
-PROBLEM=${PROBLEM:-translate_ende_multi30k}
 # bf16 where this CPU runs its matmuls faster (measured, about 1.5 s: the avx512_bf16 flag
 # alone misleads; figures in docs/recipes.md and docs/notebook.md), else float32.
 if [ -z "${HPARAMS+set}" ] && [ "$(python -m t2t_keras.training.precision)" = mixed_bfloat16 ]; then

@@ -3,12 +3,13 @@
 # the average the recipe chose (its window and last step, from RUN/selected/selection.json)
 # decodes val once per beam (4, 5, 6, 8), alpha (0.6 to 1.6) and length penalty (GNMT's
 # ((5 + len) / 6) ** alpha, or fairseq's len ** alpha: length_penalty_kind=length).
-# Never test2016: the table is for choosing. About 30 val decodes (10-20 s each on 2 cores).
+# Never test2016: the table is for choosing. 27 val decodes besides the base.
 #
 #   recipes/multi30k_grid.sh RUN_DIR        # writes RUN_DIR/grid/selection.md (the table)
 #   env: MULTI30K_DIR (default ../shared/data/multi30k), GRID (";"-separated overrides
 #        over beam_size=4,alpha=0.6; default below), VAL_SOURCE and VAL_REFERENCE (default
-#        Multi30k's cased val; for a recipes/multi30k_anchor.sh run, its tok/ files)
+#        Multi30k's val as the run's problem reads it: the cased files, or tok/'s for a
+#        recipes/multi30k_anchor.sh run)
 source "$(dirname "$0")/common.sh" || exit 1
 
 RUN=${1:?usage: recipes/multi30k_grid.sh RUN_DIR (a finished recipes/multi30k.sh run)}
@@ -29,9 +30,14 @@ for beam in 4 5 6 8; do
 done
 GRID=${GRID:-$(IFS=';'; echo "${grid[*]}")}
 
+# val as the run's problem reads it: an anchor run's (translate_ende_multi30k_tok) is tok/'s.
+PROBLEM=$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["problem"])' \
+    "$RUN/run.json")
+VAL=$RAW/val
+[ "$PROBLEM" = translate_ende_multi30k_tok ] && VAL=$RAW/tok/val.lc.norm.tok
 t2t-avg-all --model_dir="$RUN" --output_dir="$RUN/grid" --max_step="$LAST" \
-    --select_from_file="${VAL_SOURCE:-$RAW/val.en.gz}" \
-    --select_reference="${VAL_REFERENCE:-$RAW/val.de.gz}" \
+    --select_from_file="${VAL_SOURCE:-$VAL.en.gz}" \
+    --select_reference="${VAL_REFERENCE:-$VAL.de.gz}" \
     --select_windows="$WINDOW" --select_ends=1 --select_decode_hparams="beam_size=4,alpha=0.6" \
     --select_decode_grid="$GRID"
 echo "the grid: $RUN/grid/selection.md"

@@ -22,7 +22,7 @@ Problems that post-process outputs (parsing_english_ptb8k: linearized trees
 to well-formed trees over the input words) have it applied to every output; a
 problem that folds the first letter (translate_ende_multi30k_folded, `data/casing.py`)
 has each source folded before the model reads it and its capital restored on the
-outputs, in every mode but --score_file.
+outputs; --score_file folds both sides of its pairs (it writes no text to restore).
 
 The model, its hparams, problem and vocabulary come from output_dir (what the
 trainer wrote there, or a t2t-avg-all output_dir); --checkpoint_path picks

@@ -25,7 +25,7 @@ from t2t_keras.data import languages as languages_lib
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.decoding.translate import encode_sources, translate_lines
-from t2t_keras.decoding.settings import parse_decode_hparams
+from t2t_keras.decoding.settings import describe_search, parse_decode_hparams
 from t2t_keras.errors import InputError
 
 
@@ -194,7 +194,7 @@ def translate_and_score(model, vocab, lines, settings, outputs=Outputs(), search
              "truncated": truncated}
   log(f"decoded {len(sources)} sentences in {seconds:.1f} s "
       f"({summary['sentences_per_second']:.1f} sentences/s, "
-      f"beam {settings.search.beam_size}, alpha {settings.search.alpha})")
+      f"{describe_search(settings.search)})")
   if output_path:
     _write_translations(output_path, [_format(h, output.return_beams) for h in nbest])
     log(f"wrote {output_path}")
@@ -254,10 +254,13 @@ def decode_file(model, vocab, inputs, settings=None, outputs=None, search_fn=Non
                 hooks=None, log=print):
   """Translates the `InputFiles` line by line (see `translate_and_score`, also for `hooks`).
   settings: a `DecodeSettings` (default `parse_decode_hparams()`'s); outputs: `Outputs`
-  (default: written to "<source>.beam<k>.alpha<a>.decodes")."""
+  (default: written to "<source>.beam<k>.alpha<a>.decodes", t2t's name, with ".lp_length"
+  before ".decodes" for length_penalty_kind=length)."""
   settings = settings or parse_decode_hparams()
   if outputs is None or outputs.path is None:
-    path = f"{inputs.source}.beam{settings.search.beam_size}.alpha{settings.search.alpha}.decodes"
+    s = settings.search
+    kind = ".lp_length" if s.length_penalty_kind == "length" else ""
+    path = f"{inputs.source}.beam{s.beam_size}.alpha{s.alpha}{kind}.decodes"
     outputs = dataclasses.replace(outputs or Outputs(), path=path)
   return translate_and_score(model, vocab, inputs.read(vocab), settings, outputs, search_fn,
                              hooks, log)

@@ -131,6 +131,13 @@ class DecodeSettings:
     return DecodeSettings.from_flat(self.flat().replace(**changes))
 
 
+def describe_search(search):
+  """"beam 4, alpha 0.6" of a `DecodeSettings.search`, with ", length ** alpha" where its
+  length_penalty_kind is "length" (the logs' and reports' words)."""
+  kind = ", length ** alpha" if search.length_penalty_kind == "length" else ""
+  return f"beam {search.beam_size}, alpha {search.alpha}{kind}"
+
+
 def parse_decode_hparams(overrides="", defaults=""):
   """DecodeSettings of t2t-style "beam_size=4,alpha=0.6" overrides.
 

@@ -260,7 +260,9 @@ or from Python:
 CTranslate2's own length penalty is length ** alpha (length_penalty_kind "length", not
 t2t's "gnmt"), and its beam search stops differently: `ct2_translate.py` asks for an
 n-best list without a penalty and ranks it with the run's penalty, which reproduces
-t2t-decoder's outputs (docs/ctranslate2.md).
+t2t-decoder's outputs (docs/ctranslate2.md). Where t2t_decoding.json says
+fold_first_letter, ct2_translate.py also lowercases each source's first letter and restores
+the capital on the output; the snippet above does neither.
 """
 
 

@@ -210,7 +210,7 @@ class Ct2Translator:
                        ("max_decode_length", max_decode_length)):
       if value is not None:
         self.settings[key] = value
-    self.patience = float(patience or DEFAULT_PATIENCE.get(
+    self.patience = float(patience if patience is not None else DEFAULT_PATIENCE.get(
         self.settings["length_penalty_kind"], 1.0))
     self.batch_size = int(batch_size)
     self.researched = 0

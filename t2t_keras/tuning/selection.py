@@ -32,6 +32,7 @@ import time
 
 from t2t_keras import fileio, runs
 from t2t_keras.data import problem as problem_lib
+from t2t_keras.decoding.settings import describe_search
 from t2t_keras.errors import InputError
 from t2t_keras.hparams_lib import HParamsError
 from t2t_keras.metrics.dev_score import SACREBLEU, DevScore
@@ -135,7 +136,7 @@ def select_average(model_dir, output_dir, sources, references, windows=(1, 5, 10
   result = {
       "model_dir": fileio.abspath(model_dir), "chosen": dict(best, checkpoint=chosen),
       "rule": (f"highest {dev_score.name} on {dev_name} ({len(sources)} sentences, "
-               f"beam {settings.search.beam_size}, alpha {settings.search.alpha}); ties: "
+               f"{describe_search(settings.search)}); ties: "
                f"{dev_score.second_name}, "
                "then the wider window, then the later end"),
       "metric": dev_score.name, "key": dev_score.key, "second_metric": dev_score.second_name,

@@ -108,3 +108,10 @@ def test_values_out_of_range_are_refused_naming_the_key(text, message):
     parse_decode_hparams(defaults=text)
   with pytest.raises(HParamsError, match=message):
     parse_decode_hparams().override(text)
+
+
+def test_the_search_described_names_the_length_kind_only_when_not_gnmt():
+  from t2t_keras.decoding.settings import describe_search  # pylint: disable=import-outside-toplevel
+  assert describe_search(parse_decode_hparams().search) == "beam 4, alpha 0.6"
+  assert describe_search(parse_decode_hparams("alpha=1.0,length_penalty_kind=length").search) == (
+      "beam 4, alpha 1.0, length ** alpha")

@@ -107,3 +107,16 @@ def test_scoring_folds_both_sides(vocab, monkeypatch, tmp_path):
               [vocab.encode("über fünf") + [EOS_ID]])
   assert seen == [expected, expected]
   assert UNK_ID not in expected[0][0] + expected[1][0]
+
+
+@pytest.mark.parametrize("decode, suffix", [("beam_size=1", ".beam1.alpha0.6.decodes"),
+                                            ("beam_size=1,length_penalty_kind=length",
+                                             ".beam1.alpha0.6.lp_length.decodes")])
+def test_the_default_output_name_holds_the_length_kind(vocab, tmp_path, decode, suffix):
+  """t2t's "<source>.beam<k>.alpha<a>.decodes" (this file's echo search), ".lp_length" added
+  for the length kind so that the two decodings do not overwrite each other."""
+  source = tmp_path / "in.en"
+  source.write_text("nine\n", encoding="utf-8")
+  files.decode_file(None, vocab, files.InputFiles(str(source)), parse_decode_hparams(decode),
+                    files.Outputs(None, progress=False), echo, log=lambda *_: None)
+  assert (tmp_path / ("in.en" + suffix)).read_text(encoding="utf-8") == "nine\n"
