@@ -1,14 +1,18 @@
 """The teacher's translations filtered into a student's training pairs: by score, by length ratio.
 
     counts = filter_pairs("train.en", "teacher/translations.txt", "teacher/scores.txt",
-                          "filtered", min_score=-1.5, max_ratio=2.0)
-    # {"lines": 29000, "kept": 28011, "dropped_score": 712, "dropped_ratio": 277}
+                          "filtered", min_score=-1.5, max_ratio=2.0,
+                          truncated_path="teacher/truncated.txt")
+    # {"lines": 29000, "kept": 28008, "dropped_truncated": 3, "dropped_score": 712,
+    #  "dropped_ratio": 277, ...}
     # filtered/train.source, filtered/train.target, filtered/filter.json
 
-A pair is dropped by score where the teacher's length-normalised score (teacher.py's
-scores.txt) is below min_score; else by ratio where its sides' lengths differ by more than
-max_ratio times either way (a side of length 0: always). Each pair is counted once, under
-the first test it fails, score first. Lengths are whitespace-separated words, or with a
+A pair is dropped where the teacher cut its source at the input limit (teacher.py's
+truncated.txt: the output translates part of the source, and its score is not
+comparable); else by score where the teacher's length-normalised score (scores.txt) is
+below min_score; else by ratio where its sides' lengths differ by more than max_ratio
+times either way (a side of length 0: always). Each pair is counted once, under the first
+test it fails, in that order. Lengths are whitespace-separated words, or with a
 vocabulary the pieces it cuts each side into (words miscount compounding languages: one
 German number word is several English ones).
 """
@@ -30,26 +34,37 @@ def length_ratio(source_length, target_length):
 
 
 def filter_pairs(sources_path, translations_path, scores_path, output_dir, *, min_score=None,
-                 max_ratio=None, vocab_path=None, log=print):
+                 max_ratio=None, vocab_path=None, truncated_path=None, max_lines=None,
+                 log=print):
   """Writes the kept (source, translation) pairs to output_dir/train.source and
   train.target (atomically) and the counts to filter.json; returns the counts
-  {"lines", "kept", "dropped_score", "dropped_ratio"} with the settings. min_score /
-  max_ratio None: no such test. vocab_path: lengths in that vocabulary's pieces (a run's
-  vocab.model), else in words."""
+  {"lines", "kept", "dropped_truncated", "dropped_score", "dropped_ratio"} with the
+  settings. min_score / max_ratio None: no such test. vocab_path: lengths in that
+  vocabulary's pieces (a run's vocab.model), else in words. truncated_path: the
+  teacher's truncated.txt (None: no line known cut). max_lines: the sources' first N
+  lines only (the teacher's max_lines)."""
   log = log or (lambda message: None)
   from t2t_keras.decoding.files import read_lines  # pylint: disable=import-outside-toplevel
   sources, targets = read_lines(sources_path), read_lines(translations_path)
+  if max_lines is not None:
+    sources = sources[:max_lines]
   scores = _read_scores(scores_path)
-  for path, lines in ((translations_path, targets), (scores_path, scores)):
+  truncated = (_read_flags(truncated_path) if truncated_path
+               else [False] * len(sources))
+  for path, lines in ((translations_path, targets), (scores_path, scores),
+                      (truncated_path, truncated)):
     if len(lines) != len(sources):
       raise InputError(f"{sources_path} has {len(sources)} lines but {path} has {len(lines)}: "
                        "give the teacher's finished outputs for that input")
   if max_ratio is not None and max_ratio < 1:
     raise InputError(f"max_ratio={max_ratio}: a ratio of lengths is at least 1")
   lengths = _length_function(vocab_path)
-  kept, counts = [], {"lines": len(sources), "kept": 0, "dropped_score": 0, "dropped_ratio": 0}
-  for source, target, score in zip(sources, targets, scores):
-    if min_score is not None and score < min_score:
+  kept, counts = [], {"lines": len(sources), "kept": 0, "dropped_truncated": 0,
+                      "dropped_score": 0, "dropped_ratio": 0}
+  for source, target, score, cut in zip(sources, targets, scores, truncated):
+    if cut:
+      counts["dropped_truncated"] += 1
+    elif min_score is not None and score < min_score:
       counts["dropped_score"] += 1
     elif max_ratio is not None and length_ratio(*lengths(source, target)) > max_ratio:
       counts["dropped_ratio"] += 1
@@ -63,7 +78,8 @@ def filter_pairs(sources_path, translations_path, scores_path, output_dir, *, mi
     with fileio.atomic_open(fileio.join(output_dir, name)) as f:
       f.write("".join(pair[column] + "\n" for pair in kept))
   fileio.write_atomic(fileio.join(output_dir, SUMMARY_FILE), json.dumps(summary, indent=1) + "\n")
-  log(f"kept {counts['kept']} of {counts['lines']} pairs; dropped {counts['dropped_score']} "
+  log(f"kept {counts['kept']} of {counts['lines']} pairs; dropped "
+      f"{counts['dropped_truncated']} cut at the input limit, {counts['dropped_score']} "
       f"by score (< {min_score}), {counts['dropped_ratio']} by length ratio (> {max_ratio} "
       f"{summary['unit']})")
   return summary
@@ -78,6 +94,17 @@ def _read_scores(path):
     except ValueError:
       raise InputError(f"{path}:{number}: {line[:40]!r} is not a score") from None
   return scores
+
+
+def _read_flags(path):
+  """truncated.txt's lines as booleans ("1" / "0"); InputError naming a line of neither."""
+  from t2t_keras.decoding.files import read_lines  # pylint: disable=import-outside-toplevel
+  flags = []
+  for number, line in enumerate(read_lines(path), start=1):
+    if line not in ("0", "1"):
+      raise InputError(f"{path}:{number}: {line[:40]!r} is not 0 or 1")
+    flags.append(line == "1")
+  return flags
 
 
 def _length_function(vocab_path):

@@ -33,8 +33,9 @@ class Progress:
   @classmethod
   def open(cls, work_dir, names, key):
     """The progress in `work_dir` (made if missing), cut back to what state.json records;
-    a new one (nothing done) where there is no state yet. The caller compares `state["key"]`
-    with its own `key` before going on (a different key: the caller refuses)."""
+    a new one (nothing done) where there is no state yet; InputError where the state records
+    other outputs. The caller compares `state["key"]` with its own `key` before going on (a
+    different key: the caller refuses)."""
     if fileio.is_remote(work_dir):
       raise InputError(f"{work_dir}: a resumable job appends to its files: give a local "
                        "directory")
@@ -49,6 +50,10 @@ class Progress:
       progress.save()
       return progress
     progress = cls(work_dir, names, fileio.read_json(path))
+    missing = [n for n in names if n not in progress.state.get("bytes", {})]
+    if missing:
+      raise InputError(f"{work_dir}: {STATE_FILE} records no {', '.join(missing)} (an older "
+                       "version wrote it): start again in a new work directory")
     if not progress.state["complete"]:
       progress.cut_back()
     return progress

@@ -2,6 +2,7 @@
 piece by piece; a run cut short goes on with no line lost or doubled; a changed teacher or
 input is refused in one line; the chain on the numbers problem, teacher to student."""
 
+import json
 import shutil
 
 import numpy as np
@@ -74,8 +75,10 @@ def test_the_scores_are_each_outputs_mean_log_probability_per_piece(reference):
   and at EOS, summed and divided by their number."""
   run_dir, source, work = reference
   lines = open(source, encoding="utf-8").read().splitlines()
-  translations, scores = (text.splitlines() for text in _outputs(work))
+  translations, scores, truncated = (text.splitlines() for text in _outputs(work))
   assert len(translations) == len(scores) == len(lines) == 9
+  # The last source is 26 ids long: cut at the input limit (24), marked, scored whole.
+  assert truncated == ["0"] * 8 + ["1"]
   run = runs.load(run_dir)
   inputs = [run.vocab.encode(line) + [EOS_ID] for line in lines]
   targets = [run.vocab.encode(output) + [EOS_ID] for output in translations]
@@ -107,7 +110,7 @@ def test_a_run_cut_short_resumes_with_no_line_lost_or_doubled(reference, tmp_pat
   assert (summary["lines"], summary["resumed_from"]) == (9, PIECE)
   assert _outputs(tmp_path / "w") == _outputs(work)
   assert sorted(p.name for p in (tmp_path / "w").iterdir()) == [
-      "scores.txt", STATE_FILE, "translations.txt"]
+      "scores.txt", STATE_FILE, "translations.txt", "truncated.txt"]
   assert _translate(run_dir, source, tmp_path / "w")["resumed_from"] == 9  # done
 
 
@@ -134,8 +137,63 @@ def test_a_changed_teacher_or_input_is_refused_in_one_line(reference, tmp_path, 
   assert distill_main(flags) == 1
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and err.startswith(
-      "t2t-distill: error: ") and "was started with another input (" in err
+      "python -m t2t_keras.distill: error: ") and "was started with another input (" in err
   assert "ckpt-9" not in (tmp_path / "w" / STATE_FILE).read_text()
+
+
+def test_lines_cut_at_the_input_limit_are_counted_and_dropped_by_the_filter(reference, tmp_path):
+  """At an input limit of 4 ids (EOS included) the sources of more than 3 pieces are cut:
+  truncated.txt marks exactly those, the summary and the log count them, and the filter
+  drops them before its other tests."""
+  run_dir, source, _ = reference
+  lines = open(source, encoding="utf-8").read().splitlines()
+  vocab = runs.load(run_dir).vocab
+  expected = ["1" if len(vocab.encode(line)) + 1 > 4 else "0" for line in lines]
+  assert 0 < expected.count("1") < len(lines), expected
+  logged = []
+  summary = teacher.translate_file(run_dir, str(source), str(tmp_path / "w"),
+                                   decode_hparams=DECODE + ",max_input_size=4",
+                                   piece_lines=PIECE, log=logged.append)
+  assert (tmp_path / "w" / "truncated.txt").read_text().splitlines() == expected
+  assert summary["lines_truncated"] == expected.count("1")
+  assert f"; {expected.count('1')} cut at the input limit)" in logged[-1]
+  outputs = teacher.finished_outputs(str(tmp_path / "w"))
+  counts = filtering.filter_pairs(source, outputs["translations"], outputs["scores"],
+                                  str(tmp_path / "f"), truncated_path=outputs["truncated"],
+                                  log=None)
+  assert (counts["dropped_truncated"], counts["kept"]) == (
+      expected.count("1"), expected.count("0"))
+  kept = (tmp_path / "f" / filtering.SOURCE_FILE).read_text(encoding="utf-8").splitlines()
+  assert kept == [line for line, cut in zip(lines, expected) if cut == "0"]
+
+
+def test_the_filter_step_takes_only_the_input_the_teacher_translated(reference, tmp_path,
+                                                                     capsys):
+  run_dir, source, work = reference
+  other = tmp_path / "other.en"
+  other.write_text(open(source, encoding="utf-8").read().replace("\n\n", "\nzwei\n", 1),
+                   encoding="utf-8")
+  flags = [f"--work_dir={work}", f"--output_dir={tmp_path / 'f'}", "--max_ratio=100"]
+  capsys.readouterr()
+  assert distill_main(["filter", f"--sources={other}"] + flags) == 1
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith(
+      f"python -m t2t_keras.distill: error: {other} is not the input the teacher translated "
+      f"in {work} (sha256:"), err
+  assert not (tmp_path / "f").exists()
+  assert distill_main(["filter", f"--sources={source}"] + flags) == 0
+  assert '"dropped_truncated": 1' in capsys.readouterr().out
+
+
+def test_a_source_language_is_carried_to_the_teacher(reference, tmp_path):
+  """--source_language goes into the work directory's key and to the teacher's calls: this
+  teacher has no language tokens, so its translate refuses it (its own line)."""
+  run_dir, source, _ = reference
+  with pytest.raises(InputError, match="a source language is for models whose vocabulary "
+                                       "has language tokens"):
+    _translate(run_dir, source, tmp_path / "w", source_language="en")
+  state = json.loads((tmp_path / "w" / STATE_FILE).read_text())
+  assert state["key"]["decoding"]["source_language"] == "en" and state["lines_done"] == 0
 
 
 def test_a_multilingual_teacher_needs_its_target_language(tmp_path):
@@ -149,18 +207,32 @@ def test_a_multilingual_teacher_needs_its_target_language(tmp_path):
 
 def test_the_chain_on_the_numbers_problem_from_teacher_to_a_decoding_student(
     reference, splits, tmp_path):
-  """The teacher's outputs filtered (the empty line dropped by ratio), the distilled problem's
-  data with the teacher's vocabulary, a student trained two steps on it, and translating."""
+  """The teacher's outputs filtered (the line cut at the input limit dropped, the empty line
+  dropped by ratio), the distilled problem's data with the teacher's vocabulary, a student
+  trained two steps on it, and translating."""
   run_dir, source, work = reference
   outputs = teacher.finished_outputs(str(work))
   summary = filtering.filter_pairs(source, outputs["translations"], outputs["scores"],
-                                   str(tmp_path / "filtered"), max_ratio=100.0, log=None)
-  assert (summary["kept"], summary["dropped_score"], summary["dropped_ratio"]) == (8, 0, 1)
+                                   str(tmp_path / "filtered"), max_ratio=100.0,
+                                   truncated_path=outputs["truncated"], log=None)
+  assert (summary["kept"], summary["dropped_truncated"], summary["dropped_score"],
+          summary["dropped_ratio"]) == (7, 1, 0, 1)
   data = distilled_data.generate(
       str(tmp_path / "data"), train=[str(tmp_path / "filtered" / n) for n in (
           filtering.SOURCE_FILE, filtering.TARGET_FILE)],
       dev=splits["dev"], test=splits["test"], vocab_from=run_dir, log=None)
-  assert not data["vocab_trained"] and data["splits"]["train"]["pairs"] == 8
+  assert not data["vocab_trained"] and data["splits"]["train"]["pairs"] == 7
+  # The data directory refuses other train files, or another vocabulary, before datagen.
+  with pytest.raises(InputError, match=r"data was generated from other data \(train's files "
+                                       r"changed since\): datagen would reuse its shards"):
+    distilled_data.generate(str(tmp_path / "data"), train=splits["dev"], dev=splits["dev"],
+                            test=splits["test"], vocab_from=run_dir, log=None)
+  with pytest.raises(InputError, match=r"\(the vocabulary \(the teacher's -> its own, 8000 "
+                                       r"pieces\) changed since\)"):
+    distilled_data.generate(
+        str(tmp_path / "data"), train=[str(tmp_path / "filtered" / n) for n in (
+            filtering.SOURCE_FILE, filtering.TARGET_FILE)],
+        dev=splits["dev"], test=splits["test"], log=None)
   student = t2t_keras.train(
       output_dir=str(tmp_path / "student"), problem=distilled_data.PROBLEM,
       data_dir=str(tmp_path / "data"), hparams_set="transformer_tiny", train_steps=2,

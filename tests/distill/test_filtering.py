@@ -82,3 +82,28 @@ def test_refusals(tmp_path):
     filtering.filter_pairs(src, hyp, str(tmp_path / "bad"), str(tmp_path / "o"), log=None)
   with pytest.raises(InputError, match="at least 1"):
     filtering.filter_pairs(src, hyp, scores, str(tmp_path / "o"), max_ratio=0.5, log=None)
+
+
+def test_lines_the_teacher_cut_are_dropped_first(tmp_path):
+  """truncated.txt's 1s are dropped before the score and ratio tests (the kept pair at -0.5
+  and the score-failing one at -1.5 alike), and counted."""
+  src, hyp, scores = _write(tmp_path, PAIRS)
+  flags = ["1", "0", "0", "1", "0", "0", "0", "0"]
+  (tmp_path / "cut").write_text("".join(f"{f}\n" for f in flags))
+  summary = filtering.filter_pairs(src, hyp, scores, str(tmp_path / "o"), min_score=-1.0,
+                                   max_ratio=2.0, truncated_path=str(tmp_path / "cut"),
+                                   log=None)
+  assert {k: summary[k] for k in ("kept", "dropped_truncated", "dropped_score",
+                                  "dropped_ratio")} == {
+      "kept": 2, "dropped_truncated": 2, "dropped_score": 1, "dropped_ratio": 3}
+  # The teacher's max_lines: only the sources' first lines were translated.
+  for name in ("hyp", "scores", "cut"):
+    path = tmp_path / name
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:5]))
+  summary = filtering.filter_pairs(src, hyp, scores, str(tmp_path / "o"), max_lines=5,
+                                   truncated_path=str(tmp_path / "cut"), log=None)
+  assert (summary["lines"], summary["dropped_truncated"], summary["kept"]) == (5, 2, 3)
+  (tmp_path / "cut").write_text("0\n1\nyes\n0\n0\n")
+  with pytest.raises(InputError, match=r"cut:3: 'yes' is not 0 or 1"):
+    filtering.filter_pairs(src, hyp, scores, str(tmp_path / "o"), max_lines=5,
+                           truncated_path=str(tmp_path / "cut"), log=None)
