@@ -12,9 +12,11 @@ beam 4, alpha 0.6); parameters and multiply-adds per output token
 (t2t_keras/distill/cost.py, at dev's mean source and output lengths in the model's
 pieces); the sizes of <exports>/<teacher|student>_{litert,ct2}_int8's model files; and
 for each engine (t2t-keras in TensorFlow float32, LiteRT int8, CTranslate2 int8) the
-median batch-1 latency over the first --latency_inputs dev sentences and the sentences/s
-of all of dev in batches of --batch, after one warm-up pass, with dev's sacreBLEU. Writes
-OUTPUT.md and OUTPUT.json; the header names the CPU and the date.
+median batch-1 latency over the first --latency_inputs dev sentences (after a warm-up
+pass over them at batch 1) and the sentences/s of all of dev in calls of --batch sentences
+(after a warm-up pass in those calls; LiteRT runs each call as model calls of
+--litert_batch rows, its faster size), with dev's sacreBLEU. Writes OUTPUT.md and
+OUTPUT.json; the header names the CPU and the date.
 """
 
 import argparse
@@ -61,15 +63,16 @@ def mean_lengths(run_dir, sources, outputs):
           statistics.mean(len(target_side.encode(o)) + 1 for o in outputs))
 
 
-def engines(run_dir, exports, name, decode_hparams, batch):
-  """{engine: (translate(list of str) -> list of str, model file or None)}."""
+def engines(run_dir, exports, name, decode_hparams, batch, litert_batch):
+  """{engine: (translate(list of str) -> list of str, model file or None)}; CTranslate2
+  batches a call's sentences by `batch`, LiteRT by `litert_batch` rows per model call."""
   import t2t_keras  # pylint: disable=import-outside-toplevel
   from t2t_keras.exporting.ct2_translate import Ct2Translator  # pylint: disable=import-outside-toplevel
   from t2t_keras.exporting.litert_translate import LiteRTTranslator  # pylint: disable=import-outside-toplevel
   translator = t2t_keras.load(run_dir, decode_hparams=decode_hparams)
   litert_dir = os.path.join(exports, f"{name}_litert_int8")
   ct2_dir = os.path.join(exports, f"{name}_ct2_int8")
-  litert = LiteRTTranslator(litert_dir, num_threads=os.cpu_count(), batch_size=4)
+  litert = LiteRTTranslator(litert_dir, num_threads=os.cpu_count(), batch_size=litert_batch)
   ct2 = Ct2Translator(ct2_dir, compute_type="int8", batch_size=batch)
   return {
       "t2t-keras float32": (lambda lines: [r.text for r in translator.translate(lines)], None),
@@ -80,9 +83,13 @@ def engines(run_dir, exports, name, decode_hparams, batch):
 
 
 def speed(translate, sources, latency_inputs, batch):
-  """(outputs of every source in batches, sentences/s, median batch-1 ms), after a warm-up."""
-  for i in range(0, len(sources), batch):  # warm-up: XLA programs, caches
+  """(outputs of every source in batches, sentences/s, median batch-1 ms), each measured
+  after a warm-up pass of its own shape (XLA programs, caches): the batches, then the
+  latency inputs one at a time."""
+  for i in range(0, len(sources), batch):
     translate(sources[i:i + batch])
+  for line in sources[:latency_inputs]:
+    translate([line])
   latencies = []
   for line in sources[:latency_inputs]:
     start = time.perf_counter()
@@ -101,7 +108,7 @@ def measure(args, name, run_dir, splits):
   from t2t_keras.distill.cost import model_cost  # pylint: disable=import-outside-toplevel
   decode_hparams = decoding(run_dir)
   column = {"run": run_dir, "decode_hparams": decode_hparams}
-  found = engines(run_dir, args.exports, name, decode_hparams, args.batch)
+  found = engines(run_dir, args.exports, name, decode_hparams, args.batch, args.litert_batch)
   for split, (source_path, reference_path, tokenized_path) in splits.items():
     sources, references = read_lines(source_path), read_lines(reference_path)
     outputs = found["t2t-keras float32"][0](sources)
@@ -164,7 +171,10 @@ def main():
   parser.add_argument("--tok_dev")
   parser.add_argument("--tok_test")
   parser.add_argument("--latency_inputs", type=int, default=100)
-  parser.add_argument("--batch", type=int, default=16)
+  parser.add_argument("--batch", type=int, default=16, help="sentences per call")
+  parser.add_argument("--litert_batch", type=int, default=4,
+                      help="rows per LiteRT model call within a call (LiteRTTranslator's "
+                           "batch_size)")
   parser.add_argument("--output", required=True, help="writes OUTPUT.md and OUTPUT.json")
   args = parser.parse_args()
   from t2t_keras import tf_startup  # pylint: disable=import-outside-toplevel
@@ -174,7 +184,8 @@ def main():
              for name, run_dir in (("teacher", args.teacher), ("student", args.student))}
   header = (f"Teacher against student, {cpu_name()}, {os.cpu_count()} cores, "
             f"{datetime.date.today().isoformat()}; one run; speed over {args.dev[0]} "
-            f"(batch-1: its first {args.latency_inputs}; batches of {args.batch}).")
+            f"(batch-1: its first {args.latency_inputs}; calls of {args.batch} sentences, "
+            f"LiteRT's as model calls of {args.litert_batch} rows).")
   text = table(columns, header)
   with open(args.output + ".md", "w", encoding="utf-8") as f:
     f.write(text)

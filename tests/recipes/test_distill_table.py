@@ -34,3 +34,18 @@ def test_the_table_has_a_row_per_figure_and_a_column_per_model(tmp_path):
   assert table_script.decoding(str(tmp_path)) == "beam_size=4,alpha=0.6"
   (tmp_path / "selection.json").write_text(json.dumps({"decode_hparams": "beam_size=6"}))
   assert table_script.decoding(str(tmp_path)) == "beam_size=6"
+
+
+def test_each_measurement_follows_a_warm_up_of_its_own_shape():
+  """speed(): a pass in batches, then the latency inputs one at a time, both unmeasured;
+  then the measured batch-1 calls, then the measured batches."""
+  calls = []
+
+  def translate(lines):
+    calls.append(len(lines))
+    return [line.upper() for line in lines]
+
+  sources = [f"s{i}" for i in range(7)]
+  outputs, rate, latency = table_script.speed(translate, sources, latency_inputs=3, batch=4)
+  assert calls == [4, 3] + [1, 1, 1] + [1, 1, 1] + [4, 3]
+  assert outputs == [s.upper() for s in sources] and rate > 0 and latency >= 0
