@@ -6,33 +6,18 @@ capital: a source read unfolded comes back with " ⁇ " where its capital was.""
 import io
 import types
 
-import numpy as np
 import pytest
 
-from t2t_keras.data import vocabulary
+from folded_echo import EXPECTED, FOLDED, SOURCES, echo, lowercase_vocab
 from t2t_keras.library.translator import Translator
 from t2t_keras.decoding import files, translate
 from t2t_keras.decoding.settings import parse_decode_hparams
 from t2t_keras.decoding.spec import DecodingSpec
 
-FOLDED = "translate_ende_multi30k_folded"
-SOURCES = ["One hundred and five", "nine", "Über fünf", "7 neun", "  Twenty-three"]
-# The echo's outputs (each source's fold, detokenized) with the capital restored.
-EXPECTED = ["One hundred and five", "nine", "Über fünf", "7 neun", "Twenty-three"]
-
-
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
   """Lowercase pieces only: no capital letter is in it."""
-  corpus = ["one hundred and five", "twenty-three", "nine", "über fünf", "7 neun"] * 20
-  path = str(tmp_path_factory.mktemp("vocab") / "vocab.model")
-  return vocabulary.train_sentencepiece(corpus, path, 40, num_threads=1)
-
-
-def echo(batch):
-  """A search whose one hypothesis is its source (ids [rows, 1, width], EOS included)."""
-  ids = np.asarray(batch, np.int32)
-  return ids[:, None, :], np.zeros([len(ids), 1], np.float32)
+  return lowercase_vocab(tmp_path_factory.mktemp("vocab"))
 
 
 SETTINGS = parse_decode_hparams("beam_size=1,batch_size=2")

@@ -13,26 +13,20 @@ import pytest
 import tensorflow as tf
 from binaries import run_binary
 from conftest import make_tiny_run
+from folded_echo import EXPECTED, FOLDED, SOURCES, lowercase_vocab
 
 import t2t_keras
 from t2t_keras import registry
 from t2t_keras.bin import decoder as decoder_bin
-from t2t_keras.data import casing, vocabulary
+from t2t_keras.data import casing
 from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.exporting import ct2_convert, ct2_translate, export, litert, litert_translate
 from t2t_keras.exporting.serving_graph import ServingGraph
 
-FOLDED = "translate_ende_multi30k_folded"
-SOURCES = ["One hundred and five", "nine", "Über fünf", "7 neun", "  Twenty-three"]
-EXPECTED = ["One hundred and five", "nine", "Über fünf", "7 neun", "Twenty-three"]
-
-
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
   """Lowercase pieces only: no capital letter is in it."""
-  corpus = ["one hundred and five", "twenty-three", "nine", "über fünf", "7 neun"] * 20
-  path = str(tmp_path_factory.mktemp("vocab") / "vocab.model")
-  return vocabulary.train_sentencepiece(corpus, path, 40, num_threads=1)
+  return lowercase_vocab(tmp_path_factory.mktemp("vocab"))
 
 
 class EchoGraph(ServingGraph):
