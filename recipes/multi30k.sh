@@ -5,7 +5,8 @@
 #
 #   recipes/multi30k.sh [MINUTES]
 #   env: MULTI30K_DIR (default ../shared/data/multi30k), RUN_DIR or T2T_RUN (default
-#        t2t_train/multi30k), T2T_SEED (the trainer's --seed, default 1),
+#        t2t_train/multi30k), DATA_DIR (default t2t_data/multi30k), T2T_SEED (the
+#        trainer's --seed, default 1),
 #        HPARAMS_SET (default transformer_multi30k_tiny), HPARAMS (overrides; default
 #        "precision=mixed_bfloat16" where bf16 matmuls measure at least 1.2x float32's
 #        (python -m t2t_keras.training.precision), else none: set HPARAMS= to train in
@@ -26,7 +27,7 @@ PROBLEM=${PROBLEM:-translate_ende_multi30k}
 DEFAULT_RUN=t2t_train/multi30k
 [ "$PROBLEM" = translate_ende_multi30k ] || DEFAULT_RUN=t2t_train/$PROBLEM
 RUN=${T2T_RUN:-${RUN_DIR:-$DEFAULT_RUN}}
-DATA=t2t_data/multi30k
+DATA=${DATA_DIR:-t2t_data/multi30k}
 RESERVE_S=${RESERVE_S:-420}
 # bf16 where this CPU runs its matmuls faster (measured, about 1.5 s: the avx512_bf16 flag
 # alone misleads; figures in docs/recipes.md and docs/notebook.md), else float32.
@@ -40,24 +41,10 @@ fi
 
 t2t-datagen --problem=$PROBLEM --data_dir=$DATA --raw_dir="$RAW"
 
-# Checkpoints every 250 steps, all kept (2.3M parameters with Adam's slots: about 28 MB
-# each), so any window can be averaged afterwards; dev loss, accuracy and greedy BLEU
-# every 1000 steps.
-TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
-train_for $TRAIN_S t2t-trainer --problem=$PROBLEM \
-    --hparams_set=${HPARAMS_SET:-transformer_multi30k_tiny} --hparams="${HPARAMS:-}" \
-    --seed="$SEED" --data_dir=$DATA --output_dir=$RUN \
-    --save_every=250 --save_every_minutes=1000 --keep_checkpoints=1000 \
-    --eval_every=1000 --eval_bleu_sentences=200 --log_every=100
-
-# Chosen on val (never test2016): first the averaging window (1, 5, 10 or 20 checkpoints
-# ending at 3 points of the run's newer half, each decoded with beam 4, alpha 0.6), then
-# for that average the beam (4, 6, 8) and alpha (0.6, 1.0) that test2016 is decoded and
-# the SavedModel exported with; what was tried is in $RUN/selected/selection.md.
-t2t-avg-all --model_dir=$RUN --output_dir=$RUN/selected \
-    --select_from_file="$RAW/val.en.gz" --select_reference="$RAW/val.de.gz" \
-    --select_windows=1,5,10,20 --select_ends=3 --select_decode_hparams="beam_size=4,alpha=0.6" \
-    --select_decode_grid="alpha=1.0;beam_size=6;beam_size=6,alpha=1.0;beam_size=8;beam_size=8,alpha=1.0"
+train_multi30k $PROBLEM $DATA $RUN
+# Chosen on val (never test2016): the window, then the beam and alpha that test2016 is
+# decoded and the SavedModel exported with (common.sh's select_on_val).
+select_on_val $RUN "$RAW/val.en.gz" "$RAW/val.de.gz"
 DECODE=$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["decode_hparams"])' \
     $RUN/selected/selection.json)
 t2t-decoder --output_dir=$RUN/selected \

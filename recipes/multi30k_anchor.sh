@@ -30,23 +30,14 @@ fi
 
 t2t-datagen --problem=$PROBLEM --data_dir=$DATA --raw_dir="$RAW"
 
-# As multi30k.sh: checkpoints every 250 steps, all kept; dev figures every 1000 steps (its
-# greedy BLEU is sacreBLEU on the tokenized lines: a trend, not the anchor's metric).
-TRAIN_S=$((MINUTES * 60 - RESERVE_S - $(date +%s) + START))
-train_for $TRAIN_S t2t-trainer --problem=$PROBLEM \
-    --hparams_set=${HPARAMS_SET:-transformer_multi30k_tiny} --hparams="${HPARAMS:-}" \
-    --seed="$SEED" --data_dir=$DATA --output_dir=$RUN \
-    --save_every=250 --save_every_minutes=1000 --keep_checkpoints=1000 \
-    --eval_every=1000 --eval_bleu_sentences=200 --log_every=100
-
+# As multi30k.sh (its dev BLEU every 1000 steps is sacreBLEU on the tokenized lines: a
+# trend, not the anchor's metric).
+train_multi30k $PROBLEM $DATA $RUN
 # Chosen on val only, as multi30k.sh (the window, then beam and alpha, and the anchor's own
 # decoding: fairseq's beam 5, lenpen 1.0), ranked by the problem's dev score: lowercased
 # BLEU on the tokens against tok/val (never test2016). recipes/multi30k_grid.sh widens it.
-t2t-avg-all --model_dir=$RUN --output_dir=$RUN/selected \
-    --select_from_file="$TOK/val.lc.norm.tok.en.gz" \
-    --select_reference="$TOK/val.lc.norm.tok.de.gz" \
-    --select_windows=1,5,10,20 --select_ends=3 --select_decode_hparams="beam_size=4,alpha=0.6" \
-    --select_decode_grid="alpha=1.0;beam_size=6;beam_size=6,alpha=1.0;beam_size=8;beam_size=8,alpha=1.0;beam_size=5,alpha=1.0,length_penalty_kind=length"
+select_on_val $RUN "$TOK/val.lc.norm.tok.en.gz" "$TOK/val.lc.norm.tok.de.gz" \
+    "alpha=1.0;beam_size=6;beam_size=6,alpha=1.0;beam_size=8;beam_size=8,alpha=1.0;beam_size=5,alpha=1.0,length_penalty_kind=length"
 IFS=$'\t' read -r DECODE VAL_BLEU < <(python -c '
 import json, sys
 s = json.load(open(sys.argv[1]))
