@@ -19,6 +19,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.data import problem as problem_lib
 from t2t_keras.data import vocabulary
 from t2t_keras.decoding import lexical
 from t2t_keras.decoding.search_common import (NO_HYPOTHESIS, output_limit, position_cap,
@@ -250,10 +251,9 @@ def translate_lines(model, vocab, lines, settings, search_fn=None, progress=Fals
 def decode_lines(model, vocab, lines, settings, search_fn=None, progress=False, hooks=None):
   """Best translation of each text line, in input order (settings: a `DecodeSettings`).
   hooks: a problem's (`DecodingSpec.hooks`): each line goes through its `preprocess`, each
-  translation through its `restore` (the run's text, as dev scores compare it)."""
-  if hooks is None:
-    return [hyps[0].text for hyps in translate_lines(model, vocab, lines, settings, search_fn,
-                                                      progress)]
+  translation through its `restore` (the run's text, as dev scores compare it); None: the
+  defaults', which leave text alone."""
+  hooks = hooks or problem_lib.hooks(None)
   nbest = translate_lines(model, vocab, [hooks.preprocess(line) for line in lines], settings,
                           search_fn, progress)
   return [hooks.restore(line, hyps[0].text) for line, hyps in zip(lines, nbest)]
