@@ -25,13 +25,17 @@ has each source folded before the model reads it and its capital restored on the
 outputs; --score_file folds both sides of its pairs (it writes no text to restore).
 
 The model, its hparams, problem and vocabulary come from output_dir (what the
-trainer wrote there, or a t2t-avg-all output_dir); --checkpoint_path picks
-another checkpoint. Several runs, --output_dir=runs/a,runs/b (and optionally
---checkpoint_path=a/ckpt-1,b/ckpt-2), decode as one ensemble: the mean of
-their probabilities at each step (`models/ensemble.py`), one shared vocabulary. t2t's --problem, --model, --hparams_set, --hparams and
---data_dir are accepted as t2t scripts pass them: each given one must agree
-with the run. Without --checkpoint_path the newest readable checkpoint is used
-(a truncated newer one is skipped with a warning).
+trainer wrote there, or a t2t-avg-all output_dir), loaded as `t2t_keras.load`
+loads it: a tensor2tensor output_dir, a Marian / OPUS-MT release or a Hugging
+Face directory is imported into a temporary run first, which is said (t2t-import
+keeps one; such a model decodes with --engine=tensorflow and without t2t's run
+flags); --checkpoint_path picks another checkpoint. Several runs,
+--output_dir=runs/a,runs/b (and optionally --checkpoint_path=a/ckpt-1,b/ckpt-2),
+decode as one ensemble: the mean of their probabilities at each step
+(`models/ensemble.py`), one shared vocabulary. t2t's --problem, --model,
+--hparams_set, --hparams and --data_dir are accepted as t2t scripts pass them:
+each given one must agree with the run. Without --checkpoint_path the newest
+readable checkpoint is used (a truncated newer one is skipped with a warning).
 
 --engine=ctranslate2 translates with the CTranslate2 model in --ct2_model_dir
 (default output_dir/ctranslate2) instead of TensorFlow: the same decode hparams,
@@ -48,10 +52,9 @@ import t2t_keras.bin  # noqa: F401  (first: quiet TensorFlow start-up)
 
 from absl import app, flags
 
-from t2t_keras import fileio
+from t2t_keras import fileio, library
 from t2t_keras.bin import run_flags  # --output_dir --problem --model --hparams_set ...
 from t2t_keras.decoding import files, scoring
-from t2t_keras.decoding.spec import DecodingSpec
 from t2t_keras.errors import InputError
 
 NAME = "t2t-decoder"
@@ -103,15 +106,14 @@ def main(argv):
   del argv
   _check_flags()
   run_flags.import_usr_dir()
-  from t2t_keras import runs  # pylint: disable=import-outside-toplevel
-  hparams, info = runs.load_run_info(runs.split_runs(FLAGS.output_dir)[0])
-  # The decoding resolved once, from the run's files: bad overrides fail before the model
-  # loads (an ensemble's first run gives the problem and hparams, as runs.load_ensemble).
-  decoding = DecodingSpec.for_run(info["problem"], FLAGS.decode_hparams, hparams)
+  run_flags.check_model_dir(FLAGS.output_dir, FLAGS.engine)
+  # What t2t_keras.load reads: a run, "a,b" runs (an ensemble), or a tensor2tensor, Marian
+  # or Hugging Face directory imported into a temporary run on the fly (it says so); the
+  # decoding is resolved from the run's files before the model loads.
+  translator = library.load(FLAGS.output_dir, checkpoint_path=FLAGS.checkpoint_path,
+                            decode_hparams=FLAGS.decode_hparams, log=print)
+  (model, vocab, _, info, checkpoint_path), decoding = translator.run, translator.decoding
   settings = decoding.settings
-  run_flags.check(FLAGS.output_dir)
-  model, vocab, hparams, info, checkpoint_path = runs.load(FLAGS.output_dir,
-                                                          FLAGS.checkpoint_path)
   print(f"loaded {checkpoint_path} ({info['problem']}, vocab {vocab.vocab_size})")
   if decoding.defaults:
     print(f"decoding with {info['problem']}'s defaults {decoding.defaults}, then "

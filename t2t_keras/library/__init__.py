@@ -56,11 +56,14 @@ def load(path, *, checkpoint_path=None, decode_hparams="", t2t_usr_dir=None, log
     from t2t_keras.library.exported import ExportedTranslator  # pylint: disable=import-outside-toplevel
     return ExportedTranslator(where)
   try:
+    # The decoding resolved from the run's files first: overrides the problem refuses fail
+    # before the model loads (an ensemble's first run gives the problem and hparams).
+    hparams, info = runs.load_run_info(runs.split_runs(where)[0])
+    spec = DecodingSpec.for_run(info["problem"], decode_hparams, hparams)
     run = runs.load(where, checkpoint_path)
   finally:
     if kind == "imported":  # the run is in memory now
       sources.remove_temporary(where)
-  spec = DecodingSpec.for_run(run.info["problem"], decode_hparams, run.hparams)
   return Translator(run, spec, str(path))
 
 

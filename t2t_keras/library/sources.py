@@ -24,23 +24,31 @@ KINDS = ("a run directory (run.json)", "runs separated by commas (an ensemble)",
          "a Hugging Face model directory (config.json)")
 
 
+def kind(path):
+  """What `path` holds, read from its files without loading or importing anything: "run"
+  (a run directory or "a,b" runs), "export" (a SavedModel) or "foreign" (a model
+  t2t-import reads). InputError listing what is recognised."""
+  path = str(path)
+  if runs.is_ensemble(path) or fileio.exists(os.path.join(path, runs.RUN_FILE)):
+    return "run"
+  if _saved_model(path):
+    return "export"
+  if _importer(path) is None:
+    what = "no such directory" if not fileio.isdir(path) else "nothing recognised in it"
+    raise InputError(f"{path}: {what}; expected one of: {'; '.join(KINDS)}")
+  return "foreign"
+
+
 def resolve(path, log):
   """(kind, where): ("run", a run directory or "a,b" runs), ("export", a SavedModel
   directory) or ("imported", a temporary run a foreign model was imported into, said
   through `log`; the caller loads it, then `remove_temporary`). InputError listing what
   is recognised."""
   path = str(path)
-  if runs.is_ensemble(path):
-    return "run", path
-  if fileio.exists(os.path.join(path, runs.RUN_FILE)):
-    return "run", path
-  if _saved_model(path):
-    return "export", path
-  importer = _importer(path)
-  if importer is None:
-    what = "no such directory" if not fileio.isdir(path) else "nothing recognised in it"
-    raise InputError(f"{path}: {what}; t2t_keras.load takes {'; '.join(KINDS)}")
-  name, run_import, flag = importer
+  found = kind(path)
+  if found != "foreign":
+    return found, path
+  name, run_import, flag = _importer(path)
   output_dir = os.path.join(tempfile.mkdtemp(prefix="t2t_keras_import_"), "run")
   log(f"importing the {name} model in {path} into a temporary run ({output_dir}, removed "
       f"once loaded; `t2t-import {flag} --output_dir=DIR` keeps one)")

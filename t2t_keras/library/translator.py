@@ -42,6 +42,18 @@ class Translator:
     return self._spec.settings.values()
 
   @property
+  def run(self):
+    """The loaded `runs.Run` (model, vocab, hparams, info, checkpoint_path), as t2t-decoder
+    decodes files and splits with it."""
+    return self._run
+
+  @property
+  def decoding(self):
+    """The `DecodingSpec` every call starts from: the settings, the problem's hooks (its
+    case fold, output post-processing), its output constraint and the search builder."""
+    return self._spec
+
+  @property
   def problem(self):
     return self._run.info.get("problem")
 

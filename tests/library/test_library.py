@@ -127,22 +127,60 @@ def test_an_export_translates_as_its_run(translator, run_dir):
     exported.score(["nine"], ["neun"])
 
 
-def test_a_marian_release_is_imported_on_the_fly_and_says_so(tmp_path):
-  logged = []
-  files = marian_fixture.write_release(str(tmp_path / "release"), "pre_relu_tied_all")
-  translator = t2t_keras.load(str(tmp_path / "release"), log=logged.append,
-                              decode_hparams="beam_size=2,extra_length=4,jit=false")
-  assert logged[0].startswith(f"importing the Marian model in {tmp_path / 'release'} into "
+def test_a_marian_release_is_imported_on_the_fly_and_says_so(tmp_path, capsys):
+  """By t2t_keras.load and by t2t-decoder (which loads through it): each says so and
+  translates as the release's t2t-import run."""
+  logged, lines = [], ["a small dog", "the house"]
+  release = tmp_path / "release"
+  files = marian_fixture.write_release(str(release), "pre_relu_tied_all")
+  decode = "beam_size=2,extra_length=4,jit=false"
+  translator = t2t_keras.load(str(release), log=logged.append, decode_hparams=decode)
+  assert logged[0].startswith(f"importing the Marian model in {release} into "
                               "a temporary run ("), logged
   code = t2t_bin.run_in_process(t2t_import_bin, [
-      "t2t-import", "--from=marian", f"--marian_dir={tmp_path / 'release'}",
+      "t2t-import", "--from=marian", f"--marian_dir={release}",
       f"--output_dir={tmp_path / 'imported'}"])
   assert code == 0 and files
   run = runs.load(str(tmp_path / "imported"))
-  settings = translator._spec.settings  # pylint: disable=protected-access
-  expected = translate.decode_lines(run.model, run.vocab, ["a small dog", "the house"],
-                                    settings)
-  assert [r.text for r in translator.translate(["a small dog", "the house"])] == expected
+  expected = translate.decode_lines(run.model, run.vocab, lines, translator.decoding.settings)
+  assert [r.text for r in translator.translate(lines)] == expected
+  source, out = tmp_path / "in.en", tmp_path / "out.de"
+  source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  capsys.readouterr()
+  code = t2t_bin.run_in_process(decoder_bin, [
+      "t2t-decoder", f"--output_dir={release}", f"--decode_from_file={source}",
+      f"--decode_to_file={out}", f"--decode_hparams={decode}"])
+  printed = capsys.readouterr()
+  assert code == 0, printed.err[-2000:]
+  assert f"importing the Marian model in {release} into a temporary run (" in printed.out
+  assert out.read_text(encoding="utf-8").splitlines() == expected
+
+
+def test_the_decoder_binary_refuses_what_it_cannot_decode_in_one_line(run_dir, tmp_path,
+                                                                     capsys):
+  """An export; a model to import with t2t's run flags or another engine: refused before
+  anything loads or is imported."""
+  source, release = tmp_path / "in.en", tmp_path / "release"
+  source.write_text("nine\n", encoding="utf-8")
+  marian_fixture.write_release(str(release), "pre_relu_tied_all")
+  export = os.path.join(run_dir, "export")
+  for output_dir, flags, message in [
+      (export, [], f"--output_dir={export} is a SavedModel export, whose search is fixed when "
+                   "it is exported: t2t-decoder decodes its run (t2t-serve or t2t_keras.load "
+                   "translate with the export)"),
+      (release, ["--problem=translate_ende_wmt32k", "--hparams_set=transformer_base"],
+       f"--problem, --hparams_set name a run's records, and {release} is a model to import, "
+       "not a run: leave them out, or t2t-import it into a run first"),
+      (release, ["--engine=ctranslate2"],
+       f"--engine=ctranslate2 reads a converted model in a run; t2t-import {release} into a "
+       "run and convert that (t2t-exporter), or use --engine=tensorflow")]:
+    capsys.readouterr()
+    code = t2t_bin.run_in_process(decoder_bin, [
+        "t2t-decoder", f"--output_dir={output_dir}", f"--decode_from_file={source}", *flags])
+    printed = capsys.readouterr()
+    assert code == 1 and printed.err.strip().splitlines() == [
+        f"t2t-decoder: error: {message}"], printed.err
+    assert "importing" not in printed.out, printed.out
 
 
 @pytest.mark.parametrize("call, message", [
@@ -172,7 +210,7 @@ def test_bad_calls_raise_the_binaries_one_line_errors(translator, call, message)
 
 
 def test_load_lists_what_it_takes(tmp_path):
-  with pytest.raises(t2t_keras.InputError, match=r"no such directory; t2t_keras.load takes "
+  with pytest.raises(t2t_keras.InputError, match=r"no such directory; expected one of: "
                                                  r"a run directory \(run.json\); .* a Hugging "
                                                  r"Face model directory \(config.json\)"):
     t2t_keras.load(str(tmp_path / "nowhere"))
