@@ -3,7 +3,8 @@
 # the teacher translates the training sources with beam search (resumable: run the recipe
 # again after a kill), its outputs are filtered by its length-normalised score and by length
 # ratio, a student trains on them for MINUTES (default 120), is averaged and chosen on val,
-# exported as LiteRT int8 and CTranslate2 int8, and compared with the teacher (table.md).
+# exported as LiteRT int8 and CTranslate2 int8, and compared with the teacher and with the
+# same student trained on the references for as long (table.md).
 #
 #   TEACHER=t2t_train/multi30k/selected recipes/distill.sh [MINUTES]      # Multi30k En-De
 #   # the whole chain in minutes on the numbers problem (docs/recipes.md, "Distillation"):
@@ -23,7 +24,10 @@
 #        VOCAB (teacher: the student shares the teacher's vocabulary; own: VOCAB_SIZE
 #        pieces trained on the distilled text; default teacher), VOCAB_SIZE (default 8000),
 #        HPARAMS_SET (default transformer_multi30k_student), HPARAMS, T2T_SEED, SAVE_EVERY
-#        (default 250), SELECT_WINDOWS (default 1,5,10,20), LATENCY_INPUTS (default 100)
+#        (default 250), SELECT_WINDOWS (default 1,5,10,20), LATENCY_INPUTS (default 100),
+#        REFERENCE_MINUTES (the same student trained on the original references for the
+#        table's comparison, once, in DISTILL_DIR/references_<HPARAMS_SET>_vocab-<...>_
+#        seed<T2T_SEED>; default MINUTES, 0 leaves it out)
 #   The teacher's translations (DISTILL_DIR/teacher) serve every setting; what follows
 #   them goes in DISTILL_DIR/<settings>/ (e.g. score-3.0_ratio3.0_vocab-teacher): a rerun
 #   with other MIN_SCORE, MAX_RATIO or VOCAB trains a new student there.
@@ -56,7 +60,7 @@ TOK_FLAGS=()
 if [ -n "${PROBLEM:-}" ]; then
   "${DISTILL[@]}" splits --problem="$PROBLEM" --output_dir="$OUT/splits" \
       --raw_dir="${RAW_DIR:-../shared/data/multi30k}" ${MAX_LINES:+--max_lines=$MAX_LINES}
-  TRAIN_SRC=$OUT/splits/train.source
+  TRAIN_SRC=$OUT/splits/train.source TRAIN_REF=$OUT/splits/train.target
   DEV_SRC=$OUT/splits/dev.source DEV_REF=$OUT/splits/dev.target
   TEST_SRC=$OUT/splits/test.source TEST_REF=$OUT/splits/test.target
 else
@@ -65,9 +69,11 @@ else
     echo "Multi30k not found in $RAW (set MULTI30K_DIR, or PROBLEM)" >&2
     exit 1
   fi
-  TRAIN_SRC=$OUT/train.source
+  TRAIN_SRC=$OUT/train.source TRAIN_REF=$OUT/train.reference
   gzip -dc "$RAW/train.en.gz" | sed -n "1,${MAX_LINES:-\$}p" > "$TRAIN_SRC.tmp"
+  gzip -dc "$RAW/train.de.gz" | sed -n "1,${MAX_LINES:-\$}p" > "$TRAIN_REF.tmp"
   mv "$TRAIN_SRC.tmp" "$TRAIN_SRC"
+  mv "$TRAIN_REF.tmp" "$TRAIN_REF"
   DEV_SRC=$RAW/val.en.gz DEV_REF=$RAW/val.de.gz
   TEST_SRC=$RAW/test_2016_flickr.en.gz TEST_REF=$RAW/test_2016_flickr.de.gz
   TOK_FLAGS=(--tok_dev="$RAW/tok/val.lc.norm.tok.de.gz"
@@ -88,18 +94,39 @@ fi
     --train="$SET/filtered/train.source,$SET/filtered/train.target" \
     --dev="$DEV_SRC,$DEV_REF" --test="$TEST_SRC,$TEST_REF" "${VOCAB_FLAGS[@]}"
 
-# The student, for MINUTES of training (a rerun resumes it for another MINUTES), then the
-# averaging window and decoding chosen on val as recipes/multi30k.sh chooses them.
-train_for $((MINUTES * 60)) t2t-trainer --problem=translate_parallel_text \
-    --hparams_set="${HPARAMS_SET:-transformer_multi30k_student}" --hparams="${HPARAMS:-}" \
-    --seed="$SEED" --data_dir="$SET/data" --output_dir="$SET/student" \
-    --save_every="${SAVE_EVERY:-250}" --save_every_minutes=1000 --keep_checkpoints=1000 \
-    --eval_every=1000 --eval_bleu_sentences=200 --log_every=100
-t2t-avg-all --model_dir="$SET/student" --output_dir="$SET/student/selected" \
-    --select_from_file="$DEV_SRC" --select_reference="$DEV_REF" \
-    --select_windows="${SELECT_WINDOWS:-1,5,10,20}" --select_ends=3 \
-    --select_decode_hparams="beam_size=4,alpha=0.6" \
-    --select_decode_grid="alpha=1.0;beam_size=6;beam_size=6,alpha=1.0;beam_size=8;beam_size=8,alpha=1.0"
+# The student: train_student MINUTES DATA_DIR RUN_DIR trains the student set for MINUTES
+# (a rerun resumes it for another MINUTES), then chooses the averaging window and decoding
+# on val as recipes/multi30k.sh chooses them, into RUN_DIR/selected.
+train_student() {
+  train_for $(($1 * 60)) t2t-trainer --problem=translate_parallel_text \
+      --hparams_set="${HPARAMS_SET:-transformer_multi30k_student}" --hparams="${HPARAMS:-}" \
+      --seed="$SEED" --data_dir="$2" --output_dir="$3" \
+      --save_every="${SAVE_EVERY:-250}" --save_every_minutes=1000 --keep_checkpoints=1000 \
+      --eval_every=1000 --eval_bleu_sentences=200 --log_every=100
+  t2t-avg-all --model_dir="$3" --output_dir="$3/selected" \
+      --select_from_file="$DEV_SRC" --select_reference="$DEV_REF" \
+      --select_windows="${SELECT_WINDOWS:-1,5,10,20}" --select_ends=3 \
+      --select_decode_hparams="beam_size=4,alpha=0.6" \
+      --select_decode_grid="alpha=1.0;beam_size=6;beam_size=6,alpha=1.0;beam_size=8;beam_size=8,alpha=1.0"
+}
+train_student "$MINUTES" "$SET/data" "$SET/student"
+
+# The same student trained on the original references (the same hparams set, vocabulary
+# setting, seed and REFERENCE_MINUTES, default MINUTES, chosen on val the same way), so
+# that the table measures what distillation gains. Its directory serves every filter
+# setting and is trained once: a rerun uses it as it is (remove it to train it again).
+# REFERENCE_MINUTES=0 leaves it out (the table then has no such column).
+REF=$OUT/references_${HPARAMS_SET:-transformer_multi30k_student}_vocab-${VOCAB_NAME}_seed$SEED
+REFERENCE_MINUTES=${REFERENCE_MINUTES:-$MINUTES}
+REFERENCE_FLAGS=()
+if (( REFERENCE_MINUTES > 0 )); then
+  if [ ! -f "$REF/student/selected/selection.json" ]; then
+    "${DISTILL[@]}" datagen --data_dir="$REF/data" --train="$TRAIN_SRC,$TRAIN_REF" \
+        --dev="$DEV_SRC,$DEV_REF" --test="$TEST_SRC,$TEST_REF" "${VOCAB_FLAGS[@]}"
+    train_student "$REFERENCE_MINUTES" "$REF/data" "$REF/student"
+  fi
+  REFERENCE_FLAGS=(--reference_student="$REF/student/selected")
+fi
 
 # Both models exported as LiteRT int8 and CTranslate2 int8, each with its own decoding.
 for NAME in teacher student; do
@@ -117,5 +144,6 @@ done
 
 python recipes/distill_table.py --teacher="$TEACHER" --student="$SET/student/selected" \
     --exports="$SET/exports" --dev="$DEV_SRC,$DEV_REF" --test="$TEST_SRC,$TEST_REF" \
-    "${TOK_FLAGS[@]}" --latency_inputs="${LATENCY_INPUTS:-100}" --output="$SET/table"
+    "${TOK_FLAGS[@]}" "${REFERENCE_FLAGS[@]}" --latency_inputs="${LATENCY_INPUTS:-100}" \
+    --output="$SET/table"
 echo "recipe wall clock: $(( $(date +%s) - START )) s"

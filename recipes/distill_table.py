@@ -15,8 +15,11 @@ for each engine (t2t-keras in TensorFlow float32, LiteRT int8, CTranslate2 int8)
 median batch-1 latency over the first --latency_inputs dev sentences (after a warm-up
 pass over them at batch 1) and the sentences/s of all of dev in calls of --batch sentences
 (after a warm-up pass in those calls; LiteRT runs each call as model calls of
---litert_batch rows, its faster size), with dev's sacreBLEU. Writes OUTPUT.md and
-OUTPUT.json; the header names the CPU and the date.
+--litert_batch rows, its faster size), with dev's sacreBLEU. With --reference_student (the
+same student set trained on the original references), its quality and cost as a third
+column. Below the table: the student's test sacreBLEU against the teacher's and the
+reference-trained student's, its cost, LiteRT file size and batch-1 latency against the
+teacher's. Writes OUTPUT.md and OUTPUT.json; the header names the CPU and the date.
 """
 
 import argparse
@@ -102,21 +105,35 @@ def speed(translate, sources, latency_inputs, batch):
   return outputs, rate, 1000 * statistics.median(latencies)
 
 
-def measure(args, name, run_dir, splits):
-  """One model's column: its figures as a dict."""
+def measure_quality(run_dir, splits, translate=None):
+  """A model's quality and cost: {"run", "decode_hparams", "dev", "test", "parameters",
+  "macs_per_token"}, decoded by t2t-keras in float32 with its chosen decoding
+  (`translate`: list of str -> list of str, default the run loaded with it)."""
+  import t2t_keras  # pylint: disable=import-outside-toplevel
   from t2t_keras.decoding.files import read_lines  # pylint: disable=import-outside-toplevel
   from t2t_keras.distill.cost import model_cost  # pylint: disable=import-outside-toplevel
   decode_hparams = decoding(run_dir)
   column = {"run": run_dir, "decode_hparams": decode_hparams}
-  found = engines(run_dir, args.exports, name, decode_hparams, args.batch, args.litert_batch)
+  if translate is None:
+    translator = t2t_keras.load(run_dir, decode_hparams=decode_hparams)
+    translate = lambda lines: [r.text for r in translator.translate(lines)]  # noqa: E731
   for split, (source_path, reference_path, tokenized_path) in splits.items():
     sources, references = read_lines(source_path), read_lines(reference_path)
-    outputs = found["t2t-keras float32"][0](sources)
+    outputs = translate(sources)
     tokenized = read_lines(tokenized_path) if tokenized_path else None
     column[split] = quality(outputs, references, tokenized)
     if split == "dev":
       lengths = mean_lengths(run_dir, sources, outputs)
   column.update(model_cost(run_dir, *lengths))
+  return column
+
+
+def measure(args, name, run_dir, splits):
+  """One exported model's column: its quality and cost, and each engine's speed."""
+  from t2t_keras.decoding.files import read_lines  # pylint: disable=import-outside-toplevel
+  found = engines(run_dir, args.exports, name, decoding(run_dir), args.batch,
+                  args.litert_batch)
+  column = measure_quality(run_dir, splits, found["t2t-keras float32"][0])
   dev_sources, dev_references = read_lines(splits["dev"][0]), read_lines(splits["dev"][1])
   for engine, (translate, model_file) in found.items():
     outputs, rate, latency = speed(translate, dev_sources, args.latency_inputs, args.batch)
@@ -126,24 +143,56 @@ def measure(args, name, run_dir, splits):
   return column
 
 
+NAMES = {"teacher": "teacher", "student": "student",
+         "reference_student": "the student on the references"}
+
+
 def table(columns, header):
-  """The markdown table of the teacher's and the student's columns."""
-  t, s = columns["teacher"], columns["student"]
+  """The markdown table: the teacher's and the student's columns, and the reference-trained
+  student's where there is one (quality and cost; it is not exported), then the
+  comparisons the recipe is judged by."""
+  names = [n for n in NAMES if n in columns]
   rows = [("run", lambda c: f"`{c['run']}`"), ("decoding", lambda c: c["decode_hparams"]),
           ("parameters", lambda c: f"{c['parameters']:,}"),
           ("multiply-adds per output token", lambda c: f"{c['macs_per_token']:,.0f}")]
   for split in ("dev", "test"):
     rows.append((f"{split}: sacreBLEU / lc tok BLEU / chrF", lambda c, x=split: (
         f"{c[x]['sacrebleu']:.2f} / {c[x]['lc_tok_bleu']:.2f} / {c[x]['chrf']:.2f}")))
+  measured_for_all = len(rows)  # then each engine's rows: not the reference student's
   for engine in ENGINES:
     if engine != "t2t-keras float32":
       rows.append((f"{engine} model file, MiB", lambda c, e=engine: f"{c[e]['model_mib']:.2f}"))
     rows.append((f"{engine}: batch-1 ms (median) / sentences/s / dev sacreBLEU",
                  lambda c, e=engine: (f"{c[e]['batch1_ms']:.1f} / {c[e]['sentences_per_s']:.1f}"
                                       f" / {c[e]['dev_sacrebleu']:.2f}")))
-  lines = [header, "", "| | teacher | student |", "|---|---|---|"]
-  lines += [f"| {label} | {fn(t)} | {fn(s)} |" for label, fn in rows]
-  return "\n".join(lines) + "\n"
+  lines = [header, "", "| | " + " | ".join(NAMES[n] for n in names) + " |",
+           "|---|" + "---|" * len(names)]
+  for i, (label, fn) in enumerate(rows):
+    cells = ["(not measured)" if n == "reference_student" and i >= measured_for_all
+             else fn(columns[n]) for n in names]
+    lines.append(f"| {label} | " + " | ".join(cells) + " |")
+  return "\n".join(lines + [""] + comparisons(columns)) + "\n"
+
+
+def comparisons(columns):
+  """The lines that say what the student costs and gains: test sacreBLEU against the
+  teacher and against the reference-trained student, its decoding cost and its LiteRT
+  int8 file and batch-1 latency against the teacher's."""
+  t, s = columns["teacher"], columns["student"]
+  out = [f"* test sacreBLEU, student minus teacher: "
+         f"{s['test']['sacrebleu'] - t['test']['sacrebleu']:+.2f}"]
+  if "reference_student" in columns:
+    r = columns["reference_student"]
+    out.append(f"* test sacreBLEU, student minus the same student on the references: "
+               f"{s['test']['sacrebleu'] - r['test']['sacrebleu']:+.2f} (what distillation "
+               "gained)")
+  out.append(f"* multiply-adds per output token: {s['macs_per_token'] / t['macs_per_token']:.0%}"
+             " of the teacher's")
+  lite = "LiteRT int8"
+  out.append(f"* {lite}: the student's file is {s[lite]['model_mib'] / t[lite]['model_mib']:.0%} "
+             f"of the teacher's; the teacher's batch-1 latency is "
+             f"{t[lite]['batch1_ms'] / s[lite]['batch1_ms']:.2f}x the student's")
+  return out
 
 
 def cpu_name():
@@ -168,6 +217,9 @@ def main():
   parser.add_argument("--exports", required=True, help="<name>_litert_int8, <name>_ct2_int8")
   parser.add_argument("--dev", type=_pair, required=True, help="SOURCE,REFERENCE")
   parser.add_argument("--test", type=_pair, required=True, help="SOURCE,REFERENCE")
+  parser.add_argument("--reference_student",
+                      help="the student set trained on the original references (quality "
+                           "and cost only)")
   parser.add_argument("--tok_dev")
   parser.add_argument("--tok_test")
   parser.add_argument("--latency_inputs", type=int, default=100)
@@ -182,6 +234,8 @@ def main():
   splits = {"dev": (*args.dev, args.tok_dev), "test": (*args.test, args.tok_test)}
   columns = {name: measure(args, name, run_dir, splits)
              for name, run_dir in (("teacher", args.teacher), ("student", args.student))}
+  if args.reference_student:
+    columns["reference_student"] = measure_quality(args.reference_student, splits)
   header = (f"Teacher against student, {cpu_name()}, {os.cpu_count()} cores, "
             f"{datetime.date.today().isoformat()}; one run; speed over {args.dev[0]} "
             f"(batch-1: its first {args.latency_inputs}; calls of {args.batch} sentences, "

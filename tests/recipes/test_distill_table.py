@@ -29,11 +29,42 @@ def test_the_table_has_a_row_per_figure_and_a_column_per_model(tmp_path):
           "10.0 / 100.0 / 30.00 | 20.0 / 50.0 / 30.00 |") in lines
   assert "| LiteRT int8 model file, MiB | 2.50 | 5.00 |" in lines
   assert not any("t2t-keras float32 model file" in line for line in lines)
-  assert len(lines) == 4 + 4 + 2 + 3 + 2
+  assert lines[4 + 4 + 2 + 3 + 2:] == [  # the rows, then the comparisons
+      "", "* test sacreBLEU, student minus teacher: +0.00",
+      "* multiply-adds per output token: 50% of the teacher's",
+      "* LiteRT int8: the student's file is 200% of the teacher's; the teacher's batch-1 "
+      "latency is 0.50x the student's"]
   # The decoding a run was chosen with, else beam 4, alpha 0.6.
   assert table_script.decoding(str(tmp_path)) == "beam_size=4,alpha=0.6"
   (tmp_path / "selection.json").write_text(json.dumps({"decode_hparams": "beam_size=6"}))
   assert table_script.decoding(str(tmp_path)) == "beam_size=6"
+
+
+def test_the_reference_trained_student_is_a_third_column_and_the_gain_is_computed():
+  """Its quality and cost beside the others, "(not measured)" where an engine's figures
+  would be (it is not exported); the comparisons by hand: 38.20 - 39.00, 38.20 - 36.90,
+  632,960 / 1,704,448, 1.0 / 2.5 MiB and 10.0 / 4.0 ms."""
+  teacher, student, reference = _column("t", 1), _column("s", 1), _column("r", 1)
+  student.update(macs_per_token=632960.0, test=dict(student["test"], sacrebleu=38.2))
+  student["LiteRT int8"] = dict(student["LiteRT int8"], model_mib=1.0, batch1_ms=4.0)
+  reference["test"] = dict(reference["test"], sacrebleu=36.9)
+  for engine in table_script.ENGINES:
+    del reference[engine]
+  lines = table_script.table({"teacher": teacher, "student": student,
+                              "reference_student": reference}, "HEAD").splitlines()
+  assert lines[2:4] == ["| | teacher | student | the student on the references |",
+                        "|---|---|---|---|"]
+  assert ("| test: sacreBLEU / lc tok BLEU / chrF | 39.00 / 40.50 / 64.00 | "
+          "38.20 / 40.50 / 64.00 | 36.90 / 40.50 / 64.00 |") in lines
+  assert "| LiteRT int8 model file, MiB | 2.50 | 1.00 | (not measured) |" in lines
+  assert sum("(not measured)" in line for line in lines) == 5  # each engine's rows
+  assert lines[-5:] == ["",
+      "* test sacreBLEU, student minus teacher: -0.80",
+      "* test sacreBLEU, student minus the same student on the references: +1.30 (what "
+      "distillation gained)",
+      "* multiply-adds per output token: 37% of the teacher's",
+      "* LiteRT int8: the student's file is 40% of the teacher's; the teacher's batch-1 "
+      "latency is 2.50x the student's"]
 
 
 def test_each_measurement_follows_a_warm_up_of_its_own_shape():
