@@ -20,12 +20,22 @@
 #   benchmarks/gpu_check.sh --tiny [OUT]   # the same steps at the tiny size, on whatever is
 #                                          # there (the test suite runs it on logical CPUs;
 #                                          # MirroredStrategy over 4 devices only)
+#   benchmarks/gpu_check.sh --profile [--tiny] [OUT]   # instead: where the step's time goes,
+#       ours and the peer's at base in bf16 (both pre-norm), 5 steps each under tf.profiler
+#       (benchmarks/profile_step.py: per device, busy and idle time within and between
+#       steps, kernels, the top kernels, XLA programs and host-to-device copies a step);
+#       the traces are kept in OUT/trace_ours and OUT/trace_peer, to be read again on any
+#       machine (profile_step.py --trace OUT/trace_ours --steps 5)
 # PYTHON (default python) is ours, PEER_PYTHON the peer's (default: ours; without
 # tf-models-official peer_compare.py says so and compares nothing), BENCH_DIR the peer's
 # shared scripts (default ../shared/bench).
 set -uo pipefail
-TINY=0
-if [ "${1:-}" = "--tiny" ]; then TINY=1; shift; fi
+TINY=0 PROFILE=0
+while [ "${1:-}" = "--tiny" ] || [ "${1:-}" = "--profile" ]; do
+  [ "$1" = "--tiny" ] && TINY=1
+  [ "$1" = "--profile" ] && PROFILE=1
+  shift
+done
 OUT=${1:-${TMPDIR:-/tmp}/t2t_gpu_check}
 PY=${PYTHON:-python}
 export PEER_PYTHON=${PEER_PYTHON:-$(command -v "$PY")}
@@ -57,7 +67,21 @@ compare() {  # compare NAME SIZE PRECISION PARTS BATCH [peer_compare.py flags...
 GPUS=$("$PY" -c "import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'
 import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))" 2>/dev/null | tail -1)
 echo "gpu_check: ${GPUS:-no} GPU(s) visible to TensorFlow; output in $OUT"
-if [ "$TINY" = 1 ]; then
+if [ "$PROFILE" = 1 ]; then
+  if [ "$TINY" = 0 ] && [ "${GPUS:-0}" -lt 1 ]; then
+    echo "gpu_check: TensorFlow sees no GPU: nothing profiled (--tiny runs on a CPU)" >&2
+    exit 2
+  fi
+  PROF=(--steps 5 --hparams norm_type=pre,precision=mixed_bfloat16 --size base
+        --batch "${GPU_BATCH:-256}")
+  [ "$TINY" = 1 ] && PROF=(--steps 2 --hparams norm_type=pre --size tiny)
+  for SIDE in ours peer; do
+    step profile_$SIDE "$PY" benchmarks/profile_step.py "${PROF[@]}" \
+        $([ $SIDE = peer ] && echo --peer) --keep_trace "$OUT/trace_$SIDE"
+  done
+  echo "=== gpu_check: profile done ($(date -u +%H:%M:%S)); traces in $OUT/trace_{ours,peer}"
+  exit $FAILED
+elif [ "$TINY" = 1 ]; then
   step tiny_ours "$PY" benchmarks/step_bench.py --size tiny --steps 2 --decode_steps 1
   compare tiny_float32 tiny float32 train,decode ""
   # N=4 only beside the reference: 2 logical CPUs are test_trainer.py's mirrored test.

@@ -11,8 +11,9 @@ What ../shared/bench/model_garden_peer.py does at the small size, with the shape
 random ids in [2, vocab) from numpy default_rng(0), sources then targets, no padding;
 Adam (0.9, 0.98, 1e-9) at a constant 1e-4; label smoothing over the vocabulary as the
 shared script's loss; one traced step timed apart, 3 warm-up steps, then STEPS (15) timed
-steps, each until the loss is on the host. JIT=1 compiles the step with XLA (peer_compare
-sets it where our Trainer compiles: on a GPU). Then beam search (beam 4, alpha 0.6, max
+steps, each until the loss is on the host (with --profile_dir, under tf.profiler, each in
+a "train" trace event). JIT=1 compiles the step with XLA (peer_compare sets it where our
+Trainer compiles: on a GPU). Then beam search (beam 4, alpha 0.6, max
 length 40, a plain tf.function, as the shared script) on 32 sources of 29 random ids in
 [3, vocab) + EOS, the inputs of our step_bench.py; it may stop at EOS, so its mean decoded
 length is printed. --decode_steps 0 skips the search. Output lines are the shared
@@ -22,6 +23,7 @@ Imports only the peer's packages (numpy, tensorflow, tf_keras, official): nothin
 """
 
 import argparse
+import contextlib
 import os
 import time
 
@@ -37,6 +39,8 @@ def main():
   parser.add_argument("--label_smoothing", type=float, default=0.1)
   parser.add_argument("--steps", type=int, default=int(os.environ.get("STEPS", "15")))
   parser.add_argument("--decode_steps", type=int, default=int(os.environ.get("DSTEPS", "5")))
+  parser.add_argument("--profile_dir", help="the timed steps under tf.profiler, each marked "
+                                            "'train' (profile_step.py --peer reads it)")
   args = parser.parse_args()
 
   # pylint: disable=import-outside-toplevel
@@ -88,10 +92,17 @@ def main():
   for _ in range(3):
     train_step(src, tgt)
   times = []
-  for _ in range(args.steps):
+  marker = contextlib.nullcontext  # the timed steps as they are, unless profiled
+  if args.profile_dir:
+    tf.profiler.experimental.start(args.profile_dir)
+    marker = lambda i: tf.profiler.experimental.Trace("train", step_num=i, _r=1)  # noqa: E731
+  for i in range(args.steps):
     start = time.perf_counter()
-    loss = train_step(src, tgt).numpy()
+    with marker(i):
+      loss = train_step(src, tgt).numpy()
     times.append(time.perf_counter() - start)
+  if args.profile_dir:
+    tf.profiler.experimental.stop()
   med = float(np.median(times))
   print(f"TRAIN jit={jit}: median step {med * 1000:.1f} ms (min {min(times) * 1000:.1f}, max "
         f"{max(times) * 1000:.1f}) over {len(times)} steps; {batch * length / med:.0f} target "

@@ -1,6 +1,11 @@
-"""benchmarks/profile_step.py: summing a profiler trace by op type, as self time."""
+"""benchmarks/profile_step.py: a profiler trace summed by op type (self time), and per device:
+busy and idle time within and between the marked steps, kernels, XLA programs, copies."""
 
 import collections
+import gzip
+import os
+
+import pytest
 
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
@@ -69,3 +74,93 @@ def test_matmul_ms_counts_matmul_op_types_per_step():
   total = collections.Counter({"_MklMatMul": 3e9, "_MklBatchMatMulV2": 1e9, "MatMul": 2e9,
                                "Mul": 5e9, "~multiply_dot_fusion": 7e9})
   assert profile_step.matmul_ms(total, steps=2) == 3.0
+
+
+MS = 10 ** 9  # picoseconds
+
+
+def _add_events(plane, line, events):
+  """(name, start_ms, end_ms) on the shared clock, offsets from the line's timestamp."""
+  for name, start, end in events:
+    ids = {m.name: i for i, m in plane.event_metadata.items()}
+    if name not in ids:
+      ids[name] = len(plane.event_metadata) + 1
+      plane.event_metadata[ids[name]].id = ids[name]
+      plane.event_metadata[ids[name]].name = name
+    line.events.add(metadata_id=ids[name], offset_ps=start * MS - line.timestamp_ns * 1000,
+                    duration_ps=(end - start) * MS)
+
+
+def _gpu_xspace(markers=True):
+  """Two marked steps, [0, 10) and [15, 25) ms, on the host; on the GPU, two streams (the
+  first with a timestamp of 1 ms), the XLA modules line and a copy; one kernel between
+  the steps."""
+  xspace = xplane_pb2.XSpace()
+  host = xspace.planes.add(name="/host:CPU")
+  if markers:
+    _add_events(host, host.lines.add(name="python"),
+                [("train#step_num=0,_r=1#", 0, 10), ("train#step_num=1,_r=1#", 15, 25)])
+  gpu = xspace.planes.add(name="/device:GPU:0")
+  _add_events(gpu, gpu.lines.add(name="Stream #1(Compute)", timestamp_ns=10 ** 6), [
+      ("fusion_1", 1, 4), ("MemcpyH2D", 8, 9), ("fusion_2", 11, 12), ("fusion_1", 16, 20)])
+  _add_events(gpu, gpu.lines.add(name="Stream #2(Compute)"), [("gemm", 3, 6), ("gemm", 18, 21)])
+  _add_events(gpu, gpu.lines.add(name="XLA Modules"),
+              [("cluster_train_step", 1, 9), ("cluster_train_step", 16, 21)])
+  return xspace
+
+
+def test_device_summary_per_step_by_hand():
+  """Busy: [1, 6) and [8, 9) in step 1, [16, 21) in step 2 (the streams' union): 5.5 ms a
+  step, so 4.5 idle within a step; the gap [10, 15) holds fusion_2's 1 ms: 4 idle; the
+  kernels of the steps (fusion_2 is between them) and the copy, per step."""
+  d, = profile_step.device_summary(_gpu_xspace())
+  assert (d["device"], d["steps"], d["marked"]) == ("/device:GPU:0", 2, True)
+  assert (d["busy_ms"], d["idle_in_step_ms"], d["idle_between_steps_ms"]) == (5.5, 4.5, 4.0)
+  assert d["kernels"] == 2.0
+  assert d["top"] == [("fusion_1", 3.5, 1.0), ("gemm", 3.0, 1.0)]
+  assert (d["xla_programs"], d["xla_top"]) == (1.0, [("cluster_train_step", 1.0)])
+  assert (d["h2d_copies"], d["h2d_ms"]) == (0.5, 0.5)
+  assert profile_step.device_summary(_xspace()) == []  # no "Stream #" lines: no device
+  saved = _gpu_xspace()
+  del saved.planes[1].lines[2]  # a trace as saved may lack the derived "XLA Modules" line
+  d, = profile_step.device_summary(saved)
+  assert (d["xla_programs"], d["xla_top"], d["busy_ms"]) == (None, [], 5.5)
+
+
+def test_device_summary_without_markers_takes_the_steps_given_over_the_span():
+  xspace = _gpu_xspace(markers=False)
+  with pytest.raises(ValueError, match="no 'train' step markers; give the number of steps"):
+    profile_step.device_summary(xspace)
+  d, = profile_step.device_summary(xspace, steps=2)
+  # the span [1, 21): busy [1, 6) + [8, 9) + [11, 12) + [16, 21) = 12 ms, idle 8
+  assert (d["marked"], d["busy_ms"], d["idle_in_step_ms"]) == (False, 6.0, 4.0)
+  assert d["idle_between_steps_ms"] is None and d["kernels"] == 2.5
+
+
+def test_covered_counts_overlaps_once_and_clips_to_the_window():
+  assert profile_step.covered([(0, 4), (2, 6), (8, 9)]) == 7
+  assert profile_step.covered([(0, 4), (2, 6), (8, 9)], (3, 8)) == 3
+  assert profile_step.covered([(5, 5), (9, 12)], (0, 10)) == 1
+
+
+TRACE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                     "tiny_cpu_step.xplane.pb.gz")
+
+
+def test_a_saved_cpu_trace_reads_back_its_steps_and_ops(tmp_path, capsys):
+  """A trace `profile_step.py --size tiny --steps 2 --warmup 1 --keep_trace DIR` wrote on a
+  CPU (committed, cut to the host plane's executor, Eigen and marker lines without their
+  stats, which name the machine's files): its two step markers, the steps' matmuls on the
+  executor's thread, the host figures per marked step, and no device plane."""
+  path = tmp_path / "tiny.xplane.pb"
+  path.write_bytes(gzip.decompress(open(TRACE, "rb").read()))
+  xspace = profile_step.load_xspace(str(path))
+  windows = profile_step.step_windows(xspace)
+  assert len(windows) == 2 and windows[0][1] <= windows[1][0]
+  groups = profile_step.report(xspace, None, 5, "HEAD")
+  tf_total, tf_calls = groups["tf"]
+  assert profile_step.matmul_ms(tf_total, steps=2) > 0
+  assert profile_step.device_summary(xspace) == []
+  out = capsys.readouterr().out
+  assert out.startswith("HEAD\nTF ops on the executor's thread: ")
+  assert "devices: no plane with kernels in this trace (a CPU run, or no CUPTI)" in out
