@@ -103,11 +103,7 @@ train_student() {
       --seed="$SEED" --data_dir="$2" --output_dir="$3" \
       --save_every="${SAVE_EVERY:-250}" --save_every_minutes=1000 --keep_checkpoints=1000 \
       --eval_every=1000 --eval_bleu_sentences=200 --log_every=100
-  t2t-avg-all --model_dir="$3" --output_dir="$3/selected" \
-      --select_from_file="$DEV_SRC" --select_reference="$DEV_REF" \
-      --select_windows="${SELECT_WINDOWS:-1,5,10,20}" --select_ends=3 \
-      --select_decode_hparams="beam_size=4,alpha=0.6" \
-      --select_decode_grid="alpha=1.0;beam_size=6;beam_size=6,alpha=1.0;beam_size=8;beam_size=8,alpha=1.0"
+  select_on_val "$3" "$DEV_SRC" "$DEV_REF"
 }
 train_student "$MINUTES" "$SET/data" "$SET/student"
 
