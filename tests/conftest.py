@@ -87,6 +87,9 @@ def _rank(path):
 
 def pytest_collection_modifyitems(config, items):
   items.sort(key=lambda item: _rank(item.fspath))
+  for item in items:  # cases of a module fixture's parameters, named in its SLOW_CASES
+    if item.name in getattr(getattr(item, "module", None), "SLOW_CASES", ()):
+      item.add_marker(pytest.mark.slow)
   if os.environ.get("T2T_QUICK") == "1":  # the inner loop's tier: heavy tests left out
     heavy = [item for item in items if item.get_closest_marker("heavy")]
     config.hook.pytest_deselected(items=heavy)

@@ -354,7 +354,11 @@ def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn
   hooks = spec.hooks
   # Languages the model has no use for are refused once, before the first line.
   frame_for_model(vocab, [], None, None, target_language, source_language, "stdin")
-  search_fn = search_fn or dataclasses.replace(spec, settings=settings).search_fn(model, vocab)
+  spec = dataclasses.replace(spec, settings=settings)
+  search_fn = search_fn or spec.search_fn(model, vocab)
+  # A language-token model's (M2M-100's) lines: the target language's token is a forced
+  # prefix, through one search that takes it, built at the first such line.
+  prefix_search_fn = None
   for line in stream:
     line = line.strip()
     if not line:
@@ -365,8 +369,11 @@ def decode_interactive(model, vocab, settings, stream=None, log=print, search_fn
     except InputError as e:
       log(f"error: {e}")
       continue
+    if prefixes is not None and prefix_search_fn is None:
+      prefix_search_fn = spec.search_fn(model, vocab, takes="prefix")
     nbest = translate_lines(model, vocab, [hooks.preprocess(line)], settings,
-                            search_fn if prefixes is None else None, prefixes=prefixes)
+                            search_fn if prefixes is None else prefix_search_fn,
+                            prefixes=prefixes)
     if nbest.truncated:
       log(f"(the line is longer than {settings.batching.max_input_size} pieces and was cut "
           "to them: decode hparam max_input_size)")

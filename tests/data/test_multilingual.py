@@ -264,8 +264,9 @@ def test_a_tiny_model_switches_language_by_tag(trained, tmp_path, capsys):
   for name, path, flag in (("fr", src, ["--target_language=fr"]), ("both", tagged, [])):
     code, _, err = run_binary(capsys, decoder_bin, f"--output_dir={run}",
                               f"--decode_from_file={path}", f"--decode_to_file={path}.out",
-                              # one sentence a search: the same shapes in both files
-                              "--decode_hparams=beam_size=2,batch_size=1", *flag)
+                              # one sentence a search: the same shapes in both files;
+                              # the search's XLA program is tests/decoding/'s
+                              "--decode_hparams=beam_size=2,batch_size=1,jit=false", *flag)
     assert code == 0, err
     outputs[name] = open(f"{path}.out", encoding="utf-8").read().splitlines()
   assert outputs["both"][0::2] == outputs["fr"]
@@ -286,7 +287,7 @@ def test_interactive_lines_take_the_language_or_their_tag(trained):
       parse_decode_hparams)
   run, _ = trained
   model, vocab, *_ = runs.load(run)
-  settings = parse_decode_hparams("beam_size=1")
+  settings = parse_decode_hparams("beam_size=1,jit=false")
   logged = []
   files.decode_interactive(model, vocab, settings, io.StringIO("seven\n<2fr> eight\n"),
                            log=logged.append)

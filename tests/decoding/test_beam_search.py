@@ -272,11 +272,16 @@ def test_a_forbidden_eos_is_never_a_finished_hypothesis():
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("shards,rows,jit", [(2, 3, True), (3, 3, False), (4, 3, False)])
+@pytest.mark.parametrize("shards,rows,jit", [
+    (2, 3, True), pytest.param(3, 3, False, marks=pytest.mark.slow),
+    pytest.param(4, 3, False, marks=pytest.mark.slow)])
 def test_sharded_search_equals_the_whole_batch(model, shards, rows, jit):
   """Under XLA where two slices of different shapes are compiled apart (2 of 3 rows); the
   other cases in graph mode (the slicing does not depend on XLA, and every export test
-  runs the default two shards compiled)."""
+  runs the default two shards compiled). Those two are slow: test_export.py's
+  test_mixed_batch_equals_one_by_one runs the graph export's two shards on batches of 1
+  (fewer rows than shards) and of 4 and 3, and test_sharded_search_runs_the_slices the
+  slicing in graph mode."""
   from t2t_keras.decoding.spec import DecodingSpec
   settings = f"extra_length=5,jit={str(jit).lower()}"
   whole = DecodingSpec(None, parse_decode_hparams(f"{settings},search_shards=1")).search_fn(

@@ -91,14 +91,16 @@ def test_empty_sources_get_empty_outputs_without_a_search():
 
 @pytest.mark.heavy
 def test_batched_decoding_equals_one_by_one(model, vocab):
-  batched = translate.translate_lines(model, vocab, SENTENCES, _hp())
+  whole = DecodingSpec(None, _hp()).search_fn(model, vocab)  # one search for both calls
+  batched = translate.translate_lines(model, vocab, SENTENCES, _hp(), search_fn=whole)
   one = _hp(batch_size=1)
   search_fn = DecodingSpec(None, one).search_fn(model, vocab)
   for line, hyps in zip(SENTENCES, batched):
     alone = translate.translate_lines(model, vocab, [line], one, search_fn=search_fn)[0]
     assert [h.ids for h in hyps] == [h.ids for h in alone]
     np.testing.assert_allclose([h.score for h in hyps], [h.score for h in alone], rtol=1e-4)
-  assert translate.decode_lines(model, vocab, SENTENCES, _hp()) == [h[0].text for h in batched]
+  best = [h[0].text for h in batched]
+  assert translate.decode_lines(model, vocab, SENTENCES, _hp(), whole) == best
 
 
 @pytest.mark.heavy
@@ -133,11 +135,13 @@ def test_decode_split_of_generated_problem(model, vocab):
   """The split's first num_samples sources, translated as decode_lines translates them,
   with BLEU against those sources' own references (was: counts only)."""
   from t2t_keras.metrics import bleu
+  search_fn = DecodingSpec(None, _hp()).search_fn(model, vocab)  # one search for both
   summary = files.decode_split(model, vocab, files.Split("translate_ende_numbers", "test"),
                                _hp(num_samples=3), files.Outputs(progress=False),
-                               log=lambda msg: None)
+                               search_fn=search_fn, log=lambda msg: None)
   sources, references = files.split_pairs("translate_ende_numbers", split="test")
-  assert summary["translations"] == translate.decode_lines(model, vocab, sources[:3], _hp())
+  assert summary["translations"] == translate.decode_lines(model, vocab, sources[:3], _hp(),
+                                                           search_fn)
   assert summary["bleu"] == bleu.bleu_report(summary["translations"], references[:3])
 
 
@@ -168,14 +172,41 @@ def test_decode_interactive_prints_each_lines_nbest(model, vocab):
   """Lines of a stream (blank ones skipped) -> "k<TAB>score<TAB>text" per hypothesis, the
   best only unless return_beams, as translate_lines ranks them one sentence at a time."""
   import io
+  # One search for the expected lines and the second session; the first builds its own.
+  search_fn = DecodingSpec(None, _hp(batch_size=1)).search_fn(model, vocab)
   expected = []
   for line in SENTENCES[:2]:
-    hyps = translate.translate_lines(model, vocab, [line], _hp(batch_size=1))[0]
+    hyps = translate.translate_lines(model, vocab, [line], _hp(batch_size=1), search_fn)[0]
     expected.append([f"{k}\t{h.score:.4f}\t{h.text}" for k, h in enumerate(hyps)])
   assert [len(e) for e in expected] == [2, 2]  # beam_size 2
   for return_beams in (False, True):
     printed = []
     files.decode_interactive(model, vocab, _hp(return_beams=return_beams),
                              stream=io.StringIO(f"{SENTENCES[0]}\n\n  {SENTENCES[1]}  \n"),
-                             log=printed.append)
+                             log=printed.append, search_fn=search_fn if return_beams else None)
     assert printed == [t for e in expected for t in e[:None if return_beams else 1]]
+
+
+def test_decode_interactive_builds_one_prefix_search_for_language_tokens(tmp_path,
+                                                                          monkeypatch):
+  """A language-token model's stdin lines (M2M-100's: each output forced to start with the
+  target language's token) go through one search that takes the prefix, built once for
+  the session however many lines follow; an echoing search stands in for the model."""
+  import io
+  import types
+  from folded_echo import echo, lowercase_vocab
+  base = lowercase_vocab(tmp_path)
+  vocab = types.SimpleNamespace(labels=("__en__", "__de__"), encode=base.encode,
+                                decode=base.decode, vocab_size=base.vocab_size)
+  built = []
+
+  def search_fn(spec, model, vocab, takes="ids", phrase_shape=None):
+    built.append(takes)
+    return echo if takes == "ids" else lambda ids, prefix: echo(ids)
+  monkeypatch.setattr(files.DecodingSpec, "search_fn", search_fn)
+  printed = []
+  files.decode_interactive(None, vocab, _hp(), io.StringIO("__en__ nine\n__en__ seven\n"
+                                                           "__en__ nine\n"),
+                           log=printed.append, target_language="de")
+  assert built == ["ids", "prefix"]
+  assert len(printed) == 3 and printed[0] == printed[2] != printed[1], printed

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.heavy
 
 FILES = int(os.environ.get("T2T_FUZZ_FILES", "40"))
 FLAG_STRINGS = int(os.environ.get("T2T_FUZZ_FLAGS", "300"))
-PROCESSES = int(os.environ.get("T2T_FUZZ_PROCESSES", "2"))
+PROCESSES = int(os.environ.get("T2T_FUZZ_PROCESSES", "1"))
 SEED = int(os.environ.get("T2T_FUZZ_SEED", "1"))
 MESSAGE_CHARS = 600  # a refusal's bound: the key, a shortened value, the keys it knows
 FUZZ = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck),

@@ -187,7 +187,8 @@ def test_t2t_decoder_decode_prefix_file(tmp_path, capsys):
   prefixes.write_text("drei\n\nneun und\n")
   argv = ["t2t-decoder", f"--output_dir={run}", f"--decode_from_file={source}",
           f"--decode_prefix_file={prefixes}", f"--decode_to_file={out}",
-          "--decode_hparams=beam_size=2,extra_length=12,return_beams=true"]
+          # the prefix search under XLA: test_xla_and_graph_give_the_same_outputs
+          "--decode_hparams=beam_size=2,extra_length=12,return_beams=true,jit=false"]
   assert t2t_bin.run_in_process(decoder_bin, argv) == 0
   for prefix, line in zip(["drei", "", "neun und"], out.read_text().splitlines()):
     for hyp in line.split("\t")[::2]:  # hyp<TAB>score<TAB>hyp<TAB>score
@@ -224,7 +225,6 @@ def test_multi30k_prefixes_on_a_tiny_run(tmp_path):
   refs = ["einhundertfünf", "neun", "drei und zwanzig"]
   rows = recipe.evaluate_split(model, vocab,
                                parse_decode_hparams("beam_size=2,extra_length=8,jit=false"),
-                               sources, refs, [1, 2])
-  assert [(k, n) for k, n, _ in rows] == [(0, 3), (1, 1), ("0 on k=1's", 1), (2, 1),
-                                          ("0 on k=2's", 1)]
+                               sources, refs, [1])
+  assert [(k, n) for k, n, _ in rows] == [(0, 3), (1, 1), ("0 on k=1's", 1)]
   assert all(0 <= f["next_word"] <= 100 for _, _, f in rows)

@@ -115,6 +115,10 @@ def test_export_layout(run_dir, exported):
 
 
 @pytest.mark.heavy
+# Slow: covered by test_server.py's test_outputs_equal_decoder_and_savedmodel (the same
+# run's graph export: rows, n-best texts and scores) and by this file's
+# test_loads_and_translates_without_this_package (this XLA export in a fresh process).
+@pytest.mark.slow
 def test_outputs_equal_decoder(loaded, reference):
   model, vocab = reference
   settings = parse_decode_hparams(DECODE)

@@ -75,7 +75,12 @@ def _log_probs(model, src, decoder_ids):
   return logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
 
 
-@pytest.mark.parametrize("which", [0, 2], ids=["joint", "separate"])
+# [joint] in the slow tier: an HF Marian import is Marian's import, and [separate] takes every
+# branch the joint pair takes and one more; a joint Marian pair's SavedModel, CTranslate2
+# model and beams stay in the default tier (test_marian_downstream.py,
+# test_marian_ctranslate2.py).
+@pytest.mark.parametrize("which", [pytest.param(0, marks=pytest.mark.slow), 2],
+                         ids=["joint", "separate"])
 def test_beams_and_their_scores_are_the_references(which, imported, tmp_path, capsys):
   """t2t-decoder return_beams: three beams per line, each scored (alpha 0: the sum of
   log probs) as the reference's logits give it with <pad> outside the softmax (our
@@ -108,9 +113,12 @@ def test_beams_and_their_scores_are_the_references(which, imported, tmp_path, ca
       assert abs(float(score) - theirs) < 1e-4, (hyp.text, score, theirs)
 
 
+@pytest.mark.slow
 def test_an_ensemble_of_two_imports_is_their_mean(imported, tmp_path, capsys):
   """t2t-decoder --output_dir=RUN1,RUN2 (greedy): the argmax of the two models' mean
-  probabilities at each step, computed by the reference."""
+  probabilities at each step, computed by the reference. Slow: the mean is
+  tests/decoding/test_ensemble.py's (the brute-force best of the mean; t2t-decoder over
+  several runs), and each import's decoding is checked above."""
   lines = _lines(5, seed=29)
   code, _, err = run_binary(capsys, decoder_bin,
                             f"--output_dir={imported[0][0]},{imported[1][0]}",
@@ -141,7 +149,9 @@ def test_an_ensemble_of_two_imports_is_their_mean(imported, tmp_path, capsys):
   assert differ <= 1 and len(set(outputs)) > 1, outputs
 
 
-@pytest.mark.parametrize("which", [0, 2], ids=["joint", "separate"])
+# [joint] in the slow tier: see test_beams_and_their_scores_are_the_references.
+@pytest.mark.parametrize("which", [pytest.param(0, marks=pytest.mark.slow), 2],
+                         ids=["joint", "separate"])
 def test_exports_translate_as_the_decoder(which, imported, tmp_path, capsys):
   """t2t-exporter's SavedModel (both sentencepiece models and the label rule in the
   graph) translates as t2t-decoder, and its attention signature names each side's
@@ -242,8 +252,8 @@ def test_finetuning_a_separate_vocabulary_import(imported, tmp_path, capsys):
       capsys, trainer_bin, "--problem=translate_parallel_text", f"--data_dir={data_dir}",
       f"--warm_start_from={run_dir}", f"--output_dir={tmp_path / 'ft'}", "--train_steps=40",
       "--hparams=batch_size=256,learning_rate_warmup_steps=10", "--save_every=40",
-      "--eval_every=40", "--eval_steps=2", "--eval_bleu_sentences=0", "--use_xla=false",
-      "--seed=1", *flags)
+      # no evaluation: the test computes the dev loss below with score_ids
+      "--eval_every=0", "--use_xla=false", "--seed=1", *flags)
   assert code == 0, err
   tuned = runs.load(str(tmp_path / "ft"))
   assert tuned.vocab.separate and tuned.model.source_embedding is not tuned.model.target_embedding

@@ -1,7 +1,11 @@
 """docs/library.md's Python blocks run as written, one after another in one namespace, in a
 directory where t2t_train/numbers_tiny is a run (conftest's tiny run, random weights); a
-block after the comment "not run by the page's test" names the test that covers it."""
+block after the comment "not run by the page's test" names the test that covers it. The
+page's searches run without XLA (`t2t_keras.load` given "jit=false" under what the page
+passes): what the page shows does not depend on it, and each search's XLA program is the
+decoding tests' (tests/decoding/)."""
 
+import functools
 import os
 
 import pytest
@@ -32,6 +36,9 @@ def test_the_pages_blocks_run_as_written(tmp_path, monkeypatch, capsys):
   make_tiny_run(tmp_path / "t2t_train" / "numbers_tiny", num_encoder_layers=1,
                 num_decoder_layers=1)
   monkeypatch.chdir(tmp_path)
+  import t2t_keras  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(t2t_keras, "load", functools.partial(t2t_keras.load,
+                                                           decode_hparams="jit=false"))
   namespace = {}
   for source, run in found:
     if run:

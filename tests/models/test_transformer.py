@@ -169,6 +169,8 @@ def test_beam_folded_cache_equals_tiled_cache(changes):
 
 
 @pytest.mark.heavy
+@pytest.mark.slow  # the searches' own XLA loops over the cache: test_beam_search.py's
+# test_compiles_in_tf_function and its cached-equals-uncached tests
 def test_cached_decoding_compiles_in_while_loop():
   model = _tiny()
   rng = np.random.RandomState(3)

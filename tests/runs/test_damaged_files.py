@@ -160,6 +160,8 @@ def test_a_damaged_run_file_stops_the_trainer_resuming_with_one_line(capsys, tmp
   assert err.startswith(f"t2t-trainer: error: {path} is damaged: not valid JSON ("), err
   after = {n: os.path.getmtime(os.path.join(run, n)) for n in os.listdir(run)}
   assert after == before  # nothing written, nothing removed
+  if name != "run.json":  # the resume below is the same run's whichever file was cut
+    return
   with open(path, "wb") as f:  # restored, as the line says: the run resumes
     f.write(whole)
   code, out, err = run_binary(capsys, trainer_bin, *train, "--train_steps=6")

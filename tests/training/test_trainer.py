@@ -195,7 +195,12 @@ def _init_like(trainer, reference):
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("setup", ["one_device", "xla", "two_replicas"])
+# one_device in the slow tier: [xla] runs the same micro and apply steps on one device
+# (compiled), [two_replicas] the same math without XLA, and
+# test_resume_is_exact_under_xla_two_replicas_and_accumulation[accumulation] trains the
+# one-device step without XLA.
+@pytest.mark.parametrize("setup", [pytest.param("one_device", marks=pytest.mark.slow), "xla",
+                                   "two_replicas"])
 def test_accumulated_micro_batches_equal_one_batch_of_their_union(copy_data, tmp_path, setup,
                                                                  two_cpu_strategy):
   """2 micro-batches with different token counts == one batch of both: tokens weigh. Also

@@ -124,8 +124,6 @@ def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp
   vocab = vocabulary.SubwordVocabulary(info["vocab_path"])
   short = selection.merge_overrides(DECODE, "extra_length=3")
   references = translate.decode_lines(model, vocab, SENTENCES, parse_decode_hparams(short))
-  assert references != translate.decode_lines(model, vocab, SENTENCES,
-                                            parse_decode_hparams(DECODE))
   out = str(tmp_path / "selected")
   result = selection.select_average(
       run_dir, out, SENTENCES, references, windows=[1], ends=1, decode_overrides=DECODE,
@@ -138,6 +136,7 @@ def test_decode_grid_keeps_the_decoding_that_matches_the_references(run_dir, tmp
   assert [d["decode_hparams"] for d in result["decodings"]] == [
       DECODE, selection.merge_overrides(DECODE, "extra_length=5"), short]
   scores = {d["decode_hparams"]: d["chrf"] for d in result["decodings"]}
+  # (DECODE's chrF below 100: the references are not what the window stage outputs)
   assert scores[short] == 100.0 and max(v for k, v in scores.items() if k != short) < 100.0
   assert result["decodings"][0]["chrf"] == result["chosen"]["chrf"]
   table = open(os.path.join(out, selection.SELECTION_MD)).read()
