@@ -298,7 +298,10 @@ def test_t2t_trainer_flags_keep_their_meaning(capsys, data_dir, tmp_path):
 
 
 @pytest.mark.heavy
-def test_decoder_and_exporter_accept_agreeing_t2t_flags(capsys, places, tmp_path):
+def test_decoder_and_exporter_accept_agreeing_t2t_flags(capsys, places, tmp_path, monkeypatch):
+  """Both binaries take t2t's flags where they agree with the run. The exporter's
+  SavedModel write is left out (only export_info.json is written): what it saves is
+  tests/exporting/'s, the flags are this test's."""
   run = places["run"]
   common = [f"--data_dir={places['data']}", f"--problem={PROBLEM}", "--model=transformer",
             "--hparams_set=transformer_tiny", f"--hparams={TINY}", f"--output_dir={run}"]
@@ -308,6 +311,14 @@ def test_decoder_and_exporter_accept_agreeing_t2t_flags(capsys, places, tmp_path
                             f"--decode_from_file={places['in']}", f"--decode_to_file={out}")
   assert code == 0, err
   assert len(open(out).read().splitlines()) == 2
+  from t2t_keras.exporting import export  # pylint: disable=import-outside-toplevel
+
+  def save(translator, export_info, directory):
+    del translator
+    os.makedirs(os.path.join(directory, "assets"))
+    with open(os.path.join(directory, "assets", "export_info.json"), "w") as f:
+      json.dump(export_info, f, default=str)
+  monkeypatch.setattr(export, "_save", save)
   code, stdout, err = run_binary(capsys, "exporter", *common, f"--export_dir={tmp_path}/exp",
                                  "--decode_hparams=beam_size=1,jit=false", "--export_version=5",
                                  "--max_input_length=6")
