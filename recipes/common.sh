@@ -36,12 +36,12 @@ train_multi30k() {
 # select_on_val RUN_DIR VAL_SOURCE VAL_REFERENCE [GRID]: the Multi30k recipes' choice on val
 # (never test2016) into RUN_DIR/selected: the averaging window (SELECT_WINDOWS, default 1,
 # 5, 10 or 20 checkpoints ending at 3 points of the run's newer half, each decoded with
-# beam 4, alpha 0.6), then
-# for that average the decodings of GRID (default: beam 4, 6, 8 with alpha 0.6 and 1.0);
-# what was tried is in RUN_DIR/selected/selection.md.
+# beam 4, alpha 0.6), then for that average the decodings of GRID (default: beam 4, 6, 8
+# with alpha 0.6 and 1.0); what was tried is in RUN_DIR/selected/selection.md.
 select_on_val() {
   t2t-avg-all --model_dir="$1" --output_dir="$1/selected" \
       --select_from_file="$2" --select_reference="$3" \
-      --select_windows="${SELECT_WINDOWS:-1,5,10,20}" --select_ends=3 --select_decode_hparams="beam_size=4,alpha=0.6" \
+      --select_windows="${SELECT_WINDOWS:-1,5,10,20}" --select_ends=3 \
+      --select_decode_hparams="beam_size=4,alpha=0.6" \
       --select_decode_grid="${4:-alpha=1.0;beam_size=6;beam_size=6,alpha=1.0;beam_size=8;beam_size=8,alpha=1.0}"
 }
